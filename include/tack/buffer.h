@@ -1,0 +1,59 @@
+/* Buffers: a run of device memory, owned by Tack or wrapped. */
+#ifndef TACK_BUFFER_H
+#define TACK_BUFFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tack/device.h"
+#include "tack/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tack_buffer tack_buffer;
+
+/* Called exactly once, when the last reference to a wrapped buffer goes. */
+typedef void (*tack_release_fn)(void *context);
+
+/* Allocates `nbytes` (at least one byte is reserved) of zeroed memory on the
+ * device; `exportable` asks for memory that export_memory can hand out
+ * without a copy where the backend supports it. The buffer retains the
+ * device. On error returns TACK_ENOMEM or TACK_ERUNTIME and leaves *out
+ * untouched. */
+tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable, tack_buffer **out);
+
+/* Wraps memory someone else owns. The address is checked with the backend's
+ * memory-space query first (TACK_EVALUE for the wrong kind of memory). Tack
+ * never frees it; `release`, if not NULL, is called with `context` exactly
+ * once when the buffer goes. On failure `release` is not called and nothing
+ * is kept. The buffer is shared from the start. On error returns TACK_EVALUE,
+ * TACK_ERUNTIME or TACK_ENOMEM and leaves *out untouched. */
+tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
+                             void *context, tack_buffer **out);
+
+/* Reference counting; both accept NULL. Thread-safe. */
+tack_buffer *tack_buffer_retain(tack_buffer *buffer);
+void tack_buffer_release(tack_buffer *buffer);
+
+void *tack_buffer_data(const tack_buffer *buffer);
+size_t tack_buffer_size(const tack_buffer *buffer);
+tack_device *tack_buffer_device(const tack_buffer *buffer); /* borrowed */
+/* 1 for memory Tack allocated, 0 for wrapped memory. */
+int tack_buffer_is_owned(const tack_buffer *buffer);
+
+/* Waits for the launches queued on the buffer so far and marks it shared:
+ * every later launch that uses it completes before returning.
+ * On error returns TACK_ERUNTIME; the mark is not set. */
+tack_status tack_buffer_share(tack_buffer *buffer);
+int tack_buffer_is_shared(const tack_buffer *buffer);
+
+/* Live-object counter, for leak tests: buffers not yet freed in the process. */
+long tack_buffer_live_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

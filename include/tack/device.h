@@ -1,0 +1,77 @@
+/* Devices: a backend (cpu, cuda, hip, level_zero) plus its options. */
+#ifndef TACK_DEVICE_H
+#define TACK_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tack/dlpack.h"
+#include "tack/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tack_device tack_device;
+
+/* One option to tack_device_open. A dictionary option such as Level Zero's
+ * external_context={"driver": d, "device": v, "context": c} is given as one
+ * entry per field, all with the same name. A scalar option has field NULL. */
+typedef struct tack_option {
+    const char *name;
+    const char *field;
+    uint64_t value;
+} tack_option;
+
+/* Opens the device named `name`: a backend name ("cpu", "cuda", "hip",
+ * "level_zero"), optionally followed by ":<ordinal>" ("cuda:1").
+ * Without options, returns the process-wide device for that backend and
+ * ordinal, retained (the same object on every call). With options, returns a
+ * new device made with them. Every option is checked against the backend's
+ * declared option names before anything is constructed.
+ * On error returns TACK_EVALUE (unknown backend, malformed name, unknown
+ * option, bad option value) or TACK_ERUNTIME (no driver or no such device),
+ * sets the message, and leaves *out untouched; nothing is constructed. */
+tack_status tack_device_open(const char *name, const tack_option *options, size_t n_options,
+                             tack_device **out);
+
+/* The process-wide device a backend uses for a DLPack device, retained; used
+ * by imports when neither device= nor the default device can wrap a tensor.
+ * Errors as tack_device_open. */
+tack_status tack_device_for_dlpack(DLDevice dl_device, tack_device **out);
+
+/* Reference counting. retain returns its argument; release frees the device
+ * when the count reaches zero. Both accept NULL. Thread-safe. */
+tack_device *tack_device_retain(tack_device *device);
+void tack_device_release(tack_device *device);
+
+/* Backend name ("cpu"). Never fails. */
+const char *tack_device_backend(const tack_device *device);
+/* Ordinal within the backend (0 for cpu). Never fails. */
+int tack_device_ordinal(const tack_device *device);
+/* A name that tack_device_open accepts: "cpu", "cuda:0". Never fails. */
+const char *tack_device_name(const tack_device *device);
+/* The DLPack device this device's arrays are exported as. Never fails. */
+DLDevice tack_device_dl_device(const tack_device *device);
+/* An identifier of the device's memory domain: arrays from two domains never
+ * meet in one launch. Never fails. */
+uint64_t tack_device_memory_domain(const tack_device *device);
+/* 1 when the device adopted a context from another library. Never fails. */
+int tack_device_shares_external_context(const tack_device *device);
+/* 1 when this device's backend can wrap memory of DLPack device type `type`
+ * with that device id. Never fails. */
+int tack_device_can_wrap(const tack_device *device, DLDevice dl_device);
+
+/* The option names a backend accepts, NULL-terminated; NULL for an unknown
+ * backend name. Never fails otherwise. */
+const char *const *tack_backend_options(const char *backend);
+
+/* Waits until every launch queued on the device is complete.
+ * On error returns TACK_ERUNTIME with the driver's message. */
+tack_status tack_device_synchronize(tack_device *device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,55 @@
+/* Element types and their DLPack equivalents. */
+#ifndef TACK_DTYPE_H
+#define TACK_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tack/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tack_dtype {
+    TACK_I8 = 0,
+    TACK_U8,
+    TACK_I16,
+    TACK_U16,
+    TACK_I32,
+    TACK_U32,
+    TACK_I64,
+    TACK_U64,
+    TACK_F32,
+    TACK_F64,
+    TACK_NDTYPES
+} tack_dtype;
+
+/* Size in bytes of one element; 0 for a value outside the enum. */
+size_t tack_dtype_size(tack_dtype dtype);
+
+/* NumPy-style name ("float32"); NULL for a value outside the enum. */
+const char *tack_dtype_name(tack_dtype dtype);
+
+/* Short name ("f32"); NULL for a value outside the enum. */
+const char *tack_dtype_short_name(tack_dtype dtype);
+
+/* The C type a kernel uses for it ("float", "int32_t"); NULL outside the enum. */
+const char *tack_dtype_c_type(tack_dtype dtype);
+
+/* Parses "float32", "f32", "int8", "u8", ... On error returns TACK_ETYPE,
+ * leaves *out untouched and sets the message. */
+tack_status tack_dtype_from_name(const char *name, tack_dtype *out);
+
+/* Maps a DLPack (code, bits, lanes) to a dtype. On error (no equivalent, or
+ * lanes != 1) returns TACK_ETYPE and leaves *out untouched. */
+tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, tack_dtype *out);
+
+/* The DLPack (code, bits) of a dtype, lanes being 1. TACK_ETYPE outside the enum. */
+tack_status tack_dtype_to_dlpack(tack_dtype dtype, uint8_t *code, uint8_t *bits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

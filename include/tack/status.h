@@ -1,0 +1,29 @@
+/* Status codes and the thread-local error message every fallible call leaves. */
+#ifndef TACK_STATUS_H
+#define TACK_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tack_status {
+    TACK_OK = 0,
+    TACK_EVALUE,   /* a value is wrong (Python: ValueError) */
+    TACK_ETYPE,    /* a type is wrong (Python: TypeError) */
+    TACK_ERUNTIME, /* the operation cannot be done here (Python: RuntimeError) */
+    TACK_EBUFFER,  /* an export cannot be made as asked (Python: BufferError) */
+    TACK_ENOMEM,   /* out of memory (Python: MemoryError) */
+} tack_status;
+
+/* The message left by the last failing call on this thread; "" if none.
+ * Valid until the next failing Tack call on the same thread. Never fails. */
+const char *tack_last_error(void);
+
+/* The status' name, e.g. "TACK_EVALUE". Never fails. */
+const char *tack_status_name(tack_status status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,35 @@
+"""Tack: arrays on host and GPU devices that cross library lines without a copy.
+
+Everything here is implemented in C (tack._tack); this package re-exports it.
+"""
+from tack._tack import (  # noqa: F401
+    Array,
+    Device,
+    DType,
+    ExportedMemory,
+    __version__,
+    array,
+    array_from_ptr,
+    device,
+    empty,
+    f32,
+    f64,
+    from_dlpack,
+    get_default_device,
+    i8,
+    i16,
+    i32,
+    i64,
+    set_default_device,
+    u8,
+    u16,
+    u32,
+    u64,
+    zeros,
+)
+from tack import _tack
+
+if hasattr(_tack, "Kernel"):
+    from tack._tack import Kernel  # noqa: F401
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,1 @@
+"""Bridges between Tack and other libraries."""

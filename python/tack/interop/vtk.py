@@ -1,0 +1,1 @@
+"""Zero-copy exchange between Tack arrays and VTK data arrays."""

@@ -1,0 +1,317 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static atomic_long live_arrays;
+
+long tack_array_live_count(void) { return atomic_load(&live_arrays); }
+
+tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes)
+{
+    if (ndim < 0 || ndim > TACK_MAX_NDIM)
+        return tack_error_set(TACK_EVALUE, "an array has 0 to %d dimensions, not %d", TACK_MAX_NDIM, ndim);
+    if (ndim > 0 && !shape)
+        return tack_error_set(TACK_EVALUE, "shape is NULL for a %d-dimensional array", ndim);
+    size_t n = 1;
+    int zero = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return tack_error_set(TACK_EVALUE, "shape[%d] is %lld; extents must be >= 0", i,
+                                  (long long)shape[i]);
+        if (shape[i] == 0)
+            zero = 1;
+    }
+    /* A zero extent anywhere makes the product zero whatever the others are,
+     * but an absurd extent beside it is still refused below. */
+    for (int i = 0; i < ndim; i++) {
+        uint64_t e = (uint64_t)shape[i];
+        if (e > (uint64_t)SIZE_MAX || (e && n > SIZE_MAX / e) || (zero && e > (uint64_t)INT64_MAX / 2))
+            return tack_error_set(TACK_EVALUE, "shape is too large: the element count overflows");
+        if (e)
+            n *= (size_t)e;
+    }
+    if (zero)
+        n = 0;
+    if (itemsize && n > ((size_t)INT64_MAX) / itemsize)
+        return tack_error_set(TACK_EVALUE, "shape is too large: %zu elements of %zu bytes overflow", n,
+                              itemsize);
+    *size = n;
+    *nbytes = n * itemsize;
+    return TACK_OK;
+}
+
+static tack_status array_new(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
+                             int writable, tack_array **out)
+{
+    size_t itemsize = tack_dtype_size(dtype);
+    if (!itemsize)
+        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
+    size_t size, nbytes;
+    tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
+    if (st != TACK_OK)
+        return st;
+    if (buffer && (uintptr_t)data - (uintptr_t)buffer->data + nbytes > buffer->nbytes &&
+        !(nbytes == 0 && buffer->nbytes == 0))
+        return tack_error_set(TACK_EVALUE, "an array of %zu bytes does not fit a buffer of %zu bytes", nbytes,
+                              buffer->nbytes);
+    tack_array *a = malloc(sizeof *a);
+    if (!a)
+        return tack_error_set(TACK_ENOMEM, "out of memory allocating an array record");
+    atomic_init(&a->refs, 1);
+    a->buffer = tack_buffer_retain(buffer);
+    a->data = data;
+    a->dtype = dtype;
+    a->ndim = ndim;
+    a->writable = writable ? 1 : 0;
+    a->size = size;
+    a->nbytes = nbytes;
+    if (ndim)
+        memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+    atomic_fetch_add(&live_arrays, 1);
+    *out = a;
+    return TACK_OK;
+}
+
+tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, const int64_t *shape,
+                             int exportable, tack_array **out)
+{
+    if (!device || !out)
+        return tack_error_set(TACK_EVALUE, "tack_array_empty: device and out must not be NULL");
+    size_t itemsize = tack_dtype_size(dtype), size, nbytes;
+    if (!itemsize)
+        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
+    tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
+    if (st != TACK_OK)
+        return st;
+    tack_buffer *b;
+    st = tack_buffer_alloc(device, nbytes, exportable, &b);
+    if (st != TACK_OK)
+        return st;
+    st = array_new(b, b->data, dtype, ndim, shape, 1, out);
+    tack_buffer_release(b); /* the array holds it now, or nobody does */
+    return st;
+}
+
+tack_status tack_array_from_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
+                                   int writable, tack_array **out)
+{
+    if (!buffer || !out)
+        return tack_error_set(TACK_EVALUE, "tack_array_from_buffer: buffer and out must not be NULL");
+    return array_new(buffer, buffer->data, dtype, ndim, shape, writable, out);
+}
+
+tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dtype, int ndim,
+                            const int64_t *shape, int writable, tack_array **out)
+{
+    if (!device || !out)
+        return tack_error_set(TACK_EVALUE, "tack_array_wrap: device and out must not be NULL");
+    if (address > UINTPTR_MAX)
+        return tack_error_set(TACK_EVALUE, "address 0x%llx does not fit a pointer here",
+                              (unsigned long long)address);
+    size_t itemsize = tack_dtype_size(dtype), size, nbytes;
+    if (!itemsize)
+        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
+    tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
+    if (st != TACK_OK)
+        return st;
+    if (address == 0 && nbytes)
+        return tack_error_set(TACK_EVALUE, "address is NULL; pass the address of the memory to wrap");
+    tack_buffer *b;
+    st = tack_buffer_wrap(device, (void *)(uintptr_t)address, nbytes, NULL, NULL, &b);
+    if (st != TACK_OK)
+        return st;
+    st = array_new(b, b->data, dtype, ndim, shape, writable, out);
+    tack_buffer_release(b);
+    return st;
+}
+
+tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *shape, tack_array **out)
+{
+    if (!a || !out)
+        return tack_error_set(TACK_EVALUE, "tack_array_reshape: array and out must not be NULL");
+    if (ndim < 0 || ndim > TACK_MAX_NDIM)
+        return tack_error_set(TACK_EVALUE, "an array has 0 to %d dimensions, not %d", TACK_MAX_NDIM, ndim);
+    if (ndim > 0 && !shape)
+        return tack_error_set(TACK_EVALUE, "shape is NULL for a %d-dimensional array", ndim);
+    int64_t s[TACK_MAX_NDIM];
+    int infer = -1;
+    for (int i = 0; i < ndim; i++) {
+        s[i] = shape[i];
+        if (shape[i] == -1) {
+            if (infer >= 0)
+                return tack_error_set(TACK_EVALUE, "reshape: only one extent can be -1");
+            infer = i;
+            s[i] = 1;
+        }
+    }
+    if (infer >= 0) {
+        size_t known, unused;
+        tack_status st = tack_shape_check(ndim, s, 1, &known, &unused);
+        if (st != TACK_OK)
+            return st;
+        if (known == 0 || a->size % known)
+            return tack_error_set(TACK_EVALUE, "cannot reshape an array of size %zu so that -1 is a whole extent",
+                                  a->size);
+        s[infer] = (int64_t)(a->size / known);
+    }
+    size_t size, nbytes;
+    tack_status st = tack_shape_check(ndim, s, tack_dtype_size(a->dtype), &size, &nbytes);
+    if (st != TACK_OK)
+        return st;
+    if (size != a->size)
+        return tack_error_set(TACK_EVALUE, "cannot reshape an array of size %zu into a shape of size %zu",
+                              a->size, size);
+    return array_new(a->buffer, a->data, a->dtype, ndim, s, a->writable, out);
+}
+
+tack_array *tack_array_retain(tack_array *a)
+{
+    if (a)
+        atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    return a;
+}
+
+void tack_array_release(tack_array *a)
+{
+    if (!a)
+        return;
+    long left = atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) - 1;
+    if (left > 0)
+        return;
+    if (left < 0)
+        tack_refcount_underflow("array");
+    tack_buffer_release(a->buffer);
+    atomic_fetch_sub(&live_arrays, 1);
+    free(a);
+}
+
+tack_dtype tack_array_dtype(const tack_array *a) { return a->dtype; }
+int tack_array_ndim(const tack_array *a) { return a->ndim; }
+const int64_t *tack_array_shape(const tack_array *a) { return a->shape; }
+size_t tack_array_size(const tack_array *a) { return a->size; }
+size_t tack_array_nbytes(const tack_array *a) { return a->nbytes; }
+int tack_array_writable(const tack_array *a) { return a->writable; }
+void *tack_array_data(const tack_array *a) { return a->data; }
+tack_buffer *tack_array_buffer(const tack_array *a) { return a->buffer; }
+tack_device *tack_array_device(const tack_array *a) { return a->buffer->device; }
+
+tack_status tack_array_copy_to_host(const tack_array *a, void *dst, size_t nbytes)
+{
+    if (!a || (!dst && nbytes))
+        return tack_error_set(TACK_EVALUE, "tack_array_copy_to_host: array and destination must not be NULL");
+    if (nbytes != a->nbytes)
+        return tack_error_set(TACK_EVALUE, "copy of %zu bytes from an array of %zu bytes", nbytes, a->nbytes);
+    if (!nbytes)
+        return TACK_OK;
+    tack_status st = tack_buffer_wait(a->buffer);
+    if (st != TACK_OK)
+        return st;
+    tack_device *d = a->buffer->device;
+    if (d->ops->copy_to_host)
+        return d->ops->copy_to_host(d, dst, a->data, nbytes);
+    memcpy(dst, a->data, nbytes);
+    return TACK_OK;
+}
+
+static tack_status require_writable(const tack_array *a, const char *what)
+{
+    if (a->writable)
+        return TACK_OK;
+    return tack_error_set(TACK_ERUNTIME,
+                          "cannot %s a read-only array; it was wrapped read-only (array_from_ptr defaults to "
+                          "writable=False) or imported from a read-only producer",
+                          what);
+}
+
+tack_status tack_array_copy_from_host(tack_array *a, const void *src, size_t nbytes)
+{
+    if (!a || (!src && nbytes))
+        return tack_error_set(TACK_EVALUE, "tack_array_copy_from_host: array and source must not be NULL");
+    tack_status st = require_writable(a, "write to");
+    if (st != TACK_OK)
+        return st;
+    if (nbytes != a->nbytes)
+        return tack_error_set(TACK_EVALUE, "copy of %zu bytes into an array of %zu bytes", nbytes, a->nbytes);
+    if (!nbytes)
+        return TACK_OK;
+    st = tack_buffer_wait(a->buffer);
+    if (st != TACK_OK)
+        return st;
+    tack_device *d = a->buffer->device;
+    if (d->ops->copy_from_host)
+        return d->ops->copy_from_host(d, a->data, src, nbytes);
+    memcpy(a->data, src, nbytes);
+    return TACK_OK;
+}
+
+tack_status tack_array_fill(tack_array *a, const void *value)
+{
+    if (!a || !value)
+        return tack_error_set(TACK_EVALUE, "tack_array_fill: array and value must not be NULL");
+    tack_status st = require_writable(a, "fill");
+    if (st != TACK_OK)
+        return st;
+    size_t item = tack_dtype_size(a->dtype);
+    tack_device *d = a->buffer->device;
+    if (!d->ops->copy_from_host) {
+        st = tack_buffer_wait(a->buffer);
+        if (st != TACK_OK)
+            return st;
+        for (size_t i = 0; i < a->size; i++)
+            memcpy((char *)a->data + i * item, value, item);
+        return TACK_OK;
+    }
+    /* Device memory: build the pattern on the host, copy it once. */
+    if (!a->nbytes)
+        return TACK_OK;
+    char *host = malloc(a->nbytes);
+    if (!host)
+        return tack_error_set(TACK_ENOMEM, "out of memory staging a fill of %zu bytes", a->nbytes);
+    for (size_t i = 0; i < a->size; i++)
+        memcpy(host + i * item, value, item);
+    st = tack_array_copy_from_host(a, host, a->nbytes);
+    free(host);
+    return st;
+}
+
+tack_status tack_array_to_device(const tack_array *a, tack_device *device, tack_array **out)
+{
+    if (!a || !device || !out)
+        return tack_error_set(TACK_EVALUE, "tack_array_to_device: array, device and out must not be NULL");
+    tack_array *r;
+    tack_status st = tack_array_empty(device, a->dtype, a->ndim, a->shape, 0, &r);
+    if (st != TACK_OK)
+        return st;
+    if (a->nbytes) {
+        void *host = malloc(a->nbytes);
+        st = host ? tack_array_copy_to_host(a, host, a->nbytes)
+                  : tack_error_set(TACK_ENOMEM, "out of memory staging a copy of %zu bytes", a->nbytes);
+        if (st == TACK_OK)
+            st = tack_array_copy_from_host(r, host, a->nbytes);
+        free(host);
+    }
+    if (st != TACK_OK) {
+        tack_array_release(r);
+        return st;
+    }
+    *out = r;
+    return TACK_OK;
+}
+
+tack_status tack_array_export_memory(tack_array *a, tack_exported_memory *out)
+{
+    if (!a || !out)
+        return tack_error_set(TACK_EVALUE, "tack_array_export_memory: array and out must not be NULL");
+    tack_device *d = a->buffer->device;
+    if (!d->ops->export_memory)
+        return tack_error_set(TACK_ERUNTIME, "Backend %s does not support memory export", d->ops->name);
+    tack_exported_memory rec;
+    memset(&rec, 0, sizeof rec);
+    tack_status st = d->ops->export_memory(a->buffer, &rec);
+    if (st != TACK_OK)
+        return st;
+    rec.size = a->nbytes;
+    *out = rec;
+    return TACK_OK;
+}

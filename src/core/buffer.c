@@ -1,0 +1,116 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static atomic_long live_buffers;
+
+long tack_buffer_live_count(void) { return atomic_load(&live_buffers); }
+
+static tack_buffer *buffer_new(tack_device *device)
+{
+    tack_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->device = tack_device_retain(device);
+    atomic_fetch_add(&live_buffers, 1);
+    return b;
+}
+
+tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable, tack_buffer **out)
+{
+    if (!device || !out)
+        return tack_error_set(TACK_EVALUE, "tack_buffer_alloc: device and out must not be NULL");
+    tack_buffer *b = buffer_new(device);
+    if (!b)
+        return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
+    /* Zero-size arrays still get a distinct, valid address to export. */
+    tack_status st = device->ops->alloc(device, nbytes ? nbytes : 1, exportable, &b->data, &b->alloc_ctx);
+    if (st != TACK_OK) {
+        b->data = NULL;
+        tack_buffer_release(b);
+        return st;
+    }
+    b->nbytes = nbytes;
+    b->owned = 1;
+    *out = b;
+    return TACK_OK;
+}
+
+tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
+                             void *context, tack_buffer **out)
+{
+    if (!device || !out)
+        return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: device and out must not be NULL");
+    if (device->ops->check_pointer) {
+        tack_status st = device->ops->check_pointer(device, (uint64_t)(uintptr_t)data);
+        if (st != TACK_OK)
+            return st;
+    }
+    tack_buffer *b = buffer_new(device);
+    if (!b)
+        return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
+    b->data = data;
+    b->nbytes = nbytes;
+    b->release = release;
+    b->release_ctx = context;
+    /* The owner may touch the memory at any moment with no Tack call in
+     * between, so launches over it must complete before returning. */
+    atomic_store(&b->shared, 1);
+    *out = b;
+    return TACK_OK;
+}
+
+tack_buffer *tack_buffer_retain(tack_buffer *b)
+{
+    if (b)
+        atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+void tack_buffer_release(tack_buffer *b)
+{
+    if (!b)
+        return;
+    long left = atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) - 1;
+    if (left > 0)
+        return;
+    if (left < 0)
+        tack_refcount_underflow("buffer");
+    tack_device *d = b->device;
+    if (b->export_ctx && d->ops->release_export)
+        d->ops->release_export(b);
+    if (b->owned && b->data)
+        d->ops->free(d, b->data, b->alloc_ctx);
+    if (b->release)
+        b->release(b->release_ctx);
+    atomic_fetch_sub(&live_buffers, 1);
+    free(b);
+    tack_device_release(d);
+}
+
+void *tack_buffer_data(const tack_buffer *b) { return b->data; }
+size_t tack_buffer_size(const tack_buffer *b) { return b->nbytes; }
+tack_device *tack_buffer_device(const tack_buffer *b) { return b->device; }
+int tack_buffer_is_owned(const tack_buffer *b) { return b->owned; }
+int tack_buffer_is_shared(const tack_buffer *b) { return atomic_load(&b->shared); }
+
+tack_status tack_buffer_wait(tack_buffer *b)
+{
+    tack_device *d = b->device;
+    if (atomic_load(&b->last_launch) <= atomic_load(&d->completed))
+        return TACK_OK;
+    return tack_device_synchronize(d);
+}
+
+tack_status tack_buffer_share(tack_buffer *b)
+{
+    if (!b)
+        return tack_error_set(TACK_EVALUE, "tack_buffer_share: buffer is NULL");
+    tack_status st = tack_buffer_wait(b);
+    if (st != TACK_OK)
+        return st;
+    atomic_store(&b->shared, 1);
+    return TACK_OK;
+}

@@ -1,0 +1,98 @@
+/* DLPack export: one allocation holds the managed tensor, its shape and its
+ * strides; the tensor is written once and wrapped the legacy or versioned way. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+
+static atomic_long live_exports;
+
+long tack_dlpack_live_exports(void) { return atomic_load(&live_exports); }
+
+/* Allocates `head` bytes of managed-tensor struct followed by room for the
+ * shape and the strides, and fills `t` (which lies inside the block). */
+static tack_status export_block(tack_array *a, size_t head, void **block, DLTensor *(*locate)(void *))
+{
+    if (!a)
+        return tack_error_set(TACK_EVALUE, "cannot export a NULL array");
+    uint8_t code, bits;
+    tack_status st = tack_dtype_to_dlpack(a->dtype, &code, &bits);
+    if (st != TACK_OK)
+        return st;
+    /* The consumer may read the memory at once on its own queue and keep
+     * reading after later launches: finish queued work, mark the buffer. */
+    st = tack_buffer_share(a->buffer);
+    if (st != TACK_OK)
+        return st;
+    size_t nd = (size_t)a->ndim;
+    char *p = malloc(head + 2 * nd * sizeof(int64_t) + 1);
+    if (!p)
+        return tack_error_set(TACK_ENOMEM, "out of memory exporting an array");
+    memset(p, 0, head);
+    int64_t *shape = (int64_t *)(void *)(p + head);
+    int64_t *strides = shape + nd;
+    int64_t stride = 1;
+    for (size_t i = nd; i-- > 0;) {
+        shape[i] = a->shape[i];
+        strides[i] = stride;
+        stride *= a->shape[i] ? a->shape[i] : 1;
+    }
+    DLTensor *t = locate(p);
+    t->data = a->data;
+    t->device = tack_device_dl_device(a->buffer->device);
+    t->ndim = (int32_t)nd;
+    t->dtype.code = code;
+    t->dtype.bits = bits;
+    t->dtype.lanes = 1;
+    t->shape = shape;
+    t->strides = strides;
+    t->byte_offset = 0;
+    tack_array_retain(a);
+    atomic_fetch_add(&live_exports, 1);
+    *block = p;
+    return TACK_OK;
+}
+
+/* The deleters touch no Python object and need no lock: they may run on any
+ * thread, during interpreter shutdown or after it. */
+static void export_done(void *block, tack_array *a)
+{
+    free(block);
+    atomic_fetch_sub(&live_exports, 1);
+    tack_array_release(a);
+}
+
+static void legacy_deleter(DLManagedTensor *m) { export_done(m, m->manager_ctx); }
+static void versioned_deleter(DLManagedTensorVersioned *m) { export_done(m, m->manager_ctx); }
+
+static DLTensor *legacy_tensor(void *p) { return &((DLManagedTensor *)p)->dl_tensor; }
+static DLTensor *versioned_tensor(void *p) { return &((DLManagedTensorVersioned *)p)->dl_tensor; }
+
+tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out)
+{
+    void *block = NULL;
+    tack_status st = export_block(a, sizeof(DLManagedTensor), &block, legacy_tensor);
+    if (st != TACK_OK)
+        return st;
+    DLManagedTensor *m = block;
+    m->manager_ctx = a;
+    m->deleter = legacy_deleter;
+    *out = m;
+    return TACK_OK;
+}
+
+tack_status tack_array_to_dlpack_versioned(tack_array *a, DLManagedTensorVersioned **out)
+{
+    void *block = NULL;
+    tack_status st = export_block(a, sizeof(DLManagedTensorVersioned), &block, versioned_tensor);
+    if (st != TACK_OK)
+        return st;
+    DLManagedTensorVersioned *m = block;
+    m->version.major = DLPACK_MAJOR_VERSION;
+    m->version.minor = DLPACK_MINOR_VERSION;
+    m->manager_ctx = a;
+    m->deleter = versioned_deleter;
+    m->flags = a->writable ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+    *out = m;
+    return TACK_OK;
+}

@@ -1,0 +1,345 @@
+/* tack.Device and the module's device functions. */
+#include "ext.h"
+
+#include <string.h>
+
+/* Device objects by tack_device address, so that one device has one Python
+ * object (tack.device("cpu") is tack.device("cpu")). Devices live for the
+ * process, as the C registry's do. */
+static PyObject *device_objects;
+static tack_device *default_device;
+static PyObject *default_device_object;
+
+PyObject *tack_py_device_object(tack_device *device)
+{
+    PyObject *key = PyLong_FromVoidPtr(device);
+    if (!key)
+        return NULL;
+    PyObject *obj = PyDict_GetItemWithError(device_objects, key);
+    if (obj || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return Py_XNewRef(obj);
+    }
+    TackDeviceObject *d = PyObject_New(TackDeviceObject, &TackDevice_Type);
+    if (!d) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    d->device = tack_device_retain(device);
+    if (PyDict_SetItem(device_objects, key, (PyObject *)d) < 0) {
+        Py_DECREF(key);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(key);
+    return (PyObject *)d;
+}
+
+tack_device *tack_py_default_device(void)
+{
+    if (!default_device) {
+        tack_device *d;
+        tack_status st = tack_device_open("cpu", NULL, 0, &d);
+        if (st != TACK_OK) {
+            tack_py_raise(st);
+            return NULL;
+        }
+        default_device = d;
+    }
+    return default_device;
+}
+
+/* Converts keyword options to tack_option entries after checking every name
+ * against the backend, so a misspelled option is a ValueError whatever its value. */
+static int convert_options(const char *name, PyObject *kwargs, tack_option *opts, size_t cap, size_t *n,
+                           PyObject *keep)
+{
+    *n = 0;
+    if (!kwargs || PyDict_GET_SIZE(kwargs) == 0)
+        return 0;
+    const char *colon = strchr(name, ':');
+    size_t len = colon ? (size_t)(colon - name) : strlen(name);
+    char backend[32];
+    if (len >= sizeof backend)
+        len = sizeof backend - 1;
+    memcpy(backend, name, len);
+    backend[len] = 0;
+    const char *const *accepted = tack_backend_options(backend);
+    if (!accepted)
+        return 0; /* unknown backend: tack_device_open says so */
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+        const char *k = PyUnicode_AsUTF8(key);
+        if (!k)
+            return -1;
+        int ok = 0;
+        for (const char *const *o = accepted; *o && !ok; o++)
+            ok = !strcmp(*o, k);
+        if (!ok) {
+            /* tack_device_open refuses it, naming the options the backend accepts. */
+            if (*n == cap) {
+                PyErr_SetString(PyExc_ValueError, "too many device options");
+                return -1;
+            }
+            opts[*n] = (tack_option){k, NULL, 0};
+            (*n)++;
+            if (PyList_Append(keep, key) < 0)
+                return -1;
+            continue;
+        }
+        if (PyDict_Check(value)) {
+            PyObject *fk, *fv;
+            Py_ssize_t fpos = 0;
+            while (PyDict_Next(value, &fpos, &fk, &fv)) {
+                const char *f = PyUnicode_AsUTF8(fk);
+                if (!f)
+                    return -1;
+                if (*n == cap) {
+                    PyErr_SetString(PyExc_ValueError, "too many device options");
+                    return -1;
+                }
+                uint64_t v = 0;
+                if (fv != Py_None) {
+                    if (!PyLong_Check(fv)) {
+                        PyErr_Format(PyExc_TypeError, "option %s['%s'] must be an integer handle, not %s", k, f,
+                                     Py_TYPE(fv)->tp_name);
+                        return -1;
+                    }
+                    v = PyLong_AsUnsignedLongLong(fv);
+                    if (PyErr_Occurred()) {
+                        PyErr_Clear();
+                        PyErr_Format(PyExc_ValueError, "option %s['%s'] is not a handle in [0, 2**64)", k, f);
+                        return -1;
+                    }
+                }
+                opts[*n] = (tack_option){k, f, v};
+                (*n)++;
+            }
+            if (PyList_Append(keep, value) < 0)
+                return -1;
+        } else {
+            if (*n == cap) {
+                PyErr_SetString(PyExc_ValueError, "too many device options");
+                return -1;
+            }
+            uint64_t v = 0;
+            if (value != Py_None) {
+                if (!PyLong_Check(value)) {
+                    PyErr_Format(PyExc_TypeError, "option %s must be an integer or a dict of integer handles", k);
+                    return -1;
+                }
+                v = PyLong_AsUnsignedLongLong(value);
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                    PyErr_Format(PyExc_ValueError, "option %s is not in [0, 2**64)", k);
+                    return -1;
+                }
+            }
+            opts[*n] = (tack_option){k, NULL, v};
+            (*n)++;
+        }
+        if (PyList_Append(keep, key) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *open_device(PyObject *name_obj, PyObject *kwargs)
+{
+    if (PyObject_TypeCheck(name_obj, &TackDevice_Type)) {
+        if (kwargs && PyDict_GET_SIZE(kwargs)) {
+            PyErr_SetString(PyExc_ValueError, "options can only be given with a device name, not a Device");
+            return NULL;
+        }
+        return Py_NewRef(name_obj);
+    }
+    if (!PyUnicode_Check(name_obj)) {
+        PyErr_Format(PyExc_TypeError, "device name must be a str such as 'cpu' or 'cuda:0', not %s",
+                     Py_TYPE(name_obj)->tp_name);
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(name_obj);
+    if (!name)
+        return NULL;
+    tack_option opts[32];
+    size_t n;
+    PyObject *keep = PyList_New(0); /* keeps option name strings alive */
+    if (!keep)
+        return NULL;
+    if (convert_options(name, kwargs, opts, 32, &n, keep) < 0) {
+        Py_DECREF(keep);
+        return NULL;
+    }
+    tack_device *d;
+    tack_status st = tack_device_open(name, opts, n, &d);
+    Py_DECREF(keep);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    PyObject *obj = tack_py_device_object(d);
+    tack_device_release(d);
+    return obj;
+}
+
+int tack_py_device_converter(PyObject *obj, void *out)
+{
+    tack_device **res = out;
+    if (obj == Py_None || obj == NULL) {
+        tack_device *d = tack_py_default_device();
+        if (!d)
+            return 0;
+        *res = tack_device_retain(d);
+        return 1;
+    }
+    if (PyObject_TypeCheck(obj, &TackDevice_Type)) {
+        *res = tack_device_retain(((TackDeviceObject *)obj)->device);
+        return 1;
+    }
+    PyObject *d = open_device(obj, NULL);
+    if (!d)
+        return 0;
+    *res = tack_device_retain(((TackDeviceObject *)d)->device);
+    Py_DECREF(d);
+    return 1;
+}
+
+static PyObject *py_device(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    (void)m;
+    PyObject *name;
+    if (!PyArg_ParseTuple(args, "O:device", &name))
+        return NULL;
+    return open_device(name, kwargs);
+}
+
+static PyObject *py_set_default_device(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    (void)m;
+    PyObject *name;
+    if (!PyArg_ParseTuple(args, "O:set_default_device", &name))
+        return NULL;
+    PyObject *d = open_device(name, kwargs);
+    if (!d)
+        return NULL;
+    tack_device *old = default_device;
+    default_device = tack_device_retain(((TackDeviceObject *)d)->device);
+    tack_device_release(old);
+    Py_XSETREF(default_device_object, Py_NewRef(d));
+    return d;
+}
+
+static PyObject *py_get_default_device(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    tack_device *d = tack_py_default_device();
+    return d ? tack_py_device_object(d) : NULL;
+}
+
+#define DEV(o) (((TackDeviceObject *)(o))->device)
+
+static void device_dealloc(PyObject *self)
+{
+    tack_device_release(DEV(self));
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *device_repr(PyObject *self)
+{
+    if (tack_device_shares_external_context(DEV(self)))
+        return PyUnicode_FromFormat("tack.device('%s', external_context=...)", tack_device_name(DEV(self)));
+    return PyUnicode_FromFormat("tack.device('%s')", tack_device_name(DEV(self)));
+}
+
+static PyObject *device_get_backend(PyObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(tack_device_backend(DEV(self)));
+}
+
+static PyObject *device_get_name(PyObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(tack_device_name(DEV(self)));
+}
+
+static PyObject *device_get_index(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(tack_device_ordinal(DEV(self)));
+}
+
+static PyObject *device_get_shares(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(tack_device_shares_external_context(DEV(self)));
+}
+
+static PyObject *device_get_domain(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(tack_device_memory_domain(DEV(self)));
+}
+
+static PyObject *device_synchronize(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    tack_status st = tack_device_synchronize(DEV(self));
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *device_dlpack_device(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    DLDevice dl = tack_device_dl_device(DEV(self));
+    return Py_BuildValue("(ii)", (int)dl.device_type, (int)dl.device_id);
+}
+
+static PyGetSetDef device_getset[] = {
+    {"backend", device_get_backend, NULL, "the backend's name: 'cpu', 'cuda', 'hip' or 'level_zero'", NULL},
+    {"name", device_get_name, NULL, "a name tack.device() accepts: 'cpu', 'cuda:0'", NULL},
+    {"index", device_get_index, NULL, "the device's ordinal within its backend", NULL},
+    {"shares_external_context", device_get_shares, NULL, "True when the device adopted another library's context",
+     NULL},
+    {"memory_domain", device_get_domain, NULL, "arrays from two domains never meet in one launch", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef device_methods[] = {
+    {"synchronize", device_synchronize, METH_NOARGS, "Waits for every launch queued on the device."},
+    {"dlpack_device", device_dlpack_device, METH_NOARGS, "The (device_type, device_id) its arrays export as."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject TackDevice_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tack.Device",
+    .tp_basicsize = sizeof(TackDeviceObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A backend plus its options; made with tack.device(name, **options).",
+    .tp_dealloc = device_dealloc,
+    .tp_repr = device_repr,
+    .tp_getset = device_getset,
+    .tp_methods = device_methods,
+};
+
+static PyMethodDef device_functions[] = {
+    {"device", (PyCFunction)(void (*)(void))py_device, METH_VARARGS | METH_KEYWORDS,
+     "device(name, **options)\n--\n\nThe device named `name` ('cpu', 'cuda', 'cuda:1', 'hip', 'level_zero')."},
+    {"set_default_device", (PyCFunction)(void (*)(void))py_set_default_device, METH_VARARGS | METH_KEYWORDS,
+     "set_default_device(name_or_device, **options)\n--\n\nMakes a device the default and returns it."},
+    {"get_default_device", py_get_default_device, METH_NOARGS, "The default device (cpu unless set)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int tack_py_device_init(PyObject *m)
+{
+    device_objects = PyDict_New();
+    if (!device_objects)
+        return -1;
+    if (PyType_Ready(&TackDevice_Type) < 0 || PyModule_AddObjectRef(m, "Device", (PyObject *)&TackDevice_Type) < 0)
+        return -1;
+    return PyModule_AddFunctions(m, device_functions);
+}

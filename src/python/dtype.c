@@ -1,0 +1,139 @@
+/* tack.DType: one object per dtype (tack.f32 ...), comparable with names and NumPy dtypes. */
+#include "ext.h"
+
+#include <string.h>
+
+static TackDTypeObject dtype_objects[TACK_NDTYPES];
+
+PyObject *tack_py_dtype_object(tack_dtype d) { return (PyObject *)&dtype_objects[d]; }
+
+/* Resolves anything that names a dtype; -1 without an exception when it does not. */
+static int lookup(PyObject *obj, tack_dtype *out)
+{
+    if (PyObject_TypeCheck(obj, &TackDType_Type)) {
+        *out = ((TackDTypeObject *)obj)->dtype;
+        return 0;
+    }
+    PyObject *name = NULL;
+    if (PyUnicode_Check(obj)) {
+        name = Py_NewRef(obj);
+    } else {
+        /* NumPy dtypes and scalar types (np.float32), and torch dtypes, by name. */
+        PyObject *np = tack_py_numpy();
+        PyObject *npdt = np ? PyObject_CallMethod(np, "dtype", "O", obj) : NULL;
+        if (npdt) {
+            name = PyObject_GetAttrString(npdt, "name");
+            Py_DECREF(npdt);
+        }
+        if (!name)
+            PyErr_Clear();
+    }
+    if (!name)
+        return -1;
+    const char *s = PyUnicode_AsUTF8(name);
+    int rc = -1;
+    if (s && tack_dtype_from_name(s, out) == TACK_OK)
+        rc = 0;
+    PyErr_Clear();
+    Py_DECREF(name);
+    return rc;
+}
+
+int tack_py_dtype_converter(PyObject *obj, void *out)
+{
+    if (Py_IS_TYPE(obj, &TackDType_Type)) {
+        *(tack_dtype *)out = ((TackDTypeObject *)obj)->dtype;
+        return 1;
+    }
+    if (lookup(obj, out) == 0)
+        return 1;
+    PyErr_Format(PyExc_TypeError,
+                 "unsupported dtype %R; use tack.i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, their names "
+                 "(\"float32\") or the NumPy dtypes",
+                 obj);
+    return 0;
+}
+
+static PyObject *dtype_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("tack.%s", tack_dtype_short_name(((TackDTypeObject *)self)->dtype));
+}
+
+static PyObject *dtype_str(PyObject *self)
+{
+    return PyUnicode_FromString(tack_dtype_name(((TackDTypeObject *)self)->dtype));
+}
+
+static Py_hash_t dtype_hash(PyObject *self)
+{
+    PyObject *s = dtype_str(self);
+    if (!s)
+        return -1;
+    Py_hash_t h = PyObject_Hash(s);
+    Py_DECREF(s);
+    return h;
+}
+
+static PyObject *dtype_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if (op != Py_EQ && op != Py_NE)
+        Py_RETURN_NOTIMPLEMENTED;
+    tack_dtype d;
+    int eq = lookup(other, &d) == 0 && d == ((TackDTypeObject *)self)->dtype;
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyObject *dtype_get_name(PyObject *self, void *c)
+{
+    (void)c;
+    return dtype_str(self);
+}
+
+static PyObject *dtype_get_itemsize(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t(tack_dtype_size(((TackDTypeObject *)self)->dtype));
+}
+
+static PyObject *dtype_get_numpy(PyObject *self, void *c)
+{
+    (void)c;
+    PyObject *np = tack_py_numpy();
+    return np ? PyObject_CallMethod(np, "dtype", "s", tack_dtype_name(((TackDTypeObject *)self)->dtype)) : NULL;
+}
+
+static PyGetSetDef dtype_getset[] = {
+    {"name", dtype_get_name, NULL, "NumPy-style name, e.g. 'float32'", NULL},
+    {"itemsize", dtype_get_itemsize, NULL, "bytes per element", NULL},
+    {"numpy", dtype_get_numpy, NULL, "the equivalent numpy.dtype", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject TackDType_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tack.DType",
+    .tp_basicsize = sizeof(TackDTypeObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An element type: tack.i8, u8, i16, u16, i32, u32, i64, u64, f32, f64.",
+    .tp_repr = dtype_repr,
+    .tp_str = dtype_str,
+    .tp_hash = dtype_hash,
+    .tp_richcompare = dtype_richcompare,
+    .tp_getset = dtype_getset,
+};
+
+int tack_py_dtype_init(PyObject *m)
+{
+    if (PyType_Ready(&TackDType_Type) < 0 || PyModule_AddObjectRef(m, "DType", (PyObject *)&TackDType_Type) < 0)
+        return -1;
+    for (int d = 0; d < TACK_NDTYPES; d++) {
+        /* Static singletons: immortal for the life of the process. */
+        PyObject *o = (PyObject *)&dtype_objects[d];
+        Py_SET_TYPE(o, &TackDType_Type);
+        Py_SET_REFCNT(o, 1);
+        dtype_objects[d].dtype = (tack_dtype)d;
+        if (PyModule_AddObjectRef(m, tack_dtype_short_name((tack_dtype)d), o) < 0)
+            return -1;
+    }
+    return 0;
+}

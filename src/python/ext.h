@@ -1,0 +1,86 @@
+/* Shared declarations of the tack._tack extension. */
+#ifndef TACK_EXT_H
+#define TACK_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "tack/tack.h"
+
+typedef struct {
+    PyObject_HEAD
+    tack_array *array;
+} TackArrayObject;
+
+typedef struct {
+    PyObject_HEAD
+    tack_device *device;
+} TackDeviceObject;
+
+typedef struct {
+    PyObject_HEAD
+    tack_dtype dtype;
+} TackDTypeObject;
+
+extern PyTypeObject TackArray_Type;
+extern PyTypeObject TackDevice_Type;
+extern PyTypeObject TackDType_Type;
+extern PyTypeObject *TackExportedMemory_Type;
+
+/* Raises the exception that maps `status` with tack_last_error(); returns NULL. */
+PyObject *tack_py_raise(tack_status status);
+/* Sets the exception for `status` and returns -1. */
+int tack_py_fail(tack_status status);
+
+/* Wraps an array (steals the reference); NULL with an exception on failure,
+ * in which case the array is released. */
+PyObject *tack_py_array_new(tack_array *array);
+#define TACK_PY_ARRAY(o) (((TackArrayObject *)(o))->array)
+
+/* The DType singleton of a dtype (borrowed). */
+PyObject *tack_py_dtype_object(tack_dtype dtype);
+/* Converts a DType, a name such as "float32" or a NumPy dtype; 0 with a
+ * TypeError on failure. Usable as an O& converter (returns 1 on success). */
+int tack_py_dtype_converter(PyObject *obj, void *out);
+
+/* The Device object of a device (new reference). */
+PyObject *tack_py_device_object(tack_device *device);
+/* Converts None (the default device), a Device or a device name; the result
+ * is a new device reference. 0 with an exception on failure. */
+int tack_py_device_converter(PyObject *obj, void *out);
+/* The default device (borrowed); NULL with an exception if it cannot be made. */
+tack_device *tack_py_default_device(void);
+
+/* Parses an int or a sequence of ints into a shape. 0 with an exception. */
+int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape);
+
+/* Converts a Python number to one element of `dtype` at `out`; -1 with
+ * TypeError (not a number) or ValueError (out of range). */
+int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out);
+
+/* NumPy, imported on first use (borrowed); NULL with ImportError. */
+PyObject *tack_py_numpy(void);
+
+/* An interned str for a static C string (borrowed, keyed by the pointer). */
+PyObject *tack_py_interned(const char *name);
+
+/* Keyword parsing for METH_FASTCALL | METH_KEYWORDS: fills vals[i] for the
+ * keyword names in `names` (NULL-terminated), borrowed; unknown keywords are
+ * a TypeError naming `func`. */
+int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwvalues, const char *const *names,
+                     PyObject **vals);
+
+/* DLPack (dlpack.c). */
+PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *tack_py_array_dlpack_device(PyObject *self, PyObject *unused);
+PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+int tack_py_dlpack_init(PyObject *module);
+
+/* Module parts that register types or functions. */
+int tack_py_device_init(PyObject *module);
+int tack_py_dtype_init(PyObject *module);
+int tack_py_array_init(PyObject *module);
+/* Kernels (src/python/kernel/); registers tack.Kernel. */
+int tack_py_kernel_init(PyObject *module);
+
+#endif
