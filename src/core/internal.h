@@ -59,6 +59,10 @@ struct tack_backend_ops {
     tack_status (*export_memory)(tack_buffer *buffer, tack_exported_memory *out);
     /* optional: nothing; releases what export_memory kept (descriptors). */
     void (*release_export)(tack_buffer *buffer);
+    /* optional: 0. The native handle of the context the device allocates
+     * in (a CUcontext, a ze_context_handle_t), for guards that compare it
+     * with another library's. */
+    uint64_t (*context_handle)(const tack_device *device);
 };
 
 struct tack_device {

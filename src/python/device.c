@@ -281,6 +281,15 @@ static PyObject *device_get_domain(PyObject *self, void *c)
     return PyLong_FromUnsignedLongLong(tack_device_memory_domain(DEV(self)));
 }
 
+static PyObject *device_get_context(PyObject *self, void *c)
+{
+    (void)c;
+    uint64_t h = tack_device_context_handle(DEV(self));
+    if (!h)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(h);
+}
+
 static PyObject *device_synchronize(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -303,6 +312,8 @@ static PyGetSetDef device_getset[] = {
     {"index", device_get_index, NULL, "the device's ordinal within its backend", NULL},
     {"shares_external_context", device_get_shares, NULL, "True when the device adopted another library's context",
      NULL},
+    {"context_handle", device_get_context, NULL,
+     "the native handle (int) of the context the device allocates in, or None", NULL},
     {"memory_domain", device_get_domain, NULL, "arrays from two domains never meet in one launch", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
