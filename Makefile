@@ -38,7 +38,8 @@ $(BUILD)/ctest/build.ninja: $(VENV)/.stamp
 		-Dbuildtype=debug -Db_lundef=false
 
 ctest: $(BUILD)/ctest/build.ninja
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(MESON) test -C $(BUILD)/ctest --print-errorlogs
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+		$(MESON) test -C $(BUILD)/ctest --print-errorlogs
 
 pytest: install
 	cd tests/python && ../../$(PY) -m pytest -q -p no:cacheprovider .

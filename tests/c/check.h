@@ -9,6 +9,7 @@
 
 static int check_failures;
 static int check_passed;
+static int check_failed_tests;
 
 #define CHECK(cond)                                                                                   \
     do {                                                                                              \
@@ -44,13 +45,15 @@ static int check_passed;
         test();                                                                                       \
         if (check_failures == before_)                                                                \
             check_passed++;                                                                           \
-        else                                                                                          \
+        else {                                                                                        \
+            check_failed_tests++;                                                                     \
             fprintf(stderr, "FAILED %s\n", #test);                                                    \
+        }                                                                                             \
     } while (0)
 
 #define CHECK_DONE()                                                                                  \
     do {                                                                                              \
-        printf("%s: %d passed, %d failed\n", __FILE__, check_passed, check_failures ? 1 : 0);         \
+        printf("%s: %d passed, %d failed\n", __FILE__, check_passed, check_failed_tests);         \
         return check_failures ? 1 : 0;                                                                \
     } while (0)
 
