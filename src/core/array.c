@@ -41,6 +41,37 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
     return TACK_OK;
 }
 
+/* Makes an array over `buffer`, taking over the caller's reference to it
+ * (released on failure too). size and nbytes are the checked shape's. */
+static tack_status array_adopt(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
+                               size_t size, size_t nbytes, int writable, tack_array **out)
+{
+    tack_array *a = malloc(sizeof *a + (size_t)ndim * sizeof *shape);
+    if (!a) {
+        tack_buffer_release(buffer);
+        return tack_error_set(TACK_ENOMEM, "out of memory allocating an array record");
+    }
+    atomic_init(&a->refs, 1);
+    a->buffer = buffer;
+    a->data = data;
+    a->dtype = dtype;
+    a->ndim = ndim;
+    a->writable = writable ? 1 : 0;
+    a->size = size;
+    a->nbytes = nbytes;
+    if (ndim)
+        memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+    atomic_fetch_add_explicit(&live_arrays, 1, memory_order_relaxed);
+    *out = a;
+    return TACK_OK;
+}
+
+tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
+                                    size_t size, size_t nbytes, int writable, tack_array **out)
+{
+    return array_adopt(buffer, buffer->data, dtype, ndim, shape, size, nbytes, writable, out);
+}
+
 static tack_status array_new(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
                              int writable, tack_array **out)
 {
@@ -51,26 +82,10 @@ static tack_status array_new(tack_buffer *buffer, void *data, tack_dtype dtype, 
     tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
     if (st != TACK_OK)
         return st;
-    if (buffer && (uintptr_t)data - (uintptr_t)buffer->data + nbytes > buffer->nbytes &&
-        !(nbytes == 0 && buffer->nbytes == 0))
+    if ((uintptr_t)data - (uintptr_t)buffer->data + nbytes > buffer->nbytes && !(nbytes == 0 && buffer->nbytes == 0))
         return tack_error_set(TACK_EVALUE, "an array of %zu bytes does not fit a buffer of %zu bytes", nbytes,
                               buffer->nbytes);
-    tack_array *a = malloc(sizeof *a);
-    if (!a)
-        return tack_error_set(TACK_ENOMEM, "out of memory allocating an array record");
-    atomic_init(&a->refs, 1);
-    a->buffer = tack_buffer_retain(buffer);
-    a->data = data;
-    a->dtype = dtype;
-    a->ndim = ndim;
-    a->writable = writable ? 1 : 0;
-    a->size = size;
-    a->nbytes = nbytes;
-    if (ndim)
-        memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
-    atomic_fetch_add(&live_arrays, 1);
-    *out = a;
-    return TACK_OK;
+    return array_adopt(tack_buffer_retain(buffer), data, dtype, ndim, shape, size, nbytes, writable, out);
 }
 
 tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, const int64_t *shape,
@@ -88,9 +103,7 @@ tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, co
     st = tack_buffer_alloc(device, nbytes, exportable, &b);
     if (st != TACK_OK)
         return st;
-    st = array_new(b, b->data, dtype, ndim, shape, 1, out);
-    tack_buffer_release(b); /* the array holds it now, or nobody does */
-    return st;
+    return array_adopt(b, b->data, dtype, ndim, shape, size, nbytes, 1, out);
 }
 
 tack_status tack_array_from_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
@@ -121,9 +134,7 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
     st = tack_buffer_wrap(device, (void *)(uintptr_t)address, nbytes, NULL, NULL, &b);
     if (st != TACK_OK)
         return st;
-    st = array_new(b, b->data, dtype, ndim, shape, writable, out);
-    tack_buffer_release(b);
-    return st;
+    return array_adopt(b, b->data, dtype, ndim, shape, size, nbytes, writable, out);
 }
 
 tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *shape, tack_array **out)
@@ -182,7 +193,7 @@ void tack_array_release(tack_array *a)
     if (left < 0)
         tack_refcount_underflow("array");
     tack_buffer_release(a->buffer);
-    atomic_fetch_sub(&live_arrays, 1);
+    atomic_fetch_sub_explicit(&live_arrays, 1, memory_order_relaxed);
     free(a);
 }
 

@@ -9,12 +9,14 @@ long tack_buffer_live_count(void) { return atomic_load(&live_buffers); }
 
 static tack_buffer *buffer_new(tack_device *device)
 {
-    tack_buffer *b = calloc(1, sizeof *b);
+    tack_buffer *b = malloc(sizeof *b);
     if (!b)
         return NULL;
+    *b = (tack_buffer){.device = tack_device_retain(device)};
     atomic_init(&b->refs, 1);
-    b->device = tack_device_retain(device);
-    atomic_fetch_add(&live_buffers, 1);
+    atomic_init(&b->shared, 0);
+    atomic_init(&b->last_launch, 0);
+    atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
     return b;
 }
 
@@ -85,7 +87,7 @@ void tack_buffer_release(tack_buffer *b)
         d->ops->free(d, b->data, b->alloc_ctx);
     if (b->release)
         b->release(b->release_ctx);
-    atomic_fetch_sub(&live_buffers, 1);
+    atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
     free(b);
     tack_device_release(d);
 }
@@ -111,6 +113,9 @@ tack_status tack_buffer_share(tack_buffer *b)
     tack_status st = tack_buffer_wait(b);
     if (st != TACK_OK)
         return st;
-    atomic_store(&b->shared, 1);
+    /* Exports of an already shared buffer are the common case: read first
+     * so that they do not pay for a store. */
+    if (!atomic_load_explicit(&b->shared, memory_order_acquire))
+        atomic_store_explicit(&b->shared, 1, memory_order_release);
     return TACK_OK;
 }

@@ -18,6 +18,9 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
  * release), which would otherwise be a use after free far from its cause. */
 void tack_refcount_underflow(const char *what);
 
+/* kernels: defined in src/core/queue.h. */
+struct tack_kernel_code;
+
 /*
  * One table per backend (src/backend/<name>.c). Slots marked "optional"
  * may be NULL; the comment gives the default the core applies.
@@ -63,6 +66,20 @@ struct tack_backend_ops {
      * in (a CUcontext, a ze_context_handle_t), for guards that compare it
      * with another library's. */
     uint64_t (*context_handle)(const tack_device *device);
+
+    /* kernels: code comes from the kernel layer (src/kernel/), described by
+     * struct tack_kernel_code in src/core/queue.h. */
+    /* optional: a backend whose memory the host addresses (dl_type kDLCPU)
+     * runs host code on Tack's thread pool, complete on return; any other
+     * backend refuses launches with TACK_ERUNTIME. Makes a launchable kernel
+     * from code compiled for this backend; on error nothing is kept. */
+    tack_status (*kernel_load)(tack_device *device, const struct tack_kernel_code *code, void **kernel);
+    /* required with kernel_load: enqueues `kernel` over [0, n) on the
+     * device's stream and returns without waiting; args[i] points at the
+     * value of parameter i (an array's data pointer), read before returning. */
+    tack_status (*kernel_launch)(tack_device *device, void *kernel, int64_t n, void *const *args);
+    /* optional: nothing to free. Frees what kernel_load made. */
+    void (*kernel_unload)(tack_device *device, void *kernel);
 };
 
 struct tack_device {
@@ -105,7 +122,8 @@ struct tack_array {
     int writable;
     size_t size;
     size_t nbytes;
-    int64_t shape[TACK_MAX_NDIM];
+    /* ndim entries: records are sized to their shape. */
+    int64_t shape[];
 };
 
 /* The registered backends, NULL-terminated. */
@@ -115,6 +133,11 @@ const struct tack_backend_ops *tack_backend_find(const char *name, size_t len);
 /* Validates a shape and computes its element count and byte size.
  * TACK_EVALUE for ndim out of range, a negative extent or an overflow. */
 tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes);
+
+/* An array over all of `buffer`, taking over the caller's reference (also
+ * on failure). The shape must already be checked: size and nbytes are its. */
+tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
+                                    size_t size, size_t nbytes, int writable, tack_array **out);
 
 /* Waits for the queued launches that use `buffer`. */
 tack_status tack_buffer_wait(tack_buffer *buffer);

@@ -48,7 +48,7 @@ static tack_status export_block(tack_array *a, size_t head, void **block, DLTens
     t->strides = strides;
     t->byte_offset = 0;
     tack_array_retain(a);
-    atomic_fetch_add(&live_exports, 1);
+    atomic_fetch_add_explicit(&live_exports, 1, memory_order_relaxed);
     *block = p;
     return TACK_OK;
 }
@@ -58,7 +58,7 @@ static tack_status export_block(tack_array *a, size_t head, void **block, DLTens
 static void export_done(void *block, tack_array *a)
 {
     free(block);
-    atomic_fetch_sub(&live_exports, 1);
+    atomic_fetch_sub_explicit(&live_exports, 1, memory_order_relaxed);
     tack_array_release(a);
 }
 

@@ -36,7 +36,7 @@ static const struct tack_backend_ops *backend_for(DLDeviceType type)
     return NULL;
 }
 
-static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *nbytes)
+static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, size_t *nbytes)
 {
     if (t->ndim < 0 || t->ndim > TACK_MAX_NDIM)
         return tack_error_set(TACK_EVALUE, "DLPack tensor has ndim %d; Tack imports 0 to %d dimensions",
@@ -46,13 +46,13 @@ static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *nbytes
     tack_status st = tack_dtype_from_dlpack(t->dtype.code, t->dtype.bits, t->dtype.lanes, dtype);
     if (st != TACK_OK)
         return st;
-    size_t item = tack_dtype_size(*dtype), size;
-    st = tack_shape_check(t->ndim, t->shape, item, &size, nbytes);
+    size_t item = tack_dtype_size(*dtype);
+    st = tack_shape_check(t->ndim, t->shape, item, size, nbytes);
     if (st != TACK_OK)
         return st;
-    if (!t->data && size)
+    if (!t->data && *size)
         return tack_error_set(TACK_EVALUE, "DLPack tensor has a NULL data pointer; the producer exported no memory");
-    if (t->strides && size) {
+    if (t->strides && *size) {
         int64_t expect = 1;
         for (int i = t->ndim - 1; i >= 0; i--) {
             /* An extent of 1 is never stepped over, so its stride is free. */
@@ -66,7 +66,7 @@ static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *nbytes
         }
     }
     uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    if (size && (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data || addr % item))
+    if (*size && (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data || addr % item))
         return tack_error_set(TACK_EVALUE,
                               "DLPack tensor data (%p + byte_offset %llu) is not aligned to its %zu-byte "
                               "elements",
@@ -74,7 +74,10 @@ static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *nbytes
     return TACK_OK;
 }
 
-static tack_status choose_device(DLDevice dl, tack_device *asked, tack_device *fallback, tack_device **out)
+/* Sets *out to the device that imports the tensor: borrowed from the
+ * caller, or a new reference when *owned is set. */
+static tack_status choose_device(DLDevice dl, tack_device *asked, tack_device *fallback, tack_device **out,
+                                 int *owned)
 {
     if (dl.device_type == kDLMetal)
         return tack_error_set(TACK_EVALUE,
@@ -87,7 +90,7 @@ static tack_status choose_device(DLDevice dl, tack_device *asked, tack_device *f
                               device_type_name(dl.device_type));
     if (asked) {
         if (tack_device_can_wrap(asked, dl)) {
-            *out = tack_device_retain(asked);
+            *out = asked;
             return TACK_OK;
         }
         char where[48];
@@ -101,9 +104,10 @@ static tack_status choose_device(DLDevice dl, tack_device *asked, tack_device *f
                               tack_device_name(asked), device_type_name(dl.device_type), (int)dl.device_id, where);
     }
     if (fallback && tack_device_can_wrap(fallback, dl)) {
-        *out = tack_device_retain(fallback);
+        *out = fallback;
         return TACK_OK;
     }
+    *owned = 1;
     return tack_device_for_dlpack(dl, out);
 }
 
@@ -113,29 +117,33 @@ static tack_status import_tensor(const DLTensor *t, int writable, tack_device *a
     if (!out)
         return tack_error_set(TACK_EVALUE, "DLPack import: out is NULL");
     tack_dtype dtype;
-    size_t nbytes;
-    tack_status st = validate(t, &dtype, &nbytes);
+    size_t size, nbytes;
+    tack_status st = validate(t, &dtype, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     tack_device *device;
-    st = choose_device(t->device, asked, fallback, &device);
+    int owned = 0;
+    st = choose_device(t->device, asked, fallback, &device, &owned);
     if (st != TACK_OK)
         return st;
     void *data = (char *)t->data + t->byte_offset;
     tack_buffer *b;
     st = tack_buffer_wrap(device, data, nbytes, NULL, NULL, &b);
-    tack_device_release(device);
+    if (owned)
+        tack_device_release(device);
     if (st != TACK_OK)
         return st;
-    st = tack_array_from_buffer(b, dtype, t->ndim, t->shape, writable, out);
-    if (st == TACK_OK) {
-        /* Adopt only once nothing can fail: the deleter now runs when the
-         * last array over the memory goes. */
-        b->release = release;
-        b->release_ctx = ctx;
-    }
-    tack_buffer_release(b);
-    return st;
+    /* Adopt only once nothing else can fail: the deleter then runs when the
+     * last array over the memory goes. On failure the buffer is released
+     * without a release function, so the tensor stays the caller's. */
+    tack_array *a;
+    st = tack_array_adopt_buffer(b, dtype, t->ndim, t->shape, size, nbytes, writable, &a);
+    if (st != TACK_OK)
+        return st;
+    b->release = release;
+    b->release_ctx = ctx;
+    *out = a;
+    return TACK_OK;
 }
 
 static void release_legacy(void *ctx)

@@ -179,7 +179,9 @@ static PyObject *array_from_numpy_method(PyObject *self, PyObject *arg)
     PyObject *np = tack_py_numpy();
     if (!np)
         return NULL;
-    PyObject *arr = PyObject_CallMethod(np, "ascontiguousarray", "Os", arg, tack_dtype_name(tack_array_dtype(a)));
+    PyObject *name = PyUnicode_FromString(tack_dtype_name(tack_array_dtype(a)));
+    PyObject *arr = name ? tack_py_as_numpy(arg, name) : NULL;
+    Py_XDECREF(name);
     if (!arr)
         return NULL;
     PyObject *theirs = PyObject_GetAttrString(arr, "shape");

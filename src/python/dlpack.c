@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-static PyObject *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
+static PyObject *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
 
 static const char *const dlpack_kwnames[] = {"stream", "max_version", "dl_device", "copy", NULL};
 
@@ -218,22 +218,32 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
      * device memory takes __dlpack__, which orders the producer's work. */
     const DLPackExchangeAPI *api = PyCapsule_CheckExact(source) ? NULL : exchange_api(Py_TYPE(source));
     if (api) {
+        /* PyTorch's table exports tensors that require grad, which its
+         * __dlpack__ refuses; keep one behaviour by sending those there. */
+        PyObject *rg = PyObject_GetAttr(source, str_requires_grad);
+        int needs_grad = rg ? PyObject_IsTrue(rg) : 0;
+        Py_XDECREF(rg);
+        PyErr_Clear();
+        if (needs_grad)
+            api = NULL;
+    }
+    if (api) {
         DLManagedTensorVersioned *m = NULL;
-        if (api->managed_tensor_from_py_object_no_sync(source, &m) != 0 || !m) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_BufferError, "the producer's DLPack exchange table returned no tensor");
-            goto done;
-        }
-        if (m->version.major == DLPACK_MAJOR_VERSION && m->dl_tensor.device.device_type == kDLCPU) {
-            int deleter_called;
-            st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
-            if (st != TACK_OK && !deleter_called && m->deleter)
+        if (api->managed_tensor_from_py_object_no_sync(source, &m) == 0 && m) {
+            if (m->version.major == DLPACK_MAJOR_VERSION && m->dl_tensor.device.device_type == kDLCPU) {
+                int deleter_called;
+                st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
+                if (st != TACK_OK && !deleter_called && m->deleter)
+                    m->deleter(m);
+                result = st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
+                goto done;
+            }
+            if (m->deleter)
                 m->deleter(m);
-            result = st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
-            goto done;
         }
-        if (m->deleter)
-            m->deleter(m);
+        /* A refusal is answered by __dlpack__ below, with the producer's
+         * own exception (BufferError for a sparse tensor, say). */
+        PyErr_Clear();
     }
     capsule = request_capsule(source);
     if (!capsule)
@@ -275,6 +285,7 @@ int tack_py_dlpack_init(PyObject *m)
     (void)m;
     str_dlpack = PyUnicode_InternFromString("__dlpack__");
     str_exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+    str_requires_grad = PyUnicode_InternFromString("requires_grad");
     str_max_version = PyUnicode_InternFromString("max_version");
     kwnames_max_version = str_max_version ? PyTuple_Pack(1, str_max_version) : NULL;
     version_1_0 = Py_BuildValue("(ii)", 1, 0);

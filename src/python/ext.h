@@ -58,11 +58,12 @@ int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape);
  * TypeError (not a number) or ValueError (out of range). */
 int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out);
 
+/* A C-contiguous NumPy array of obj, cast to dtype_name (a str) if not NULL;
+ * 0-d stays 0-d. New reference, or NULL with an exception. */
+PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype_name);
+
 /* NumPy, imported on first use (borrowed); NULL with ImportError. */
 PyObject *tack_py_numpy(void);
-
-/* An interned str for a static C string (borrowed, keyed by the pointer). */
-PyObject *tack_py_interned(const char *name);
 
 /* Keyword parsing for METH_FASTCALL | METH_KEYWORDS: fills vals[i] for the
  * keyword names in `names` (NULL-terminated), borrowed; unknown keywords are

@@ -33,28 +33,17 @@ PyObject *tack_py_numpy(void)
     return numpy;
 }
 
-PyObject *tack_py_interned(const char *name)
-{
-    /* A small fixed table: keyword names are few and live for the process. */
-    static struct {
-        const char *name;
-        PyObject *str;
-    } table[64];
-    for (int i = 0; i < 64; i++) {
-        if (table[i].name == name)
-            return table[i].str;
-        if (!table[i].name) {
-            table[i].str = PyUnicode_InternFromString(name);
-            if (!table[i].str) {
-                PyErr_Clear();
-                return NULL;
-            }
-            table[i].name = name;
-            return table[i].str;
-        }
-    }
-    return NULL;
-}
+/* Callers pass the same kwnames tuple on every call from one call site
+ * (it is a constant of the caller's code, or of a C library's call), so the
+ * last few tuples are remembered with their resolved positions. */
+#define KW_CACHE 8
+#define KW_MAX 8
+static struct {
+    PyObject *kwnames;
+    const char *const *names;
+    signed char slot[KW_MAX];
+} kw_cache[KW_CACHE];
+static int kw_next;
 
 int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwvalues, const char *const *names,
                      PyObject **vals)
@@ -62,28 +51,34 @@ int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwval
     if (!kwnames)
         return 0;
     Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+    for (int c = 0; c < KW_CACHE; c++) {
+        if (kw_cache[c].kwnames == kwnames && kw_cache[c].names == names) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                vals[kw_cache[c].slot[i]] = kwvalues[i];
+            return 0;
+        }
+    }
+    signed char slot[KW_MAX];
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i);
-        int found = 0;
-        /* Keyword names are interned by the caller's code object, so a
-         * pointer comparison with an interned name usually decides. */
-        for (int j = 0; names[j] && !found; j++) {
-            PyObject *interned = tack_py_interned(names[j]);
-            if (key == interned) {
-                vals[j] = kwvalues[i];
-                found = 1;
-            }
-        }
-        for (int j = 0; names[j] && !found; j++) {
-            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) {
-                vals[j] = kwvalues[i];
-                found = 1;
-            }
-        }
-        if (!found) {
+        int found = -1;
+        for (int j = 0; names[j] && found < 0; j++)
+            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
+                found = j;
+        if (found < 0) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", func, key);
             return -1;
         }
+        vals[found] = kwvalues[i];
+        if (i < KW_MAX)
+            slot[i] = (signed char)found;
+    }
+    if (n <= KW_MAX) {
+        int c = kw_next;
+        kw_next = (kw_next + 1) % KW_CACHE;
+        Py_XSETREF(kw_cache[c].kwnames, Py_NewRef(kwnames));
+        kw_cache[c].names = names;
+        memcpy(kw_cache[c].slot, slot, sizeof slot);
     }
     return 0;
 }
@@ -255,12 +250,22 @@ static PyObject *py_zeros(PyObject *m, PyObject *args, PyObject *kwargs)
 }
 
 /* A C-contiguous NumPy array of obj (with dtype, if given); new reference. */
-static PyObject *as_numpy(PyObject *obj, PyObject *dtype_name)
+PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype_name)
 {
     PyObject *np = tack_py_numpy();
     if (!np)
         return NULL;
-    return PyObject_CallMethod(np, "ascontiguousarray", "OO", obj, dtype_name ? dtype_name : Py_None);
+    /* asarray(order="C") keeps 0-d shapes, which ascontiguousarray does not. */
+    PyObject *fn = PyObject_GetAttrString(np, "asarray");
+    if (!fn)
+        return NULL;
+    PyObject *args = PyTuple_Pack(2, obj, dtype_name ? dtype_name : Py_None);
+    PyObject *kw = args ? Py_BuildValue("{s:s}", "order", "C") : NULL;
+    PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_DECREF(fn);
+    return r;
 }
 
 /* Copies a NumPy array into a new Tack array on `device`. */
@@ -323,10 +328,10 @@ static PyObject *py_array(PyObject *m, PyObject *args, PyObject *kwargs)
     PyObject *name = have_dtype ? PyUnicode_FromString(tack_dtype_name(dtype)) : NULL;
     if (PyObject_TypeCheck(obj, &TackArray_Type)) {
         PyObject *host = PyObject_CallMethod(obj, "to_numpy", NULL);
-        arr = host ? as_numpy(host, name) : NULL;
+        arr = host ? tack_py_as_numpy(host, name) : NULL;
         Py_XDECREF(host);
     } else {
-        arr = as_numpy(obj, name);
+        arr = tack_py_as_numpy(obj, name);
     }
     Py_XDECREF(name);
     if (arr)

@@ -1,0 +1,504 @@
+"""Shared helpers for the Python tests.
+
+Hand-built DLPack producers live here. The DLPack structs are declared with
+ctypes from the DLPack specification and filled in Python; the deleter and
+the capsule destructor are a few lines of C compiled once per test session.
+They have to be C: a producer's deleter may legitimately be called while a
+Python exception is being raised (an import refusing a tensor, an array
+released during unwinding), and a ctypes callback cannot run then -- it
+replaces the pending exception with SystemError and prints "Exception
+ignored". A C deleter, like NumPy's or PyTorch's, has no such restriction.
+"""
+
+import ctypes
+import gc
+import itertools
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tack
+
+# --------------------------------------------------------------------------
+# dtypes
+
+# (short name, NumPy name, DLPack code, bits)
+DTYPES = [
+    ("i8", "int8", 0, 8),
+    ("u8", "uint8", 1, 8),
+    ("i16", "int16", 0, 16),
+    ("u16", "uint16", 1, 16),
+    ("i32", "int32", 0, 32),
+    ("u32", "uint32", 1, 32),
+    ("i64", "int64", 0, 64),
+    ("u64", "uint64", 1, 64),
+    ("f32", "float32", 2, 32),
+    ("f64", "float64", 2, 64),
+]
+DTYPE_NAMES = [name for _, name, _, _ in DTYPES]
+DL_CODES = {(code, bits): name for _, name, code, bits in DTYPES}
+
+kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLMetal = 1, 2, 3, 4, 7, 8
+kDLROCM, kDLROCMHost, kDLCUDAManaged, kDLOneAPI = 10, 11, 13, 14
+READ_ONLY = 1 << 0
+IS_COPIED = 1 << 1
+
+
+def sample(name, shape=(3, 4)):
+    """Distinct, exactly representable values of dtype `name`."""
+    n = int(np.prod(shape, dtype=np.int64))
+    values = (np.arange(n) % 100) + 1
+    return values.astype(name).reshape(shape)
+
+
+# --------------------------------------------------------------------------
+# DLPack ABI, from the DLPack specification (dlpack.h, version 1.x)
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [
+        ("dl_tensor", DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
+
+
+assert ctypes.sizeof(DLTensor) == 48
+assert ctypes.sizeof(DLManagedTensor) == 64
+assert ctypes.sizeof(DLManagedTensorVersioned) == 80
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+_capsule_get_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_get_name.restype = ctypes.c_char_p
+_capsule_get_name.argtypes = [ctypes.py_object]
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def capsule_name(capsule):
+    """The capsule's current name, as str."""
+    name = _capsule_get_name(capsule)
+    return None if name is None else name.decode()
+
+
+_capsule_set_name = ctypes.pythonapi.PyCapsule_SetName
+_capsule_set_name.restype = ctypes.c_int
+_capsule_set_name.argtypes = [ctypes.py_object, ctypes.c_void_p]
+
+
+def adopt(probe, capsule):
+    """Takes over an exported tensor as a C consumer does: renames the
+    capsule (to a name that lives as long as the process) and returns
+    (tensor address, versioned); calling its deleter is then ours to do."""
+    name = _capsule_get_name(capsule)
+    address = _capsule_get_pointer(capsule, name)
+    versioned = name == b"dltensor_versioned"
+    used = "probe_used_versioned" if versioned else "probe_used_legacy"
+    _capsule_set_name(capsule, ctypes.addressof(ctypes.c_char.in_dll(probe.lib, used)))
+    return address, int(versioned)
+
+
+def capsule_tensor(capsule):
+    """The managed tensor inside an exported capsule (still owned by it)."""
+    name = _capsule_get_name(capsule)
+    address = _capsule_get_pointer(capsule, name)
+    if name == b"dltensor_versioned":
+        return DLManagedTensorVersioned.from_address(address)
+    return DLManagedTensor.from_address(address)
+
+
+# --------------------------------------------------------------------------
+# The C half of the hand-built producer: counting deleters and a capsule
+# destructor that releases a capsule nobody adopted, as every producer must.
+
+_PROBE_SOURCE = r"""
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct _object PyObject;
+extern const char *PyCapsule_GetName(PyObject *);
+extern void *PyCapsule_GetPointer(PyObject *, const char *);
+extern void PyErr_Fetch(PyObject **, PyObject **, PyObject **);
+extern void PyErr_Restore(PyObject *, PyObject *, PyObject *);
+
+typedef struct { int32_t device_type, device_id; } DLDevice;
+typedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    void *data; DLDevice device; int32_t ndim; DLDataType dtype;
+    int64_t *shape, *strides; uint64_t byte_offset;
+} DLTensor;
+typedef struct Legacy {
+    DLTensor dl_tensor; void *manager_ctx; void (*deleter)(struct Legacy *);
+} Legacy;
+typedef struct Versioned {
+    uint32_t major, minor; void *manager_ctx; void (*deleter)(struct Versioned *);
+    uint64_t flags; DLTensor dl_tensor;
+} Versioned;
+
+#define SLOTS (1 << 18)
+static long counts[SLOTS];
+static const void *expected[SLOTS];
+static long stray;
+
+void probe_register(long slot, const void *tensor) { expected[slot] = tensor; }
+long probe_count(long slot) { return __atomic_load_n(&counts[slot], __ATOMIC_SEQ_CST); }
+long probe_stray(void) { return __atomic_load_n(&stray, __ATOMIC_SEQ_CST); }
+
+/* A deleter given some other pointer than the tensor it belongs to is a
+   consumer bug; count it instead of trusting it. */
+static void count(const void *tensor, void *ctx) {
+    uintptr_t slot = (uintptr_t)ctx;
+    if (slot == 0 || slot >= SLOTS || expected[slot] != tensor)
+        __atomic_add_fetch(&stray, 1, __ATOMIC_SEQ_CST);
+    else
+        __atomic_add_fetch(&counts[slot], 1, __ATOMIC_SEQ_CST);
+}
+
+void probe_delete_legacy(Legacy *self) { count(self, self->manager_ctx); }
+void probe_delete_versioned(Versioned *self) { count(self, self->manager_ctx); }
+
+/* A C consumer releasing a tensor it adopted: on a thread of its own that
+   has never touched Python, or from a C atexit handler, which runs after
+   the interpreter has finalized. */
+const char probe_used_legacy[] = "used_dltensor";
+const char probe_used_versioned[] = "used_dltensor_versioned";
+
+static void release(void *tensor, int versioned) {
+    if (versioned) ((Versioned *)tensor)->deleter(tensor);
+    else ((Legacy *)tensor)->deleter(tensor);
+}
+
+struct job { void *tensor; int versioned; };
+static void *release_job(void *arg) {
+    struct job *j = arg;
+    release(j->tensor, j->versioned);
+    return NULL;
+}
+
+int probe_release_on_thread(void *tensor, int versioned) {
+    struct job j = {tensor, versioned};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, release_job, &j) != 0) return -1;
+    return pthread_join(thread, NULL);
+}
+
+static struct job at_exit_jobs[16];
+static int at_exit_count;
+static void release_at_exit(void) {
+    for (int i = 0; i < at_exit_count; i++) release(at_exit_jobs[i].tensor, at_exit_jobs[i].versioned);
+}
+
+int probe_release_at_exit(void *tensor, int versioned) {
+    if (at_exit_count == 16) return -1;
+    if (at_exit_count == 0 && atexit(release_at_exit) != 0) return -1;
+    at_exit_jobs[at_exit_count].tensor = tensor;
+    at_exit_jobs[at_exit_count].versioned = versioned;
+    at_exit_count++;
+    return 0;
+}
+
+void probe_capsule_destructor(PyObject *capsule) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    const char *name = PyCapsule_GetName(capsule);
+    if (name && strcmp(name, "dltensor") == 0) {
+        Legacy *m = PyCapsule_GetPointer(capsule, "dltensor");
+        if (m && m->deleter) m->deleter(m);
+    } else if (name && strcmp(name, "dltensor_versioned") == 0) {
+        Versioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        if (m && m->deleter) m->deleter(m);
+    }
+    PyErr_Restore(type, value, traceback);
+}
+"""
+
+
+class Probe:
+    """Loaded C half plus the Python registry of hand-built tensors."""
+
+    def __init__(self, library_path):
+        self.lib = ctypes.CDLL(library_path)
+        self.lib.probe_register.argtypes = [ctypes.c_long, ctypes.c_void_p]
+        self.lib.probe_count.argtypes = [ctypes.c_long]
+        self.lib.probe_count.restype = ctypes.c_long
+        self.lib.probe_stray.restype = ctypes.c_long
+        self.lib.probe_release_on_thread.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.lib.probe_release_at_exit.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.path = library_path
+        self.delete_legacy = ctypes.cast(self.lib.probe_delete_legacy, ctypes.c_void_p).value
+        self.delete_versioned = ctypes.cast(self.lib.probe_delete_versioned, ctypes.c_void_p).value
+        self.destructor = ctypes.cast(self.lib.probe_capsule_destructor, ctypes.c_void_p).value
+        self._slots = itertools.count(1)
+        self._lock = threading.Lock()
+        # Every tensor stays referenced for the whole session, so a late or
+        # repeated deleter call never touches freed memory and no address is
+        # reused by a later tensor.
+        self.tensors = []
+        self._names = {}
+
+    def name_pointer(self, name):
+        if name not in self._names:
+            self._names[name] = ctypes.create_string_buffer(name.encode())
+        return ctypes.addressof(self._names[name])
+
+    def stray(self):
+        return self.lib.probe_stray()
+
+    def tensor(self, **kwargs):
+        return HandTensor(self, **kwargs)
+
+
+class HandTensor:
+    """A DLPack managed tensor built by hand.
+
+    shape:   extents (ints); `ndim` overrides the ndim field independently,
+             and `shape_array` the shape entries (False: a null pointer).
+    strides: "c" for C-contiguous element strides, None for a null pointer,
+             or a sequence.
+    data:    "auto" (a zero-initialised NumPy buffer large enough, when that
+             is small), None for a null pointer, or an int address.
+    """
+
+    def __init__(
+        self,
+        probe,
+        *,
+        versioned=True,
+        shape=(2, 3),
+        dtype=(2, 32, 1),
+        strides=None,
+        data="auto",
+        device=(kDLCPU, 0),
+        ndim=None,
+        shape_array=None,
+        byte_offset=0,
+        flags=0,
+        version=(1, 1),
+        fill=True,
+    ):
+        self.probe = probe
+        with probe._lock:
+            self.slot = next(probe._slots)
+        self.versioned = versioned
+        self.shape = tuple(shape)
+        code, bits, lanes = dtype
+        self.itemsize = max(1, bits // 8) * max(1, lanes)
+        ndim = len(self.shape) if ndim is None else ndim
+
+        if shape_array is None:
+            shape_array = list(self.shape)
+        null_shape = shape_array is False
+        self._shape = None if null_shape else (ctypes.c_int64 * max(1, len(shape_array)))(*shape_array)
+        if strides == "c":
+            strides = c_strides(self.shape)
+        self._strides = None if strides is None else (ctypes.c_int64 * max(1, len(strides)))(*strides)
+
+        self.buffer = None
+        if data == "auto":
+            count = element_count(self.shape)
+            nbytes = byte_offset + (count if count is not None else 0) * self.itemsize
+            if count is None or nbytes > (1 << 20):
+                nbytes = byte_offset + 64  # never read: the import must refuse or only wrap
+            self.buffer = np.zeros(max(nbytes, 1), dtype=np.uint8)
+            if fill:
+                self.buffer[:] = np.arange(self.buffer.size) % 251 + 1
+            data = self.buffer.ctypes.data
+        self.data = data
+
+        if versioned:
+            m = DLManagedTensorVersioned()
+            m.version.major, m.version.minor = version
+            m.flags = flags
+            m.deleter = probe.delete_versioned
+        else:
+            m = DLManagedTensor()
+            m.deleter = probe.delete_legacy
+        m.manager_ctx = self.slot
+        t = m.dl_tensor
+        t.data = data
+        t.device.device_type, t.device.device_id = device
+        t.ndim = ndim
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, lanes
+        t.shape = None if null_shape else ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+        t.strides = None if self._strides is None else ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
+        t.byte_offset = byte_offset
+        self.struct = m
+        self.address = ctypes.addressof(m)
+        probe.lib.probe_register(self.slot, self.address)
+        probe.tensors.append(self)
+
+    @property
+    def deleter_calls(self):
+        return self.probe.lib.probe_count(self.slot)
+
+    def capsule(self, name=None):
+        if name is None:
+            name = "dltensor_versioned" if self.versioned else "dltensor"
+        return _capsule_new(self.address, self.probe.name_pointer(name), self.probe.destructor)
+
+    def expected(self, dtype_name):
+        """The values the tensor's memory holds, as NumPy reads them."""
+        count = element_count(self.shape)
+        if self.buffer is None:
+            return np.zeros(self.shape, dtype_name)  # only meaningful when empty
+        offset = self.struct.dl_tensor.byte_offset
+        raw = self.buffer[offset : offset + count * self.itemsize]
+        return raw.view(dtype_name).reshape(self.shape)
+
+
+class Producer:
+    """An object with __dlpack__ that hands out capsules from `make` and
+    remembers every call and every capsule (so capsules die in test code,
+    not inside the consumer)."""
+
+    def __init__(self, make, *, versioned_ok=True, device=(kDLCPU, 0)):
+        self.make = make
+        self.versioned_ok = versioned_ok
+        self.device = device
+        self.calls = []
+        self.capsules = []
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(dict(kwargs))
+        if "max_version" in kwargs and not self.versioned_ok:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        result = self.make(**kwargs)
+        self.capsules.append(result)
+        return result
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def c_strides(shape):
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def element_count(shape):
+    """Product of the extents, or None when one is negative or it does not
+    fit in an int64."""
+    n = 1
+    for extent in shape:
+        if extent < 0:
+            return None
+        n *= extent
+    return n if n < (1 << 63) else None
+
+
+# --------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="session")
+def probe(tmp_path_factory):
+    cc = os.environ.get("CC", "cc")
+    directory = tmp_path_factory.mktemp("probe")
+    source = directory / "probe.c"
+    library = directory / "probe.so"
+    source.write_text(_PROBE_SOURCE)
+    flags = ["-shared", "-fPIC", "-O1", "-std=c11", "-pthread"]
+    if sys.platform == "darwin":
+        flags += ["-undefined", "dynamic_lookup"]
+    try:
+        subprocess.run([cc, *flags, "-o", str(library), str(source)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.fail(f"cannot build the hand-built DLPack producer with {cc}: {exc}")
+    return Probe(str(library))
+
+
+def live_counts():
+    return dict(tack._tack.live_counts())
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.call_failed = report.failed
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(request):
+    """Every test leaves no Tack array, buffer or export alive."""
+    before = live_counts()
+    yield
+    if getattr(request.node, "call_failed", False):
+        return  # the failure's traceback still holds the test's locals
+    after = live_counts()
+    if after != before:
+        gc.collect()
+        after = live_counts()
+    leaked = {k: after[k] - before[k] for k in before if after[k] > before[k]}
+    assert not leaked, f"live Tack objects left behind: {leaked} (before {before}, after {after})"
+
+
+@pytest.fixture(autouse=True)
+def no_stray_deletes(request):
+    """No hand-built tensor's deleter is ever called with a wrong pointer."""
+    if "probe" not in request.fixturenames:
+        yield
+        return
+    p = request.getfixturevalue("probe")
+    before = p.stray()
+    yield
+    assert p.stray() == before, "a deleter was called with a pointer it was not given"
+
+
+@pytest.fixture
+def restore_default_device():
+    previous = tack.get_default_device()
+    yield
+    tack.set_default_device(previous)
+
+
+def pytest_configure(config):
+    # An exception swallowed in a deleter or destructor is a failure, not noise.
+    config.addinivalue_line("filterwarnings", "error::pytest.PytestUnraisableExceptionWarning")
