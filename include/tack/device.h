@@ -61,6 +61,9 @@ int tack_device_shares_external_context(const tack_device *device);
 /* The native handle of the context the device allocates in (CUcontext,
  * ze_context_handle_t), or 0 where the backend has none. Never fails. */
 uint64_t tack_device_context_handle(const tack_device *device);
+/* The native handle of the stream Tack's work on the device runs on
+ * (CUstream, hipStream_t), or 0 where the backend has no queue. Never fails. */
+uint64_t tack_device_stream_handle(const tack_device *device);
 /* 1 when this device's backend can wrap memory of DLPack device type `type`
  * with that device id. Never fails. */
 int tack_device_can_wrap(const tack_device *device, DLDevice dl_device);

@@ -52,6 +52,7 @@ static tack_status array_adopt(tack_buffer *buffer, void *data, tack_dtype dtype
         return tack_error_set(TACK_ENOMEM, "out of memory allocating an array record");
     }
     atomic_init(&a->refs, 1);
+    a->in_buffer = 0;
     a->buffer = buffer;
     a->data = data;
     a->dtype = dtype;
@@ -70,6 +71,30 @@ tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int n
                                     size_t size, size_t nbytes, int writable, tack_array **out)
 {
     return array_adopt(buffer, buffer->data, dtype, ndim, shape, size, nbytes, writable, out);
+}
+
+tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
+                                   size_t size, size_t nbytes, int writable, tack_array **out)
+{
+    tack_buffer *b;
+    tack_status st = tack_buffer_wrap_extra(device, data, nbytes, sizeof(tack_array) + (size_t)ndim * sizeof *shape, &b);
+    if (st != TACK_OK)
+        return st;
+    tack_array *a = (tack_array *)(void *)(b + 1);
+    atomic_init(&a->refs, 1);
+    a->in_buffer = 1;
+    a->buffer = b;
+    a->data = data;
+    a->dtype = dtype;
+    a->ndim = ndim;
+    a->writable = writable ? 1 : 0;
+    a->size = size;
+    a->nbytes = nbytes;
+    if (ndim)
+        memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+    atomic_fetch_add_explicit(&live_arrays, 1, memory_order_relaxed);
+    *out = a;
+    return TACK_OK;
 }
 
 static tack_status array_new(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
@@ -130,11 +155,7 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
         return st;
     if (address == 0 && nbytes)
         return tack_error_set(TACK_EVALUE, "address is NULL; pass the address of the memory to wrap");
-    tack_buffer *b;
-    st = tack_buffer_wrap(device, (void *)(uintptr_t)address, nbytes, NULL, NULL, &b);
-    if (st != TACK_OK)
-        return st;
-    return array_adopt(b, b->data, dtype, ndim, shape, size, nbytes, writable, out);
+    return tack_array_wrap_memory(device, (void *)(uintptr_t)address, dtype, ndim, shape, size, nbytes, writable, out);
 }
 
 tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *shape, tack_array **out)
@@ -192,9 +213,12 @@ void tack_array_release(tack_array *a)
         return;
     if (left < 0)
         tack_refcount_underflow("array");
-    tack_buffer_release(a->buffer);
+    tack_buffer *b = a->buffer;
+    int in_buffer = a->in_buffer;
     atomic_fetch_sub_explicit(&live_arrays, 1, memory_order_relaxed);
-    free(a);
+    if (!in_buffer)
+        free(a);
+    tack_buffer_release(b);
 }
 
 tack_dtype tack_array_dtype(const tack_array *a) { return a->dtype; }

@@ -7,9 +7,11 @@ static atomic_long live_buffers;
 
 long tack_buffer_live_count(void) { return atomic_load(&live_buffers); }
 
-static tack_buffer *buffer_new(tack_device *device)
+/* A buffer record with `extra` bytes after it, for an array record made in
+ * the same allocation (see tack_array_wrap_memory). */
+static tack_buffer *buffer_new(tack_device *device, size_t extra)
 {
-    tack_buffer *b = malloc(sizeof *b);
+    tack_buffer *b = malloc(sizeof *b + extra);
     if (!b)
         return NULL;
     *b = (tack_buffer){.device = tack_device_retain(device)};
@@ -24,7 +26,7 @@ tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable
 {
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "tack_buffer_alloc: device and out must not be NULL");
-    tack_buffer *b = buffer_new(device);
+    tack_buffer *b = buffer_new(device, 0);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
     /* Zero-size arrays still get a distinct, valid address to export. */
@@ -40,28 +42,36 @@ tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable
     return TACK_OK;
 }
 
-tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
-                             void *context, tack_buffer **out)
+tack_status tack_buffer_wrap_extra(tack_device *device, void *data, size_t nbytes, size_t extra, tack_buffer **out)
 {
-    if (!device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: device and out must not be NULL");
     if (device->ops->check_pointer) {
         tack_status st = device->ops->check_pointer(device, (uint64_t)(uintptr_t)data);
         if (st != TACK_OK)
             return st;
     }
-    tack_buffer *b = buffer_new(device);
+    tack_buffer *b = buffer_new(device, extra);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
     b->data = data;
     b->nbytes = nbytes;
-    b->release = release;
-    b->release_ctx = context;
     /* The owner may touch the memory at any moment with no Tack call in
      * between, so launches over it must complete before returning. */
-    atomic_store(&b->shared, 1);
+    atomic_store_explicit(&b->shared, 1, memory_order_relaxed);
     *out = b;
     return TACK_OK;
+}
+
+tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
+                             void *context, tack_buffer **out)
+{
+    if (!device || !out)
+        return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: device and out must not be NULL");
+    tack_status st = tack_buffer_wrap_extra(device, data, nbytes, 0, out);
+    if (st == TACK_OK) {
+        (*out)->release = release;
+        (*out)->release_ctx = context;
+    }
+    return st;
 }
 
 tack_buffer *tack_buffer_retain(tack_buffer *b)

@@ -203,6 +203,11 @@ int tack_device_ordinal(const tack_device *d) { return d->ordinal; }
 const char *tack_device_name(const tack_device *d) { return d->name; }
 uint64_t tack_device_memory_domain(const tack_device *d) { return d->domain; }
 int tack_device_shares_external_context(const tack_device *d) { return d->external_context; }
+uint64_t tack_device_stream_handle(const tack_device *d)
+{
+    return d->ops->stream_handle ? d->ops->stream_handle(d) : 0;
+}
+
 uint64_t tack_device_context_handle(const tack_device *d)
 {
     return d->ops->context_handle ? d->ops->context_handle(d) : 0;

@@ -66,6 +66,11 @@ struct tack_backend_ops {
      * in (a CUcontext, a ze_context_handle_t), for guards that compare it
      * with another library's. */
     uint64_t (*context_handle)(const tack_device *device);
+    /* optional: 0, no queue. The native handle of the stream Tack's
+     * launches and copies run on (a CUstream, a hipStream_t), passed to a
+     * DLPack producer as stream= so its pending writes come before Tack's
+     * reads. */
+    uint64_t (*stream_handle)(const tack_device *device);
 
     /* kernels: code comes from the kernel layer (src/kernel/), described by
      * struct tack_kernel_code in src/core/queue.h. */
@@ -115,6 +120,8 @@ struct tack_buffer {
 
 struct tack_array {
     atomic_long refs;
+    /* Made in its buffer's allocation: freeing it is the buffer's job. */
+    int in_buffer;
     tack_buffer *buffer;
     void *data;
     tack_dtype dtype;
@@ -133,6 +140,16 @@ const struct tack_backend_ops *tack_backend_find(const char *name, size_t len);
 /* Validates a shape and computes its element count and byte size.
  * TACK_EVALUE for ndim out of range, a negative extent or an overflow. */
 tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes);
+
+/* A wrapped buffer (check_pointer applied) with `extra` bytes reserved after
+ * its record; shared from the start, no release function. */
+tack_status tack_buffer_wrap_extra(tack_device *device, void *data, size_t nbytes, size_t extra, tack_buffer **out);
+
+/* A wrapped buffer and an array over all of it, made in one allocation:
+ * the common shape of array_from_ptr and of every DLPack import. The array
+ * holds the only reference to the buffer. On error nothing is kept. */
+tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
+                                   size_t size, size_t nbytes, int writable, tack_array **out);
 
 /* An array over all of `buffer`, taking over the caller's reference (also
  * on failure). The shape must already be checked: size and nbytes are its. */

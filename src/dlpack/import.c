@@ -127,21 +127,16 @@ static tack_status import_tensor(const DLTensor *t, int writable, tack_device *a
     if (st != TACK_OK)
         return st;
     void *data = (char *)t->data + t->byte_offset;
-    tack_buffer *b;
-    st = tack_buffer_wrap(device, data, nbytes, NULL, NULL, &b);
+    tack_array *a;
+    st = tack_array_wrap_memory(device, data, dtype, t->ndim, t->shape, size, nbytes, writable, &a);
     if (owned)
         tack_device_release(device);
     if (st != TACK_OK)
         return st;
-    /* Adopt only once nothing else can fail: the deleter then runs when the
-     * last array over the memory goes. On failure the buffer is released
-     * without a release function, so the tensor stays the caller's. */
-    tack_array *a;
-    st = tack_array_adopt_buffer(b, dtype, t->ndim, t->shape, size, nbytes, writable, &a);
-    if (st != TACK_OK)
-        return st;
-    b->release = release;
-    b->release_ctx = ctx;
+    /* Adopt only now that nothing else can fail: the deleter runs when the
+     * last array over the memory goes. */
+    a->buffer->release = release;
+    a->buffer->release_ctx = ctx;
     *out = a;
     return TACK_OK;
 }

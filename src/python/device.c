@@ -88,7 +88,17 @@ static int convert_options(const char *name, PyObject *kwargs, tack_option *opts
                 return -1;
             continue;
         }
-        if (PyDict_Check(value)) {
+        if (PyDict_Check(value) && PyDict_GET_SIZE(value) == 0) {
+            /* An empty dictionary still names the option: the backend must
+             * see it and report every field missing, not start a device of
+             * its own while the caller believes a context is shared. */
+            if (*n == cap) {
+                PyErr_SetString(PyExc_ValueError, "too many device options");
+                return -1;
+            }
+            opts[*n] = (tack_option){k, NULL, 0};
+            (*n)++;
+        } else if (PyDict_Check(value)) {
             PyObject *fk, *fv;
             Py_ssize_t fpos = 0;
             while (PyDict_Next(value, &fpos, &fk, &fv)) {

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-static PyObject *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
+static PyObject *str_dlpack_device, *kwnames_max_version_stream, *kwnames_stream, *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
 
 static const char *const dlpack_kwnames[] = {"stream", "max_version", "dl_device", "copy", NULL};
 
@@ -119,15 +119,60 @@ static const DLPackExchangeAPI *exchange_api(PyTypeObject *type)
     return api;
 }
 
-/* source.__dlpack__(max_version=(1, 0)), falling back to source.__dlpack__()
- * for producers from before DLPack 1.0, which raise TypeError. */
-static PyObject *request_capsule(PyObject *source)
+/* The stream= a producer should order its pending writes before, as a
+ * Python int: the stream of the Tack device that will import a GPU tensor.
+ * NULL without an exception when there is none to give (host memory, a
+ * producer without __dlpack_device__, a device Tack cannot open: the import
+ * itself then reports what is wrong). */
+static PyObject *consumer_stream(PyObject *source, tack_device *asked, tack_device *fallback)
+{
+    /* NumPy arrays are host memory: skip the extra call on the common path. */
+    if (!strcmp(Py_TYPE(source)->tp_name, "numpy.ndarray"))
+        return NULL;
+    PyObject *callargs[1] = {source};
+    PyObject *dev = PyObject_VectorcallMethod(str_dlpack_device, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!dev) {
+        PyErr_Clear();
+        return NULL;
+    }
+    DLDevice dl = {0, 0};
+    int ok = PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2;
+    if (ok) {
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0)), id = PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
+        ok = !PyErr_Occurred() && type >= 0 && type < 1 << 16 && id >= 0 && id < 1 << 20;
+        dl.device_type = (DLDeviceType)type;
+        dl.device_id = (int32_t)id;
+    }
+    Py_DECREF(dev);
+    PyErr_Clear();
+    if (!ok || (dl.device_type != kDLCUDA && dl.device_type != kDLCUDAManaged && dl.device_type != kDLROCM))
+        return NULL;
+    tack_device *target = NULL;
+    int owned = 0;
+    if (asked)
+        target = tack_device_can_wrap(asked, dl) ? asked : NULL;
+    else if (fallback && tack_device_can_wrap(fallback, dl))
+        target = fallback;
+    else if (tack_device_for_dlpack(dl, &target) == TACK_OK)
+        owned = 1;
+    uint64_t handle = target ? tack_device_stream_handle(target) : 0;
+    if (owned)
+        tack_device_release(target);
+    /* 0 is no valid stream= value; a device without a stream of its own
+     * leaves the producer's default (synchronise for the legacy stream). */
+    return handle ? PyLong_FromUnsignedLongLong(handle) : NULL;
+}
+
+/* source.__dlpack__(max_version=(1, 0)[, stream=s]), falling back to the
+ * call without max_version for producers from before DLPack 1.0, which
+ * raise TypeError. */
+static PyObject *request_capsule(PyObject *source, PyObject *stream)
 {
     if (PyCapsule_CheckExact(source))
         return Py_NewRef(source);
-    PyObject *callargs[2] = {source, version_1_0};
+    PyObject *callargs[3] = {source, version_1_0, stream};
     PyObject *capsule = PyObject_VectorcallMethod(str_dlpack, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                  kwnames_max_version);
+                                                  stream ? kwnames_max_version_stream : kwnames_max_version);
     if (capsule)
         goto check;
     if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(source, str_dlpack)) {
@@ -140,7 +185,9 @@ static PyObject *request_capsule(PyObject *source)
     if (!PyErr_ExceptionMatches(PyExc_TypeError))
         return NULL;
     PyErr_Clear();
-    capsule = PyObject_VectorcallMethod(str_dlpack, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    callargs[1] = stream;
+    capsule = PyObject_VectorcallMethod(str_dlpack, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                        stream ? kwnames_stream : NULL);
 check:
     if (capsule && !PyCapsule_CheckExact(capsule)) {
         PyErr_Format(PyExc_TypeError, "%s.__dlpack__() returned a %s, not a DLPack capsule",
@@ -245,7 +292,13 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
          * own exception (BufferError for a sparse tensor, say). */
         PyErr_Clear();
     }
-    capsule = request_capsule(source);
+    if (!PyCapsule_CheckExact(source)) {
+        PyObject *stream = consumer_stream(source, device, fallback);
+        capsule = request_capsule(source, stream);
+        Py_XDECREF(stream);
+    } else {
+        capsule = Py_NewRef(source);
+    }
     if (!capsule)
         goto done;
     const char *name = PyCapsule_GetName(capsule);
@@ -289,5 +342,10 @@ int tack_py_dlpack_init(PyObject *m)
     str_max_version = PyUnicode_InternFromString("max_version");
     kwnames_max_version = str_max_version ? PyTuple_Pack(1, str_max_version) : NULL;
     version_1_0 = Py_BuildValue("(ii)", 1, 0);
+    str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+    kwnames_max_version_stream = Py_BuildValue("(ss)", "max_version", "stream");
+    kwnames_stream = Py_BuildValue("(s)", "stream");
+    if (!str_dlpack_device || !kwnames_max_version_stream || !kwnames_stream)
+        return -1;
     return str_dlpack && kwnames_max_version && version_1_0 ? 0 : -1;
 }
