@@ -3,9 +3,8 @@
 
 #include "internal.h"
 
-static atomic_long live_arrays;
 
-long tack_array_live_count(void) { return atomic_load(&live_arrays); }
+long tack_array_live_count(void) { return tack_count_total(TACK_COUNT_ARRAYS); }
 
 tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes)
 {
@@ -62,7 +61,7 @@ static tack_status array_adopt(tack_buffer *buffer, void *data, tack_dtype dtype
     a->nbytes = nbytes;
     if (ndim)
         memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
-    atomic_fetch_add_explicit(&live_arrays, 1, memory_order_relaxed);
+    tack_count_add(TACK_COUNT_ARRAYS, 1);
     *out = a;
     return TACK_OK;
 }
@@ -92,7 +91,7 @@ tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype d
     a->nbytes = nbytes;
     if (ndim)
         memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
-    atomic_fetch_add_explicit(&live_arrays, 1, memory_order_relaxed);
+    tack_count_add(TACK_COUNT_ARRAYS, 1);
     *out = a;
     return TACK_OK;
 }
@@ -215,7 +214,7 @@ void tack_array_release(tack_array *a)
         tack_refcount_underflow("array");
     tack_buffer *b = a->buffer;
     int in_buffer = a->in_buffer;
-    atomic_fetch_sub_explicit(&live_arrays, 1, memory_order_relaxed);
+    tack_count_add(TACK_COUNT_ARRAYS, -1);
     if (!in_buffer)
         free(a);
     tack_buffer_release(b);

@@ -3,9 +3,8 @@
 
 #include "internal.h"
 
-static atomic_long live_buffers;
 
-long tack_buffer_live_count(void) { return atomic_load(&live_buffers); }
+long tack_buffer_live_count(void) { return tack_count_total(TACK_COUNT_BUFFERS); }
 
 /* A buffer record with `extra` bytes after it, for an array record made in
  * the same allocation (see tack_array_wrap_memory). */
@@ -18,7 +17,7 @@ static tack_buffer *buffer_new(tack_device *device, size_t extra)
     atomic_init(&b->refs, 1);
     atomic_init(&b->shared, 0);
     atomic_init(&b->last_launch, 0);
-    atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
+    tack_count_add(TACK_COUNT_BUFFERS, 1);
     return b;
 }
 
@@ -97,7 +96,7 @@ void tack_buffer_release(tack_buffer *b)
         d->ops->free(d, b->data, b->alloc_ctx);
     if (b->release)
         b->release(b->release_ctx);
-    atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
+    tack_count_add(TACK_COUNT_BUFFERS, -1);
     free(b);
     tack_device_release(d);
 }

@@ -133,9 +133,10 @@ static tack_status registry_get(const struct tack_backend_ops *ops, int ordinal,
     if (st == TACK_OK) {
         registry[registry_len].ops = ops;
         registry[registry_len].ordinal = ordinal;
-        registry[registry_len].device = d; /* the registry's reference, kept until exit */
+        d->immortal = 1; /* the registry keeps it until exit */
+        registry[registry_len].device = d;
         registry_len++;
-        *out = tack_device_retain(d);
+        *out = d;
     }
 done:
     pthread_mutex_unlock(&registry_lock);
@@ -179,14 +180,14 @@ tack_status tack_device_for_dlpack(DLDevice dl, tack_device **out)
 
 tack_device *tack_device_retain(tack_device *d)
 {
-    if (d)
+    if (d && !d->immortal)
         atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
     return d;
 }
 
 void tack_device_release(tack_device *d)
 {
-    if (!d)
+    if (!d || d->immortal)
         return;
     long left = atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) - 1;
     if (left > 0)

@@ -14,6 +14,11 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Live-object counters (src/core/counters.c), per thread, summed on read. */
+enum tack_count_kind { TACK_COUNT_ARRAYS, TACK_COUNT_BUFFERS, TACK_COUNT_EXPORTS, TACK_COUNT_KINDS };
+void tack_count_add(enum tack_count_kind kind, long delta);
+long tack_count_total(enum tack_count_kind kind);
+
 /* Reference-count helpers that catch a count going below zero (a double
  * release), which would otherwise be a use after free far from its cause. */
 void tack_refcount_underflow(const char *what);
@@ -89,6 +94,9 @@ struct tack_backend_ops {
 
 struct tack_device {
     atomic_long refs;
+    /* A process-wide device: never freed, so retain and release skip the
+     * reference count (it sits on every allocation's path). */
+    int immortal;
     const struct tack_backend_ops *ops;
     void *impl;
     int ordinal;

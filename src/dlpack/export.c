@@ -5,9 +5,8 @@
 
 #include "../core/internal.h"
 
-static atomic_long live_exports;
 
-long tack_dlpack_live_exports(void) { return atomic_load(&live_exports); }
+long tack_dlpack_live_exports(void) { return tack_count_total(TACK_COUNT_EXPORTS); }
 
 /* Allocates `head` bytes of managed-tensor struct followed by room for the
  * shape and the strides, and fills `t` (which lies inside the block). */
@@ -48,7 +47,7 @@ static tack_status export_block(tack_array *a, size_t head, void **block, DLTens
     t->strides = strides;
     t->byte_offset = 0;
     tack_array_retain(a);
-    atomic_fetch_add_explicit(&live_exports, 1, memory_order_relaxed);
+    tack_count_add(TACK_COUNT_EXPORTS, 1);
     *block = p;
     return TACK_OK;
 }
@@ -58,7 +57,7 @@ static tack_status export_block(tack_array *a, size_t head, void **block, DLTens
 static void export_done(void *block, tack_array *a)
 {
     free(block);
-    atomic_fetch_sub_explicit(&live_exports, 1, memory_order_relaxed);
+    tack_count_add(TACK_COUNT_EXPORTS, -1);
     tack_array_release(a);
 }
 
