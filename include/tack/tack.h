@@ -14,5 +14,6 @@
 #include "tack/buffer.h"
 #include "tack/array.h"
 #include "tack/exchange.h"
+#include "tack/kernel.h"
 
 #endif

@@ -1,8 +1,426 @@
-/* tack.Kernel: registered by the kernels layer. */
+/* tack.Kernel: a kernel compiled from C-family source, launched over Tack
+ * arrays. A launch from Python converts each argument straight into the C
+ * argument list (no intermediate objects) and leaves every binding check to
+ * tack_kernel_launch, so Python and C users get the same checks and errors. */
+#include <stddef.h>
+#include <string.h>
+
 #include "../ext.h"
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    tack_kernel *kernel;
+    int nparams;
+    int first_writable;
+    /* Per parameter, from the signature, so that a launch need not ask. */
+    unsigned char is_array[TACK_KERNEL_MAX_PARAMS];
+    unsigned char dtype[TACK_KERNEL_MAX_PARAMS];
+} KernelObject;
+
+static PyTypeObject Kernel_Type;
+
+/* Launches at least this long release the GIL; below it, releasing and
+ * taking it back would cost more than other threads could gain. */
+#define RELEASE_GIL_ABOVE 16384
+
+/* A failed build carries the compiler's whole log, which may not fit the
+ * status message; raise with all of it. */
+static PyObject *raise_status(tack_status st)
+{
+    const char *msg = tack_last_error(), *log = tack_kernel_compile_log();
+    size_t ml = strlen(msg);
+    if (st == TACK_ERUNTIME && ml > 16 && strlen(log) > ml - 1 && !strncmp(msg, log, ml - 1)) {
+        PyErr_SetString(PyExc_RuntimeError, log);
+        return NULL;
+    }
+    return tack_py_raise(st);
+}
+
+/* Re-raises the current exception with the parameter named in front. */
+static void name_the_parameter(KernelObject *self, int i)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    tack_kernel_param p;
+    tack_kernel_param_info(self->kernel, i, &p);
+    if (text) {
+        PyErr_Format(type, "parameter '%s' of kernel '%s' (%s): %U", p.name, tack_kernel_name(self->kernel),
+                     tack_dtype_c_type(p.dtype), text);
+        Py_DECREF(text);
+    } else {
+        PyErr_Clear();
+        PyErr_Format(type, "parameter '%s' of kernel '%s' (%s): invalid value", p.name,
+                     tack_kernel_name(self->kernel), tack_dtype_c_type(p.dtype));
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+static int is_tack_array(PyObject *o) { return Py_IS_TYPE(o, &TackArray_Type) || PyObject_TypeCheck(o, &TackArray_Type); }
+
+static int to_scalar(PyObject *o, tack_dtype dtype, tack_arg *out)
+{
+    out->kind = TACK_ARG_SCALAR;
+    out->dtype = dtype;
+    /* The common cases without a detour through the generic converter. */
+    if (PyFloat_CheckExact(o) && (dtype == TACK_F32 || dtype == TACK_F64)) {
+        double v = PyFloat_AS_DOUBLE(o);
+        if (dtype == TACK_F32)
+            out->value.f32 = (float)v;
+        else
+            out->value.f64 = v;
+        return 0;
+    }
+    if (PyLong_CheckExact(o) && (dtype == TACK_I32 || dtype == TACK_I64)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (!overflow && !(v == -1 && PyErr_Occurred()) && (dtype == TACK_I64 || (v >= INT32_MIN && v <= INT32_MAX))) {
+            if (dtype == TACK_I32)
+                out->value.i32 = (int32_t)v;
+            else
+                out->value.i64 = v;
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    return tack_py_to_element(o, dtype, &out->value);
+}
+
+/* Converts the Python arguments into args[]; -1 with an exception. A Tack
+ * array given for a scalar (or the reverse) is passed through as what it
+ * is, for the launch to refuse with its message. */
+static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, tack_arg *args)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *o = objs[i];
+        if (is_tack_array(o)) {
+            args[i].kind = TACK_ARG_ARRAY;
+            args[i].dtype = TACK_NDTYPES;
+            args[i].value.array = TACK_PY_ARRAY(o);
+            continue;
+        }
+        if (self->is_array[i]) {
+            tack_kernel_param p;
+            tack_kernel_param_info(self->kernel, (int)i, &p);
+            PyErr_Format(PyExc_TypeError,
+                         "parameter '%s' of kernel '%s' is an array (%s%s *); got %s. Pass a tack.Array (NumPy "
+                         "and PyTorch arrays come in without a copy through tack.from_dlpack)",
+                         p.name, tack_kernel_name(self->kernel), p.writable ? "" : "const ",
+                         tack_dtype_c_type(p.dtype), Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        if (to_scalar(o, (tack_dtype)self->dtype[i], &args[i]) < 0) {
+            name_the_parameter(self, (int)i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *launch(KernelObject *self, int64_t n, int n_from_args, PyObject *const *objs, Py_ssize_t nargs)
+{
+    tack_arg args[TACK_KERNEL_MAX_PARAMS];
+    if (nargs != self->nparams) {
+        /* The C launch words the count error; a dummy list gets it there. */
+        tack_arg none;
+        memset(&none, 0, sizeof none);
+        return raise_status(tack_kernel_launch(self->kernel, NULL, 0, &none, (size_t)nargs));
+    }
+    if (marshal(self, objs, nargs, args) < 0)
+        return NULL;
+    if (n_from_args) {
+        int w = self->first_writable;
+        if (w < 0)
+            return raise_status(tack_kernel_call(self->kernel, args, (size_t)nargs));
+        n = args[w].kind == TACK_ARG_ARRAY ? (int64_t)tack_array_size(args[w].value.array) : 0;
+    }
+    tack_status st;
+    if (n > RELEASE_GIL_ABOVE) {
+        Py_BEGIN_ALLOW_THREADS
+        st = tack_kernel_launch(self->kernel, NULL, n, args, (size_t)nargs);
+        Py_END_ALLOW_THREADS
+    } else {
+        st = tack_kernel_launch(self->kernel, NULL, n, args, (size_t)nargs);
+    }
+    if (st != TACK_OK)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    KernelObject *self = (KernelObject *)callable;
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+        PyErr_Format(PyExc_TypeError, "kernel '%s' takes positional arguments only",
+                     tack_kernel_name(self->kernel));
+        return NULL;
+    }
+    return launch(self, 0, 1, args, PyVectorcall_NARGS(nargsf));
+}
+
+static PyObject *kernel_launch(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    KernelObject *self = (KernelObject *)op;
+    if (nargs < 1) {
+        PyErr_Format(PyExc_TypeError, "launch(n, *args): n, the number of indices, is missing");
+        return NULL;
+    }
+    int64_t n;
+    if (PyLong_CheckExact(args[0])) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "launch: n = %R does not fit a 64-bit index", args[0]);
+            return NULL;
+        }
+        n = v;
+    } else {
+        PyObject *idx = PyNumber_Index(args[0]);
+        if (!idx) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "launch: n must be an integer, not %s", Py_TYPE(args[0])->tp_name);
+            return NULL;
+        }
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        Py_DECREF(idx);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "launch: n = %R does not fit a 64-bit index", args[0]);
+            return NULL;
+        }
+        n = v;
+    }
+    return launch(self, n, 0, args + 1, nargs - 1);
+}
+
+static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"source", "name", "device", NULL};
+    const char *source, *name = NULL;
+    PyObject *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|z$O:Kernel", kwlist, &source, &name, &device_obj))
+        return NULL;
+    tack_device *device = NULL;
+    if (!tack_py_device_converter(device_obj, &device))
+        return NULL;
+    tack_kernel *k;
+    tack_status st = tack_kernel_create(source, name, &k);
+    if (st != TACK_OK) {
+        tack_device_release(device);
+        return tack_py_raise(st);
+    }
+    /* Compiling runs a compiler process: other threads may go on. */
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_kernel_build(k, device);
+    Py_END_ALLOW_THREADS
+    tack_device_release(device);
+    if (st != TACK_OK) {
+        raise_status(st);
+        tack_kernel_release(k);
+        return NULL;
+    }
+    KernelObject *self = (KernelObject *)type->tp_alloc(type, 0);
+    if (!self) {
+        tack_kernel_release(k);
+        return NULL;
+    }
+    self->vectorcall = kernel_vectorcall;
+    self->kernel = k;
+    self->nparams = tack_kernel_num_params(k);
+    self->first_writable = tack_kernel_first_writable(k);
+    for (int i = 0; i < self->nparams; i++) {
+        tack_kernel_param p;
+        tack_kernel_param_info(k, i, &p);
+        self->is_array[i] = (unsigned char)p.is_array;
+        self->dtype[i] = (unsigned char)p.dtype;
+    }
+    return (PyObject *)self;
+}
+
+static void kernel_dealloc(PyObject *op)
+{
+    KernelObject *self = (KernelObject *)op;
+    tack_kernel_release(self->kernel);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *signature(KernelObject *self)
+{
+    PyObject *parts = PyList_New(0);
+    if (!parts)
+        return NULL;
+    for (int i = 0; i < self->nparams; i++) {
+        tack_kernel_param p;
+        tack_kernel_param_info(self->kernel, i, &p);
+        PyObject *s = p.is_array ? PyUnicode_FromFormat("%s%s *%s", p.writable ? "" : "const ",
+                                                        tack_dtype_c_type(p.dtype), p.name)
+                                 : PyUnicode_FromFormat("%s %s", tack_dtype_c_type(p.dtype), p.name);
+        if (!s || PyList_Append(parts, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(parts);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    PyObject *sep = PyUnicode_FromString(", ");
+    PyObject *joined = sep ? PyUnicode_Join(sep, parts) : NULL;
+    Py_XDECREF(sep);
+    Py_DECREF(parts);
+    if (!joined)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("%s(tack_index %s%s%U)", tack_kernel_name(self->kernel),
+                                       tack_kernel_index_name(self->kernel), self->nparams ? ", " : "", joined);
+    Py_DECREF(joined);
+    return r;
+}
+
+static PyObject *kernel_repr(PyObject *op)
+{
+    PyObject *sig = signature((KernelObject *)op);
+    if (!sig)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("<tack.Kernel %U>", sig);
+    Py_DECREF(sig);
+    return r;
+}
+
+static PyObject *get_name(PyObject *op, void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(tack_kernel_name(((KernelObject *)op)->kernel));
+}
+
+static PyObject *get_source(PyObject *op, void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(tack_kernel_source(((KernelObject *)op)->kernel));
+}
+
+static PyObject *get_signature(PyObject *op, void *closure)
+{
+    (void)closure;
+    return signature((KernelObject *)op);
+}
+
+static PyObject *get_params(PyObject *op, void *closure)
+{
+    (void)closure;
+    KernelObject *self = (KernelObject *)op;
+    PyObject *t = PyTuple_New(self->nparams);
+    for (int i = 0; t && i < self->nparams; i++) {
+        tack_kernel_param p;
+        tack_kernel_param_info(self->kernel, i, &p);
+        PyObject *item = Py_BuildValue("(sOsO)", p.name, tack_py_dtype_object(p.dtype), p.is_array ? "array" : "scalar",
+                                       p.writable ? Py_True : Py_False);
+        if (!item) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, item);
+    }
+    return t;
+}
+
+static PyObject *kernel_generated_source(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"backend", NULL};
+    const char *backend = "cpu", *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s:generated_source", kwlist, &backend))
+        return NULL;
+    tack_status st = tack_kernel_generated_source(((KernelObject *)op)->kernel, backend, &text);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    return PyUnicode_FromString(text);
+}
+
+static PyObject *kernel_ptx(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"arch", NULL};
+    const char *arch = NULL, *text = NULL;
+    size_t size = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|z:ptx", kwlist, &arch))
+        return NULL;
+    tack_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_kernel_ptx(((KernelObject *)op)->kernel, arch, &text, &size);
+    Py_END_ALLOW_THREADS
+    if (st != TACK_OK)
+        return raise_status(st);
+    return PyUnicode_FromStringAndSize(text, (Py_ssize_t)(size ? size - 1 : 0));
+}
+
+static PyObject *kernel_build(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"device", NULL};
+    PyObject *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:build", kwlist, &device_obj))
+        return NULL;
+    tack_device *device = NULL;
+    if (!tack_py_device_converter(device_obj, &device))
+        return NULL;
+    tack_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_kernel_build(((KernelObject *)op)->kernel, device);
+    Py_END_ALLOW_THREADS
+    tack_device_release(device);
+    if (st != TACK_OK)
+        return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef kernel_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))kernel_launch, METH_FASTCALL,
+     "launch(n, *args)\n--\n\nRuns the kernel for every index i in [0, n). Arrays must be tack.Arrays on one "
+     "device; scalars are converted to the parameter's type. n = 0 runs nothing."},
+    {"generated_source", (PyCFunction)(void (*)(void))kernel_generated_source, METH_VARARGS | METH_KEYWORDS,
+     "generated_source(backend='cpu')\n--\n\nThe source a backend compiles ('cpu' or 'cuda')."},
+    {"ptx", (PyCFunction)(void (*)(void))kernel_ptx, METH_VARARGS | METH_KEYWORDS,
+     "ptx(arch=None)\n--\n\nPTX for CUDA, compiled by NVRTC for the virtual architecture arch ('compute_90'; "
+     "None: the oldest NVRTC supports)."},
+    {"build", (PyCFunction)(void (*)(void))kernel_build, METH_VARARGS | METH_KEYWORDS,
+     "build(device=None)\n--\n\nCompiles and loads the kernel for a device ahead of its first launch there."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kernel_getset[] = {
+    {"name", get_name, NULL, "The kernel function's name.", NULL},
+    {"source", get_source, NULL, "The source as given.", NULL},
+    {"signature", get_signature, NULL, "The kernel's C signature as Tack read it.", NULL},
+    {"params", get_params, NULL,
+     "The parameters after the index: (name, dtype, 'array' or 'scalar', writable) each.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject Kernel_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tack.Kernel",
+    .tp_basicsize = sizeof(KernelObject),
+    .tp_dealloc = kernel_dealloc,
+    .tp_vectorcall_offset = offsetof(KernelObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_repr = kernel_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Kernel(source, name=None, *, device=None)\n--\n\n"
+              "A C-family function over a parallel index, compiled for a device (default: the default "
+              "device):\n\n"
+              "    saxpy = tack.Kernel('void saxpy(tack_index i, float a, const float *x, float *y) "
+              "{ y[i] = a * x[i] + y[i]; }')\n"
+              "    saxpy.launch(n, 2.0, x, y)  # i in [0, n)\n"
+              "    saxpy(2.0, x, y)            # n = size of the first array the kernel may store to\n\n"
+              "The last function in the source is the kernel unless name says which.",
+    .tp_methods = kernel_methods,
+    .tp_getset = kernel_getset,
+    .tp_new = kernel_new,
+};
 
 int tack_py_kernel_init(PyObject *module)
 {
-    (void)module;
-    return 0;
+    if (PyType_Ready(&Kernel_Type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "Kernel", (PyObject *)&Kernel_Type);
 }

@@ -1,0 +1,205 @@
+/* Kernels: one C-family function over a parallel index, compiled per backend.
+ *
+ *     void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }
+ *
+ * Tack reads only the kernel's signature. The first parameter is the index
+ * (`tack_index`, a 64-bit signed integer); the others are scalars of the ten
+ * dtypes' C types (int8_t ... uint64_t, float, double), passed by value, or
+ * pointers to them, bound to arrays. A pointer without `const` before its
+ * element type is a parameter the kernel may store through. Helper functions,
+ * macros and typedefs may come before the kernel; the kernel is the last
+ * function defined in the source unless it is named. The same source
+ * compiles for every backend: a prelude defines tack_index, the fixed-width
+ * integer types and TACK_BACKEND_CPU or TACK_BACKEND_CUDA, for the rare
+ * kernel that must tell them apart. Within one index the kernel's
+ * statements run in program order even when two pointers alias; different
+ * indices may run in any order and at once.
+ */
+#ifndef TACK_KERNEL_H
+#define TACK_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tack/array.h"
+#include "tack/device.h"
+#include "tack/dtype.h"
+#include "tack/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parameters after the index, at most. */
+#define TACK_KERNEL_MAX_PARAMS 64
+
+typedef struct tack_kernel tack_kernel;
+
+/* One parameter of a kernel (the index excluded). */
+typedef struct tack_kernel_param {
+    const char *name; /* as written in the source; valid while the kernel lives */
+    tack_dtype dtype; /* the scalar's or the pointed-to element's type */
+    int is_array;     /* 1 for a pointer, bound to an array */
+    int writable;     /* 1 for a pointer without const: the kernel may store through it */
+} tack_kernel_param;
+
+typedef enum tack_arg_kind { TACK_ARG_SCALAR = 0, TACK_ARG_ARRAY = 1 } tack_arg_kind;
+
+/* One launch argument: an array (borrowed for the call) or a scalar of a
+ * dtype. A scalar's dtype must be the parameter's; build them with the
+ * tack_arg_* helpers below. */
+typedef struct tack_arg {
+    tack_arg_kind kind;
+    tack_dtype dtype; /* scalars only */
+    union {
+        tack_array *array;
+        int8_t i8;
+        uint8_t u8;
+        int16_t i16;
+        uint16_t u16;
+        int32_t i32;
+        uint32_t u32;
+        int64_t i64;
+        uint64_t u64;
+        float f32;
+        double f64;
+    } value;
+} tack_arg;
+
+/* Parses `source` and finds the kernel: the function called `name`, or the
+ * last function defined when `name` is NULL. Nothing is compiled yet.
+ * On error *out is untouched and the message names the source line:
+ * TACK_EVALUE for no such function, a kernel that does not return void or
+ * whose first parameter is not `tack_index`, an unnamed parameter or more
+ * than TACK_KERNEL_MAX_PARAMS; TACK_ETYPE for a parameter whose type is not
+ * one of the ten scalar types or a pointer to one; TACK_ENOMEM. */
+tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out);
+
+/* Compiles the kernel for `device`'s backend, if not done yet, and loads it
+ * there; a launch does this on first use, so calling it is only a way to
+ * pay (and see the errors of) compilation early.
+ * cpu: the system C compiler (TACK_CC, default "cc", with -O2 -fPIC -shared
+ * and TACK_CFLAGS), into a shared object cached under TACK_CACHE_DIR
+ * (default ~/.cache/tack) keyed by a hash of the generated source, the
+ * compiler, the flags and Tack's version; a cached object is loaded without
+ * running the compiler.
+ * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
+ * begins the compiler's log; tack_kernel_compile_log() has all of it, with
+ * line numbers of the user's source), for no compiler (the message says how
+ * to set TACK_CC), for an unusable cache directory, or for a backend that
+ * cannot run kernels; TACK_ENOMEM. Thread-safe. */
+tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
+
+/* create followed by build. On error nothing is kept and *out is untouched. */
+tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out);
+
+/* Runs the kernel over the index range [0, n).
+ * `device` may be NULL: the device of the array arguments. Every check is
+ * made before anything runs, and a failed check runs nothing:
+ * TACK_ETYPE for a wrong argument count, an array given for a scalar or a
+ * scalar for a pointer, or a dtype that is not the parameter's (the message
+ * names the parameter); TACK_EVALUE for a read-only array bound to a
+ * parameter the kernel may store through (naming it), arrays from two
+ * memory domains or from another domain than `device`, no array and no
+ * device, or n < 0. n == 0 runs nothing. Then the kernel is built for the
+ * device if needed (errors as tack_kernel_build).
+ * On the cpu backend the launch is complete when this returns; the range is
+ * split over tack_kernel_num_threads() threads when the kernel's measured
+ * cost per index says that pays (TACK_SERIAL_BELOW=<n> fixes the choice
+ * instead: serial below n indices, parallel from n on). Tack does not
+ * know which elements a kernel touches: indexing an array past its size is
+ * the kernel's bug, as in C. On a backend
+ * with a queue it is enqueued and this returns at once, unless an array's
+ * buffer is shared: then it is complete before returning. TACK_ERUNTIME for
+ * a driver failure. Thread-safe. */
+tack_status tack_kernel_launch(tack_kernel *kernel, tack_device *device, int64_t n, const tack_arg *args,
+                               size_t nargs);
+
+/* tack_kernel_launch with n the size of the array bound to the first
+ * parameter the kernel may store through. TACK_ETYPE when the kernel has no
+ * such parameter; otherwise errors as tack_kernel_launch. */
+tack_status tack_kernel_call(tack_kernel *kernel, const tack_arg *args, size_t nargs);
+
+/* Reference counting; both accept NULL. Thread-safe. */
+tack_kernel *tack_kernel_retain(tack_kernel *kernel);
+void tack_kernel_release(tack_kernel *kernel);
+
+/* The kernel's function name and source as given. Never fail. */
+const char *tack_kernel_name(const tack_kernel *kernel);
+const char *tack_kernel_source(const tack_kernel *kernel);
+/* The index parameter's name ("i"). Never fails. */
+const char *tack_kernel_index_name(const tack_kernel *kernel);
+/* Parameters after the index. Never fails. */
+int tack_kernel_num_params(const tack_kernel *kernel);
+/* Parameter `i` (0-based, after the index). TACK_EVALUE for i out of range,
+ * *out untouched. */
+tack_status tack_kernel_param_info(const tack_kernel *kernel, int i, tack_kernel_param *out);
+/* Index of the first parameter the kernel may store through, -1 if none.
+ * Never fails. */
+int tack_kernel_first_writable(const tack_kernel *kernel);
+
+/* The source a backend compiles: the user's function with a prelude and the
+ * backend's entry point around it. `backend` is "cpu" or "cuda". The text is
+ * owned by the kernel and lives as long as it. TACK_EVALUE for another
+ * backend, TACK_ENOMEM; *out untouched on error. */
+tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backend, const char **out);
+
+/* PTX for CUDA, compiled by NVRTC from the "cuda" generated source, for the
+ * virtual architecture `arch` ("compute_90"; NULL: the oldest NVRTC
+ * supports, which every newer GPU can run). The entry point is
+ * "tack_kernel_entry" with parameters (int64 n, the kernel's parameters);
+ * it covers [0, n) with a grid-stride loop. Cached in memory and under
+ * TACK_CACHE_DIR. The text (NUL-terminated; *size counts the NUL) is owned
+ * by the kernel. On error *ptx and *size are untouched: TACK_ERUNTIME when
+ * NVRTC cannot be loaded (the message says where Tack looked and how to set
+ * TACK_NVRTC_LIBRARY) or for a compile error (the log as for the C
+ * compiler); TACK_ENOMEM. Thread-safe. */
+tack_status tack_kernel_ptx(tack_kernel *kernel, const char *arch, const char **ptx, size_t *size);
+
+/* The whole message of the last failed compilation on this thread: a first
+ * line naming the kernel and the compiler, then the compiler's full log
+ * (tack_last_error() may hold only its beginning). "" if none; valid until
+ * the next failed compilation on this thread. Never fails. */
+const char *tack_kernel_compile_log(void);
+
+/* Threads the cpu backend splits a launch over (TACK_NUM_THREADS, default
+ * the cores this process may run on). Never fails. */
+int tack_kernel_num_threads(void);
+
+/* Argument constructors: an array (borrowed for the call; NULL is refused
+ * by the launch) or a scalar of each dtype. Never fail. */
+static inline tack_arg tack_arg_array(tack_array *a)
+{
+    tack_arg r;
+    r.kind = TACK_ARG_ARRAY;
+    r.dtype = TACK_NDTYPES;
+    r.value.array = a;
+    return r;
+}
+
+#define TACK_ARG_SCALAR_FN(suffix, ctype, DT)                                                                \
+    static inline tack_arg tack_arg_##suffix(ctype v)                                                        \
+    {                                                                                                        \
+        tack_arg r;                                                                                          \
+        r.kind = TACK_ARG_SCALAR;                                                                            \
+        r.dtype = DT;                                                                                        \
+        r.value.suffix = v;                                                                                  \
+        return r;                                                                                            \
+    }
+TACK_ARG_SCALAR_FN(i8, int8_t, TACK_I8)
+TACK_ARG_SCALAR_FN(u8, uint8_t, TACK_U8)
+TACK_ARG_SCALAR_FN(i16, int16_t, TACK_I16)
+TACK_ARG_SCALAR_FN(u16, uint16_t, TACK_U16)
+TACK_ARG_SCALAR_FN(i32, int32_t, TACK_I32)
+TACK_ARG_SCALAR_FN(u32, uint32_t, TACK_U32)
+TACK_ARG_SCALAR_FN(i64, int64_t, TACK_I64)
+TACK_ARG_SCALAR_FN(u64, uint64_t, TACK_U64)
+TACK_ARG_SCALAR_FN(f32, float, TACK_F32)
+TACK_ARG_SCALAR_FN(f64, double, TACK_F64)
+#undef TACK_ARG_SCALAR_FN
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

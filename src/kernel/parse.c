@@ -1,0 +1,559 @@
+/* Kernel signatures: find the kernel in the user's source and read its
+ * parameters. Only the signature matters to Tack, so this is a tokenizer
+ * and a scan for top-level function definitions, not a C parser: bodies are
+ * skipped by brace matching, directives are set aside (object-like #defines
+ * and simple typedefs are kept as aliases, since a signature may use them). */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+
+enum { T_IDENT, T_NUMBER, T_STRING, T_PUNCT };
+
+struct tok {
+    const char *s;
+    int len;
+    int line;
+    int kind;
+    int dir; /* 0 in code; the directive's number inside a preprocessor directive */
+};
+
+struct toks {
+    struct tok *v;
+    int n, cap;
+};
+
+static int push(struct toks *t, struct tok k)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 256;
+        struct tok *v = realloc(t->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return -1;
+        t->v = v;
+        t->cap = cap;
+    }
+    t->v[t->n++] = k;
+    return 0;
+}
+
+static int is_ident_start(int c) { return isalpha(c) || c == '_'; }
+static int is_ident_char(int c) { return isalnum(c) || c == '_'; }
+
+static tack_status lex(const char *src, struct toks *out)
+{
+    const char *p = src;
+    int line = 1, dir = 0, ndirs = 0, line_start = 1;
+    while (*p) {
+        char c = *p;
+        if (c == '\n') {
+            line++;
+            p++;
+            dir = 0;
+            line_start = 1;
+            continue;
+        }
+        if (c == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+            p += p[1] == '\n' ? 2 : 3;
+            line++;
+            continue;
+        }
+        if (isspace((unsigned char)c)) {
+            p++;
+            continue;
+        }
+        if (c == '/' && p[1] == '/') {
+            while (*p && *p != '\n')
+                p++;
+            continue;
+        }
+        if (c == '/' && p[1] == '*') {
+            p += 2;
+            while (*p && !(p[0] == '*' && p[1] == '/')) {
+                if (*p == '\n')
+                    line++;
+                p++;
+            }
+            if (*p)
+                p += 2;
+            continue;
+        }
+        struct tok t = {p, 1, line, T_PUNCT, dir};
+        if (c == '#' && line_start) {
+            dir = ++ndirs;
+            t.dir = dir;
+        } else if (is_ident_start((unsigned char)c)) {
+            while (is_ident_char((unsigned char)p[t.len]))
+                t.len++;
+            t.kind = T_IDENT;
+        } else if (isdigit((unsigned char)c) || (c == '.' && isdigit((unsigned char)p[1]))) {
+            while (is_ident_char((unsigned char)p[t.len]) || p[t.len] == '.' ||
+                   ((p[t.len] == '+' || p[t.len] == '-') && strchr("eEpP", p[t.len - 1])))
+                t.len++;
+            t.kind = T_NUMBER;
+        } else if (c == '"' || c == '\'') {
+            while (p[t.len] && p[t.len] != c && p[t.len] != '\n')
+                t.len += p[t.len] == '\\' && p[t.len + 1] ? 2 : 1;
+            if (p[t.len] == c)
+                t.len++;
+            t.kind = T_STRING;
+        }
+        line_start = 0;
+        if (push(out, t))
+            return tack_error_set(TACK_ENOMEM, "out of memory reading a kernel's source");
+        p += t.len;
+    }
+    return TACK_OK;
+}
+
+static int tok_is(const struct tok *t, const char *s)
+{
+    return t->len == (int)strlen(s) && !memcmp(t->s, s, (size_t)t->len);
+}
+
+static int punct(const struct tok *t, char c) { return t->kind == T_PUNCT && t->s[0] == c; }
+
+static void tok_copy(const struct tok *t, char *out, size_t cap)
+{
+    size_t n = (size_t)t->len < cap - 1 ? (size_t)t->len : cap - 1;
+    memcpy(out, t->s, n);
+    out[n] = 0;
+}
+
+/* An alias: an object-like #define or a typedef, whose replacement is a run
+ * of tokens. */
+struct alias {
+    const struct tok *name;
+    int begin, end; /* token indices of the replacement */
+};
+
+struct def {
+    int name;         /* token index */
+    int ret_begin;    /* first token of the return type */
+    int params_begin; /* first token after '(' */
+    int params_end;   /* the ')' */
+};
+
+struct scan {
+    struct toks t;
+    struct alias *aliases;
+    int naliases;
+    struct def *defs;
+    int ndefs;
+};
+
+static int scan_prev(const struct scan *s, int i)
+{
+    for (i--; i >= 0; i--)
+        if (!s->t.v[i].dir)
+            return i;
+    return -1;
+}
+
+static int scan_next(const struct scan *s, int i)
+{
+    for (i++; i < s->t.n; i++)
+        if (!s->t.v[i].dir)
+            return i;
+    return s->t.n;
+}
+
+/* Index of the bracket matching the one at i, scanning in `step` direction
+ * over code tokens; -1 if unbalanced. */
+static int match(const struct scan *s, int i, char open, char close, int step)
+{
+    int depth = 0;
+    for (; i >= 0 && i < s->t.n; i += step) {
+        const struct tok *t = &s->t.v[i];
+        if (t->dir)
+            continue;
+        if (punct(t, open))
+            depth++;
+        else if (punct(t, close) && --depth == 0)
+            return i;
+    }
+    return -1;
+}
+
+static tack_status add_alias(struct scan *s, const struct tok *name, int begin, int end)
+{
+    struct alias *a = realloc(s->aliases, (size_t)(s->naliases + 1) * sizeof *a);
+    if (!a)
+        return tack_error_set(TACK_ENOMEM, "out of memory reading a kernel's source");
+    s->aliases = a;
+    a[s->naliases++] = (struct alias){name, begin, end};
+    return TACK_OK;
+}
+
+/* Records object-like #defines: `# define NAME replacement`. A name
+ * followed at once by '(' is a function-like macro, which a signature
+ * cannot meaningfully use, so it is not an alias. */
+static tack_status collect_defines(struct scan *s)
+{
+    for (int i = 0; i + 2 < s->t.n; i++) {
+        const struct tok *t = s->t.v;
+        if (!t[i].dir || !punct(&t[i], '#') || t[i + 1].dir != t[i].dir || !tok_is(&t[i + 1], "define") ||
+            t[i + 2].dir != t[i].dir || t[i + 2].kind != T_IDENT)
+            continue;
+        int body = i + 3, end = body;
+        while (end < s->t.n && s->t.v[end].dir == t[i].dir)
+            end++;
+        if (body < end && punct(&t[body], '(') && t[body].s == t[i + 2].s + t[i + 2].len)
+            continue;
+        tack_status st = add_alias(s, &t[i + 2], body, end);
+        if (st != TACK_OK)
+            return st;
+    }
+    return TACK_OK;
+}
+
+/* Finds top-level function definitions and typedefs. */
+static tack_status scan_top(struct scan *s)
+{
+    int stmt = scan_next(s, -1), paren = 0;
+    for (int i = stmt; i < s->t.n; i = scan_next(s, i)) {
+        const struct tok *t = &s->t.v[i];
+        if (punct(t, '('))
+            paren++;
+        else if (punct(t, ')'))
+            paren--;
+        else if (punct(t, ';') && paren == 0) {
+            /* typedef <type tokens> NAME ; */
+            const struct tok *v = s->t.v;
+            int last = scan_prev(s, i);
+            if (stmt < last && tok_is(&v[stmt], "typedef") && v[last].kind == T_IDENT) {
+                int simple = 1;
+                for (int k = stmt; k < last; k = scan_next(s, k))
+                    simple = simple && (v[k].kind == T_IDENT || punct(&v[k], '*'));
+                /* The replacement may contain directive tokens between
+                 * code tokens; expansion skips them. */
+                if (simple) {
+                    tack_status st = add_alias(s, &v[last], scan_next(s, stmt), last);
+                    if (st != TACK_OK)
+                        return st;
+                }
+            }
+            stmt = scan_next(s, i);
+        } else if (punct(t, '{') && paren == 0) {
+            int close = scan_prev(s, i), is_def = 0, name = -1;
+            while (close >= 0 && punct(&s->t.v[close], ')')) {
+                int open = match(s, close, ')', '(', -1);
+                name = open > 0 ? scan_prev(s, open) : -1;
+                if (name < 0 || s->t.v[name].kind != T_IDENT)
+                    break;
+                /* void f(...) __attribute__((x)) { */
+                if (tok_is(&s->t.v[name], "__attribute__")) {
+                    close = scan_prev(s, name);
+                    continue;
+                }
+                is_def = name >= stmt;
+                if (is_def) {
+                    struct def *d = realloc(s->defs, (size_t)(s->ndefs + 1) * sizeof *d);
+                    if (!d)
+                        return tack_error_set(TACK_ENOMEM, "out of memory reading a kernel's source");
+                    s->defs = d;
+                    d[s->ndefs++] = (struct def){name, stmt, scan_next(s, open), close};
+                }
+                break;
+            }
+            int end = match(s, i, '{', '}', 1);
+            if (end < 0)
+                return tack_error_set(TACK_EVALUE, "line %d: this '{' is never closed", t->line);
+            i = end;
+            if (is_def)
+                stmt = scan_next(s, i);
+        }
+    }
+    return TACK_OK;
+}
+
+static const struct alias *find_alias(const struct scan *s, const struct tok *t)
+{
+    for (int i = s->naliases - 1; i >= 0; i--)
+        if (s->aliases[i].name->len == t->len && !memcmp(s->aliases[i].name->s, t->s, (size_t)t->len))
+            return &s->aliases[i];
+    return NULL;
+}
+
+#define PARAM_TOKS 64
+
+struct ptoks {
+    const struct tok *v[PARAM_TOKS];
+    int n;
+};
+
+/* Appends tokens [begin, end), replacing aliases by what they stand for. */
+static int expand(const struct scan *s, int begin, int end, int skip_dir, struct ptoks *out, int depth)
+{
+    for (int i = begin; i < end; i++) {
+        const struct tok *t = &s->t.v[i];
+        if (skip_dir && t->dir)
+            continue;
+        const struct alias *a = t->kind == T_IDENT && depth < 8 ? find_alias(s, t) : NULL;
+        if (a) {
+            int in_dir = s->t.v[a->begin < s->t.n ? a->begin : 0].dir != 0;
+            if (expand(s, a->begin, a->end, !in_dir, out, depth + 1))
+                return -1;
+            continue;
+        }
+        if (out->n == PARAM_TOKS)
+            return -1;
+        out->v[out->n++] = t;
+    }
+    return 0;
+}
+
+static const struct {
+    const char *word;
+    tack_dtype dtype;
+} type_words[] = {
+    {"int8_t", TACK_I8},   {"uint8_t", TACK_U8},   {"int16_t", TACK_I16}, {"uint16_t", TACK_U16},
+    {"int32_t", TACK_I32}, {"uint32_t", TACK_U32}, {"int64_t", TACK_I64}, {"uint64_t", TACK_U64},
+    {"float", TACK_F32},   {"double", TACK_F64},   {"tack_index", TACK_I64},
+};
+
+static int type_word(const struct tok *t, tack_dtype *dtype)
+{
+    for (size_t i = 0; i < sizeof type_words / sizeof *type_words; i++) {
+        if (tok_is(t, type_words[i].word)) {
+            *dtype = type_words[i].dtype;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int ignored_qualifier(const struct tok *t)
+{
+    static const char *const words[] = {"volatile", "restrict", "__restrict", "__restrict__", "register", NULL};
+    for (int i = 0; words[i]; i++)
+        if (tok_is(t, words[i]))
+            return 1;
+    return 0;
+}
+
+static void join(const struct ptoks *p, const struct tok *skip, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < p->n && used + 1 < cap; i++) {
+        if (p->v[i] == skip)
+            continue;
+        /* "const float *", "unsigned int" */
+        int sp = used && ((p->v[i]->kind == T_IDENT && out[used - 1] != '*') ||
+                          (punct(p->v[i], '*') && out[used - 1] != '*'));
+        int w = snprintf(out + used, cap - used, "%s%.*s", sp ? " " : "", p->v[i]->len, p->v[i]->s);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (used >= cap)
+        out[cap - 1] = 0;
+}
+
+static const char accepted_types[] =
+    "a kernel parameter is one of int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t, "
+    "float, double (by value), or a pointer to one of them (an array; const for one the kernel only reads)";
+
+/* Reads one parameter from tokens [begin, end). `pos` counts from 0 for
+ * the index. */
+static tack_status parse_param(const struct scan *s, const char *kname, int pos, int begin, int end,
+                               struct tack_param *out)
+{
+    struct ptoks p = {.n = 0};
+    int line = begin < s->t.n ? s->t.v[begin].line : 0;
+    if (expand(s, begin, end, 1, &p, 0))
+        return tack_error_set(TACK_EVALUE, "line %d: parameter %d of kernel '%s' is too long to read", line, pos,
+                              kname);
+    int stars = 0, pointee_const = 0, have_type = 0, unknown = 0;
+    tack_dtype dtype = TACK_NDTYPES;
+    const struct tok *name = NULL, *bad = NULL;
+    for (int i = 0; i < p.n; i++) {
+        const struct tok *t = p.v[i];
+        tack_dtype d;
+        if (t->kind == T_IDENT && tok_is(t, "const")) {
+            if (!stars)
+                pointee_const = 1;
+        } else if (t->kind == T_IDENT && ignored_qualifier(t)) {
+        } else if (t->kind == T_IDENT && type_word(t, &d)) {
+            if (have_type)
+                bad = t;
+            have_type = 1;
+            dtype = d;
+        } else if (t->kind == T_IDENT) {
+            /* The declarator's name is the last plain identifier; any other
+             * is a type word Tack does not know (int, unsigned, struct). */
+            if (name)
+                unknown = 1;
+            name = t;
+        } else if (punct(t, '*')) {
+            stars++;
+        } else if (punct(t, '[') && name) {
+            /* float x[] and float x[N] declare a pointer parameter. */
+            stars++;
+            while (i < p.n && !punct(p.v[i], ']'))
+                i++;
+        } else {
+            bad = t;
+        }
+    }
+    char type[160];
+    join(&p, name, type, sizeof type);
+    if (p.n == 0)
+        return tack_error_set(TACK_EVALUE, "line %d: kernel '%s' has an empty parameter %d", line, kname, pos);
+    if (!name)
+        return tack_error_set(TACK_EVALUE, "line %d: parameter %d of kernel '%s' ('%s') has no name", line, pos,
+                              kname, type);
+    if (name->len >= TACK_NAME_MAX)
+        return tack_error_set(TACK_EVALUE, "line %d: parameter name '%.40s...' is too long", name->line,
+                              name->s);
+    if (!have_type || unknown || bad || stars > 1)
+        return tack_error_set(TACK_ETYPE, "line %d: parameter '%.*s' of kernel '%s' has type '%s'; %s",
+                              name->line, name->len, name->s, kname, type, accepted_types);
+    tok_copy(name, out->name, sizeof out->name);
+    out->dtype = dtype;
+    out->is_array = stars == 1;
+    out->writable = stars == 1 && !pointee_const;
+    return TACK_OK;
+}
+
+static int is_decl_specifier(const struct tok *t)
+{
+    static const char *const words[] = {"static", "inline", "__inline", "__inline__", "extern",
+                                        "__device__", "__host__", "__forceinline__", NULL};
+    for (int i = 0; words[i]; i++)
+        if (tok_is(t, words[i]))
+            return 1;
+    return 0;
+}
+
+static tack_status check_return(const struct scan *s, const struct def *d, const char *kname)
+{
+    struct ptoks p = {.n = 0};
+    int voids = 0, other = 0;
+    if (expand(s, d->ret_begin, d->name, 1, &p, 0) == 0) {
+        for (int i = 0; i < p.n; i++) {
+            if (tok_is(p.v[i], "__attribute__") && i + 1 < p.n && punct(p.v[i + 1], '(')) {
+                int depth = 0;
+                for (i++; i < p.n; i++) {
+                    depth += punct(p.v[i], '(') - punct(p.v[i], ')');
+                    if (depth == 0)
+                        break;
+                }
+            } else if (tok_is(p.v[i], "void")) {
+                voids++;
+            } else if (!is_decl_specifier(p.v[i])) {
+                other++;
+            }
+        }
+    } else {
+        other = 1;
+    }
+    if (voids == 1 && !other)
+        return TACK_OK;
+    char type[160];
+    join(&p, NULL, type, sizeof type);
+    return tack_error_set(TACK_EVALUE, "line %d: kernel '%s' returns '%s'; a kernel returns void and stores its "
+                                       "results through pointer parameters",
+                          s->t.v[d->name].line, kname, type);
+}
+
+static tack_status read_signature(const struct scan *s, const struct def *d, struct tack_signature *out)
+{
+    const struct tok *nt = &s->t.v[d->name];
+    if (nt->len >= TACK_NAME_MAX)
+        return tack_error_set(TACK_EVALUE, "line %d: kernel name '%.40s...' is too long", nt->line, nt->s);
+    tok_copy(nt, out->name, sizeof out->name);
+    out->line = nt->line;
+    tack_status st = check_return(s, d, out->name);
+    if (st != TACK_OK)
+        return st;
+    /* Split the parameter list on top-level commas. */
+    int pos = 0, begin = d->params_begin, depth = 0;
+    out->nparams = 0;
+    struct tack_param index = {{0}, TACK_NDTYPES, 0, 0};
+    int empty = begin >= d->params_end;
+    for (int i = d->params_begin; i <= d->params_end && !empty; i = scan_next(s, i)) {
+        const struct tok *t = &s->t.v[i];
+        if (i < d->params_end && (punct(t, '(') || punct(t, '[')))
+            depth++;
+        else if (i < d->params_end && (punct(t, ')') || punct(t, ']')))
+            depth--;
+        if (i < d->params_end && !(punct(t, ',') && depth == 0))
+            continue;
+        if (pos == 0) {
+            int is_void = scan_next(s, begin) == i && tok_is(&s->t.v[begin], "void");
+            if (is_void)
+                break;
+            st = parse_param(s, out->name, 0, begin, i, &index);
+            if (st != TACK_OK && st != TACK_ETYPE)
+                return st;
+            int is_index = st == TACK_OK && !index.is_array && index.dtype == TACK_I64;
+            /* Only tack_index marks the index: an int64_t first parameter
+             * could as well be meant as a scalar argument. */
+            for (int k = begin; is_index && k < i; k++)
+                if (s->t.v[k].kind == T_IDENT && tok_is(&s->t.v[k], "int64_t"))
+                    is_index = 0;
+            if (!is_index)
+                break;
+            memcpy(out->index_name, index.name, sizeof out->index_name);
+        } else {
+            if (out->nparams == TACK_KERNEL_MAX_PARAMS)
+                return tack_error_set(TACK_EVALUE, "line %d: kernel '%s' has more than %d parameters after the index",
+                                      t->line, out->name, TACK_KERNEL_MAX_PARAMS);
+            st = parse_param(s, out->name, pos, begin, i, &out->params[out->nparams]);
+            if (st != TACK_OK)
+                return st;
+            out->nparams++;
+        }
+        pos++;
+        begin = scan_next(s, i);
+    }
+    if (pos == 0)
+        return tack_error_set(TACK_EVALUE, "line %d: the first parameter of kernel '%s' must be the index, "
+                                           "declared `tack_index i` (any name)",
+                              nt->line, out->name);
+    return TACK_OK;
+}
+
+tack_status tack_signature_parse(const char *source, const char *name, struct tack_signature *out)
+{
+    if (!source)
+        return tack_error_set(TACK_EVALUE, "kernel source is NULL");
+    struct scan s;
+    memset(&s, 0, sizeof s);
+    tack_status st = lex(source, &s.t);
+    if (st == TACK_OK)
+        st = collect_defines(&s);
+    if (st == TACK_OK)
+        st = scan_top(&s);
+    if (st != TACK_OK)
+        goto done;
+    const struct def *found = NULL;
+    for (int i = s.ndefs - 1; i >= 0 && !found; i--)
+        if (!name || tok_is(&s.t.v[s.defs[i].name], name))
+            found = &s.defs[i];
+    if (!found && !name) {
+        st = tack_error_set(TACK_EVALUE, "no function definition found in the kernel source; write one such as "
+                                         "`void k(tack_index i, const float *x, float *y) { y[i] = x[i]; }`");
+        goto done;
+    }
+    if (!found) {
+        char names[256] = "";
+        size_t used = 0;
+        for (int i = 0; i < s.ndefs && used < sizeof names; i++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s'%.*s'", i ? ", " : "",
+                                     s.t.v[s.defs[i].name].len, s.t.v[s.defs[i].name].s);
+        st = tack_error_set(TACK_EVALUE, "no function named '%s' is defined in the kernel source; defined: %s", name,
+                            s.ndefs ? names : "none");
+        goto done;
+    }
+    st = read_signature(&s, found, out);
+done:
+    free(s.t.v);
+    free(s.aliases);
+    free(s.defs);
+    return st;
+}

@@ -1,0 +1,529 @@
+/* Kernels through the C API on the cpu backend: signatures, compilation and
+ * its cache, launches and every check a launch makes before it runs. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tack/tack.h"
+
+static tack_device *cpu;
+static char tmpdir[256];
+
+static tack_array *vec(tack_dtype dt, int64_t n)
+{
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_empty(cpu, dt, 1, &n, 0, &a));
+    return a;
+}
+
+static tack_kernel *compile(const char *src, const char *name)
+{
+    tack_kernel *k = NULL;
+    tack_status st = tack_kernel_compile(src, name, cpu, &k);
+    if (st != TACK_OK) {
+        fprintf(stderr, "compile failed: %s\n%s\n", tack_last_error(), tack_kernel_compile_log());
+        check_failures++;
+    }
+    return k;
+}
+
+static int contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
+
+/* ---- signatures ---- */
+
+static void test_signature(void)
+{
+    const char *src = "#include <math.h>\n"
+                      "#define REAL float\n"
+                      "typedef double real64;\n"
+                      "struct pair { int a, b; };\n"
+                      "static float helper(float v);   /* a prototype { not a body */\n"
+                      "static float helper(float v) { const char *s = \"}{\"; (void)s; return v * 2; }\n"
+                      "// void fake(tack_index i) {}\n"
+                      "void scale(tack_index idx, REAL a, real64 b, const float *x,\n"
+                      "           float *restrict y, const int8_t c[], uint64_t *const z)\n"
+                      "{ y[idx] = helper(a * x[idx]) + (float)b + c[idx] + (float)z[idx]; }\n";
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(src, NULL, &k));
+    if (!k)
+        return;
+    CHECK(!strcmp(tack_kernel_name(k), "scale"));
+    CHECK(!strcmp(tack_kernel_index_name(k), "idx"));
+    CHECK(tack_kernel_num_params(k) == 6);
+    struct {
+        const char *name;
+        tack_dtype dt;
+        int is_array, writable;
+    } want[] = {{"a", TACK_F32, 0, 0}, {"b", TACK_F64, 0, 0}, {"x", TACK_F32, 1, 0},
+                {"y", TACK_F32, 1, 1}, {"c", TACK_I8, 1, 0},  {"z", TACK_U64, 1, 1}};
+    for (int i = 0; i < 6; i++) {
+        tack_kernel_param p;
+        CHECK_OK(tack_kernel_param_info(k, i, &p));
+        CHECK(!strcmp(p.name, want[i].name));
+        CHECK(p.dtype == want[i].dt);
+        CHECK(p.is_array == want[i].is_array);
+        CHECK(p.writable == want[i].writable);
+    }
+    CHECK(tack_kernel_first_writable(k) == 3);
+    tack_kernel_param p;
+    CHECK_STATUS(tack_kernel_param_info(k, 6, &p), TACK_EVALUE);
+    tack_kernel_release(k);
+
+    /* The last function is the kernel; name= picks another. */
+    const char *two = "void first(tack_index i, float *y) { y[i] = 1; }\n"
+                      "void second(tack_index i, const double *x, double *y) { y[i] = x[i]; }\n";
+    CHECK_OK(tack_kernel_create(two, NULL, &k));
+    CHECK(k && !strcmp(tack_kernel_name(k), "second"));
+    tack_kernel_release(k);
+    CHECK_OK(tack_kernel_create(two, "first", &k));
+    CHECK(k && !strcmp(tack_kernel_name(k), "first") && tack_kernel_num_params(k) == 1);
+    tack_kernel_release(k);
+
+    /* Only the index: allowed (a kernel that writes through nothing is odd,
+     * but a valid signature). */
+    CHECK_OK(tack_kernel_create("void noop(tack_index i) { (void)i; }", NULL, &k));
+    CHECK(k && tack_kernel_num_params(k) == 0 && tack_kernel_first_writable(k) == -1);
+    tack_kernel_release(k);
+}
+
+static void expect_parse_error(const char *src, const char *name, tack_status want, const char *fragment)
+{
+    tack_kernel *k = (tack_kernel *)0x1;
+    tack_status st = tack_kernel_create(src, name, &k);
+    CHECK(st == want);
+    CHECK(k == (tack_kernel *)0x1);
+    if (!contains(tack_last_error(), fragment)) {
+        fprintf(stderr, "message '%s' lacks '%s'\n", tack_last_error(), fragment);
+        check_failures++;
+    }
+}
+
+static void test_signature_errors(void)
+{
+    expect_parse_error("int x = 3;", NULL, TACK_EVALUE, "no function definition");
+    expect_parse_error("void a(tack_index i, float *y) { y[i] = 0; }", "b", TACK_EVALUE, "no function named 'b'");
+    expect_parse_error("\nfloat k(tack_index i, float *y) { return y[i]; }", NULL, TACK_EVALUE, "line 2");
+    expect_parse_error("float k(tack_index i, float *y) { return y[i]; }", NULL, TACK_EVALUE, "returns 'float'");
+    expect_parse_error("void k(float a, float *y) { y[0] = a; }", NULL, TACK_EVALUE, "tack_index");
+    expect_parse_error("void k(int64_t i, float *y) { y[i] = 0; }", NULL, TACK_EVALUE, "tack_index");
+    expect_parse_error("void k(void) { }", NULL, TACK_EVALUE, "first parameter");
+    expect_parse_error("void k(tack_index i,\n  int *y) { y[i] = 0; }", NULL, TACK_ETYPE, "line 2: parameter 'y'");
+    expect_parse_error("void k(tack_index i, unsigned int n, float *y) { y[i] = 0; }", NULL, TACK_ETYPE,
+                       "'unsigned int'");
+    expect_parse_error("void k(tack_index i, float **y) { }", NULL, TACK_ETYPE, "parameter 'y'");
+    expect_parse_error("void k(tack_index i, struct s *y) { }", NULL, TACK_ETYPE, "parameter 'y'");
+    expect_parse_error("void k(tack_index i, float *) { }", NULL, TACK_EVALUE, "has no name");
+    expect_parse_error("void k(tack_index i, float *y) { y[i] = 0; ", NULL, TACK_EVALUE, "never closed");
+}
+
+/* ---- launches ---- */
+
+static const char saxpy_src[] =
+    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
+
+static void test_saxpy(void)
+{
+    tack_kernel *k = compile(saxpy_src, NULL);
+    if (!k)
+        return;
+    const int64_t n = 1000;
+    tack_array *x = vec(TACK_F32, n), *y = vec(TACK_F32, n);
+    float *px = tack_array_data(x), *py = tack_array_data(y);
+    for (int64_t i = 0; i < n; i++) {
+        px[i] = (float)i;
+        py[i] = 1.0f;
+    }
+    tack_arg args[] = {tack_arg_f32(2.0f), tack_arg_array(x), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_call(k, args, 3));
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++)
+        ok &= py[i] == 2.0f * (float)i + 1.0f;
+    CHECK(ok);
+    /* launch over a prefix only */
+    CHECK_OK(tack_kernel_launch(k, NULL, 10, args, 3));
+    CHECK(py[9] == 4.0f * 9.0f + 1.0f);
+    CHECK(py[10] == 2.0f * 10.0f + 1.0f); /* past n: untouched */
+    /* n = 0 runs nothing */
+    float before = py[0];
+    CHECK_OK(tack_kernel_launch(k, NULL, 0, args, 3));
+    CHECK(py[0] == before);
+    tack_array_release(x);
+    tack_array_release(y);
+    tack_kernel_release(k);
+}
+
+/* Each dtype: a scalar of it, a const array of it and one stored to. */
+#define DTYPE_CASE(T, DT, SUFFIX)                                                                                \
+    static void dtype_##SUFFIX(void)                                                                             \
+    {                                                                                                            \
+        char src[256];                                                                                           \
+        snprintf(src, sizeof src,                                                                                \
+                 "void k(tack_index i, %s s, const %s *x, %s *y) { y[i] = (%s)(x[i] * s + (%s)(i %% 5)); }", #T, \
+                 #T, #T, #T, #T);                                                                                \
+        tack_kernel *k = compile(src, NULL);                                                                     \
+        if (!k)                                                                                                  \
+            return;                                                                                              \
+        const int64_t n = 4099;                                                                                  \
+        tack_array *x = vec(DT, n), *y = vec(DT, n);                                                             \
+        T *px = tack_array_data(x), *py = tack_array_data(y);                                                    \
+        for (int64_t i = 0; i < n; i++)                                                                          \
+            px[i] = (T)(i % 11);                                                                                 \
+        T s = (T)3;                                                                                              \
+        tack_arg args[] = {tack_arg_##SUFFIX(s), tack_arg_array(x), tack_arg_array(y)};                          \
+        CHECK_OK(tack_kernel_call(k, args, 3));                                                                  \
+        int ok = 1;                                                                                              \
+        for (int64_t i = 0; i < n; i++)                                                                          \
+            ok &= py[i] == (T)(px[i] * s + (T)(i % 5));                                                          \
+        if (!ok)                                                                                                 \
+            fprintf(stderr, "dtype %s: wrong results\n", #T);                                                    \
+        CHECK(ok);                                                                                               \
+        tack_array_release(x);                                                                                   \
+        tack_array_release(y);                                                                                   \
+        tack_kernel_release(k);                                                                                  \
+    }
+DTYPE_CASE(int8_t, TACK_I8, i8)
+DTYPE_CASE(uint8_t, TACK_U8, u8)
+DTYPE_CASE(int16_t, TACK_I16, i16)
+DTYPE_CASE(uint16_t, TACK_U16, u16)
+DTYPE_CASE(int32_t, TACK_I32, i32)
+DTYPE_CASE(uint32_t, TACK_U32, u32)
+DTYPE_CASE(int64_t, TACK_I64, i64)
+DTYPE_CASE(uint64_t, TACK_U64, u64)
+DTYPE_CASE(float, TACK_F32, f32)
+DTYPE_CASE(double, TACK_F64, f64)
+
+static void test_every_dtype(void)
+{
+    dtype_i8();
+    dtype_u8();
+    dtype_i16();
+    dtype_u16();
+    dtype_i32();
+    dtype_u32();
+    dtype_i64();
+    dtype_u64();
+    dtype_f32();
+    dtype_f64();
+}
+
+static void expect_launch_error(tack_kernel *k, const tack_arg *args, size_t nargs, int64_t n, tack_status want,
+                                const char *fragment)
+{
+    tack_status st = tack_kernel_launch(k, NULL, n, args, nargs);
+    CHECK(st == want);
+    if (!contains(tack_last_error(), fragment)) {
+        fprintf(stderr, "message '%s' lacks '%s'\n", tack_last_error(), fragment);
+        check_failures++;
+    }
+}
+
+static void test_launch_checks(void)
+{
+    tack_kernel *k = compile(saxpy_src, NULL);
+    if (!k)
+        return;
+    tack_array *x = vec(TACK_F32, 8), *y = vec(TACK_F32, 8), *xi = vec(TACK_I32, 8);
+    float *py = tack_array_data(y);
+    tack_array *ro = NULL;
+    CHECK_OK(tack_array_wrap(cpu, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, (int64_t[]){8}, 0, &ro));
+
+    tack_arg good[] = {tack_arg_f32(1.0f), tack_arg_array(x), tack_arg_array(y)};
+    expect_launch_error(k, good, 2, 8, TACK_ETYPE, "takes 3 arguments");
+    expect_launch_error(k, good, 2, 8, TACK_ETYPE, "2 given");
+    tack_arg scalar_for_array[] = {tack_arg_f32(1.0f), tack_arg_f32(1.0f), tack_arg_array(y)};
+    expect_launch_error(k, scalar_for_array, 3, 8, TACK_ETYPE, "parameter 'x'");
+    tack_arg array_for_scalar[] = {tack_arg_array(x), tack_arg_array(x), tack_arg_array(y)};
+    expect_launch_error(k, array_for_scalar, 3, 8, TACK_ETYPE, "parameter 'a'");
+    tack_arg wrong_scalar[] = {tack_arg_f64(1.0), tack_arg_array(x), tack_arg_array(y)};
+    expect_launch_error(k, wrong_scalar, 3, 8, TACK_ETYPE, "float64");
+    tack_arg wrong_array[] = {tack_arg_f32(1.0f), tack_arg_array(xi), tack_arg_array(y)};
+    expect_launch_error(k, wrong_array, 3, 8, TACK_ETYPE, "int32");
+    tack_arg null_array[] = {tack_arg_f32(1.0f), tack_arg_array(NULL), tack_arg_array(y)};
+    expect_launch_error(k, null_array, 3, 8, TACK_ETYPE, "parameter 'x'");
+    /* read-only bound where the kernel may store: refused, nothing ran */
+    tack_arg readonly[] = {tack_arg_f32(5.0f), tack_arg_array(x), tack_arg_array(ro)};
+    py[0] = 7.0f;
+    expect_launch_error(k, readonly, 3, 8, TACK_EVALUE, "parameter 'y'");
+    expect_launch_error(k, readonly, 3, 8, TACK_EVALUE, "read-only");
+    CHECK(py[0] == 7.0f);
+    /* read-only where the kernel only reads: fine */
+    tack_arg ro_const[] = {tack_arg_f32(1.0f), tack_arg_array(ro), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_launch(k, NULL, 1, ro_const, 3));
+    CHECK(py[0] == 14.0f);
+    expect_launch_error(k, good, 3, -1, TACK_EVALUE, "n must be >= 0");
+    CHECK(py[0] == 14.0f);
+    /* no array to take a device from */
+    tack_kernel *s = compile("void s(tack_index i, float a) { (void)i; (void)a; }", NULL);
+    tack_arg only_scalar[] = {tack_arg_f32(1.0f)};
+    if (s) {
+        expect_launch_error(s, only_scalar, 1, 4, TACK_EVALUE, "no array");
+        CHECK_OK(tack_kernel_launch(s, cpu, 4, only_scalar, 1));
+        CHECK_STATUS(tack_kernel_call(s, only_scalar, 1), TACK_ETYPE);
+    }
+    tack_kernel_release(s);
+    tack_array_release(ro);
+    tack_array_release(x);
+    tack_array_release(y);
+    tack_array_release(xi);
+    tack_kernel_release(k);
+}
+
+/* Within one index, the kernel's statements run in program order even
+ * when two parameters are the same memory. */
+static void test_aliasing(void)
+{
+    tack_kernel *k = compile("void k(tack_index i, float *a, const float *b) { a[i] = a[i] + 1.0f; a[i] = a[i] * "
+                             "b[i]; }",
+                             NULL);
+    if (!k)
+        return;
+    const int64_t n = 1 << 16;
+    tack_array *x = vec(TACK_F32, n);
+    float *px = tack_array_data(x);
+    for (int64_t i = 0; i < n; i++)
+        px[i] = (float)(i % 100);
+    tack_arg same[] = {tack_arg_array(x), tack_arg_array(x)};
+    CHECK_OK(tack_kernel_call(k, same, 2));
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)(i % 100);
+        ok &= px[i] == (v + 1) * (v + 1);
+    }
+    CHECK(ok);
+    /* two reshaped views of one buffer */
+    tack_array *v1 = NULL, *v2 = NULL;
+    CHECK_OK(tack_array_reshape(x, 2, (int64_t[]){256, -1}, &v1));
+    CHECK_OK(tack_array_reshape(x, 2, (int64_t[]){-1, 256}, &v2));
+    for (int64_t i = 0; i < n; i++)
+        px[i] = 2.0f;
+    tack_arg views[] = {tack_arg_array(v1), tack_arg_array(v2)};
+    CHECK_OK(tack_kernel_call(k, views, 2));
+    ok = 1;
+    for (int64_t i = 0; i < n; i++)
+        ok &= px[i] == 9.0f;
+    CHECK(ok);
+    tack_array_release(v1);
+    tack_array_release(v2);
+    tack_array_release(x);
+    tack_kernel_release(k);
+}
+
+/* Large and small, cheap and costly: the pool decides serial or parallel;
+ * every index runs exactly once either way. */
+static void test_parallel_coverage(void)
+{
+    tack_kernel *k = compile("void k(tack_index i, uint32_t *hits) { hits[i] += 1; }", NULL);
+    tack_kernel *heavy = compile("void h(tack_index i, int32_t work, double *y) {\n"
+                                 "  double acc = 0; for (int32_t j = 0; j < work; j++) acc += (double)((i + j) % 7);\n"
+                                 "  y[i] = acc; }",
+                                 NULL);
+    if (!k || !heavy)
+        return;
+    const int64_t sizes[] = {1, 2, 3, 255, 256, 257, 4097, 100003, 1 << 21};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int64_t n = sizes[s];
+        tack_array *h = vec(TACK_U32, n);
+        tack_arg args[] = {tack_arg_array(h)};
+        for (int r = 0; r < 3; r++)
+            CHECK_OK(tack_kernel_call(k, args, 1));
+        uint32_t *ph = tack_array_data(h);
+        int ok = 1;
+        for (int64_t i = 0; i < n; i++)
+            ok &= ph[i] == 3;
+        if (!ok)
+            fprintf(stderr, "n = %lld: some index did not run exactly 3 times\n", (long long)n);
+        CHECK(ok);
+        tack_array_release(h);
+    }
+    /* few indices, each costly: worth splitting */
+    const int64_t n = 64;
+    tack_array *y = vec(TACK_F64, n);
+    tack_arg args[] = {tack_arg_i32(200000), tack_arg_array(y)};
+    for (int r = 0; r < 3; r++)
+        CHECK_OK(tack_kernel_call(heavy, args, 2));
+    double *py = tack_array_data(y);
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++) {
+        double acc = 0;
+        for (int32_t j = 0; j < 200000; j++)
+            acc += (double)((i + j) % 7);
+        ok &= py[i] == acc;
+    }
+    CHECK(ok);
+    tack_array_release(y);
+    tack_kernel_release(k);
+    tack_kernel_release(heavy);
+}
+
+struct thread_job {
+    tack_kernel *k;
+    int ok;
+};
+
+static void *launch_many(void *arg)
+{
+    struct thread_job *job = arg;
+    const int64_t n = 1 << 17;
+    tack_array *y = vec(TACK_I64, n);
+    tack_arg args[] = {tack_arg_array(y)};
+    job->ok = 1;
+    for (int r = 0; r < 20; r++)
+        job->ok &= tack_kernel_call(job->k, args, 1) == TACK_OK;
+    int64_t *py = tack_array_data(y);
+    for (int64_t i = 0; i < n; i++)
+        job->ok &= py[i] == 20 * i;
+    tack_array_release(y);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    tack_kernel *k = compile("void k(tack_index i, int64_t *y) { y[i] += i; }", NULL);
+    if (!k)
+        return;
+    pthread_t t[4];
+    struct thread_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i].k = k;
+        pthread_create(&t[i], NULL, launch_many, &jobs[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(jobs[i].ok);
+    }
+    tack_kernel_release(k);
+}
+
+/* ---- compilation and its cache ---- */
+
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+static void test_cache(void)
+{
+    char dir[300], script[350], log[350];
+    snprintf(dir, sizeof dir, "%s/cache-test", tmpdir);
+    snprintf(script, sizeof script, "%s/cc-wrapper.sh", tmpdir);
+    snprintf(log, sizeof log, "%s/cc-calls.log", tmpdir);
+    FILE *f = fopen(script, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fprintf(f, "#!/bin/sh\necho \"$@\" >> '%s'\nexec cc \"$@\"\n", log);
+    fclose(f);
+    chmod(script, 0755);
+    setenv("TACK_CACHE_DIR", dir, 1);
+    setenv("TACK_CC", script, 1);
+
+    const char *src = "void c1(tack_index i, float *y) { y[i] = 42.0f; }";
+    tack_kernel *k = compile(src, NULL);
+    CHECK(count_lines(log) == 1);
+    tack_kernel_release(k);
+    /* a second kernel from the same source: loaded from the cache */
+    k = compile(src, NULL);
+    CHECK(count_lines(log) == 1);
+    if (k) {
+        tack_array *y = vec(TACK_F32, 3);
+        tack_arg args[] = {tack_arg_array(y)};
+        CHECK_OK(tack_kernel_call(k, args, 1));
+        CHECK(((float *)tack_array_data(y))[2] == 42.0f);
+        tack_array_release(y);
+    }
+    tack_kernel_release(k);
+    /* another source, or other flags: compiled */
+    k = compile("void c2(tack_index i, float *y) { y[i] = 43.0f; }", NULL);
+    CHECK(count_lines(log) == 2);
+    tack_kernel_release(k);
+    setenv("TACK_CFLAGS", "-DTACK_TEST_FLAG=1", 1);
+    k = compile(src, NULL);
+    CHECK(count_lines(log) == 3);
+    tack_kernel_release(k);
+    unsetenv("TACK_CFLAGS");
+
+    /* A compile error: the log, with the user's line numbers. */
+    const char *bad = "// line 1\nvoid bad(tack_index i, float *y) {\n  y[i] = undefined_name;\n}\n";
+    k = (tack_kernel *)0x1;
+    CHECK_STATUS(tack_kernel_compile(bad, NULL, cpu, &k), TACK_ERUNTIME);
+    CHECK(k == (tack_kernel *)0x1);
+    CHECK(contains(tack_last_error(), "kernel 'bad' failed to compile"));
+    CHECK(contains(tack_kernel_compile_log(), "kernel:3:"));
+    CHECK(contains(tack_kernel_compile_log(), "undefined_name"));
+
+    /* No compiler: says how to set TACK_CC. */
+    setenv("TACK_CC", "/nonexistent/tack-test-cc", 1);
+    CHECK_STATUS(tack_kernel_compile("void c3(tack_index i, float *y) { y[i] = 1; }", NULL, cpu, &k),
+                 TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "TACK_CC"));
+    unsetenv("TACK_CC");
+    /* An unusable cache directory is an error that names TACK_CACHE_DIR. */
+    setenv("TACK_CACHE_DIR", "/proc/tack-no-such-dir", 1);
+    CHECK_STATUS(tack_kernel_compile("void c4(tack_index i, float *y) { y[i] = 1; }", NULL, cpu, &k),
+                 TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "TACK_CACHE_DIR"));
+    snprintf(dir, sizeof dir, "%s/cache", tmpdir);
+    setenv("TACK_CACHE_DIR", dir, 1);
+}
+
+static void test_generated_source(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(saxpy_src, NULL, &k));
+    if (!k)
+        return;
+    const char *host = NULL, *cuda = NULL, *none = (const char *)0x1;
+    CHECK_OK(tack_kernel_generated_source(k, "cpu", &host));
+    CHECK_OK(tack_kernel_generated_source(k, "cuda", &cuda));
+    CHECK_STATUS(tack_kernel_generated_source(k, "metal", &none), TACK_EVALUE);
+    CHECK(none == (const char *)0x1);
+    CHECK(contains(host, "#line 1 \"kernel\"") && contains(host, "tack_kernel_entry"));
+    CHECK(contains(cuda, "__global__") && contains(cuda, "#line 1 \"kernel\""));
+    tack_kernel_release(k);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char cache[300];
+    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    setenv("TACK_CACHE_DIR", cache, 1);
+    unsetenv("TACK_CC");
+    unsetenv("TACK_CFLAGS");
+    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK) {
+        fprintf(stderr, "%s\n", tack_last_error());
+        return 1;
+    }
+    RUN(test_signature);
+    RUN(test_signature_errors);
+    RUN(test_saxpy);
+    RUN(test_every_dtype);
+    RUN(test_launch_checks);
+    RUN(test_aliasing);
+    RUN(test_parallel_coverage);
+    RUN(test_threads);
+    RUN(test_cache);
+    RUN(test_generated_source);
+    tack_device_release(cpu);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    CHECK_DONE();
+}

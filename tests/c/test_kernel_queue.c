@@ -1,0 +1,374 @@
+/* The queue and share machinery, against a test backend whose "stream" is a
+ * list of pending launches that runs only when synchronised: a launch that
+ * should have completed before returning, and did not, shows up here as
+ * memory that was not yet written. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h"
+#include "queue.h"
+#include "tack/tack.h"
+
+#define QMAX 64
+
+struct qkernel {
+    tack_host_entry entry;
+    int nargs;
+    size_t sizes[TACK_KERNEL_MAX_PARAMS];
+};
+
+struct qlaunch {
+    struct qkernel *k;
+    int64_t n;
+    /* Argument values copied at enqueue, as a real stream does. */
+    uint64_t vals[TACK_KERNEL_MAX_PARAMS];
+};
+
+struct qstream {
+    struct qlaunch pending[QMAX];
+    int len;
+    int ran;    /* launches executed */
+    int syncs;  /* synchronize calls */
+    int loads, unloads;
+};
+
+static tack_status q_open(tack_device *d, const tack_option *o, size_t n)
+{
+    (void)d;
+    (void)o;
+    (void)n;
+    return TACK_OK;
+}
+
+static tack_status q_alloc(tack_device *d, size_t nbytes, int exportable, void **data, void **ctx)
+{
+    (void)d;
+    (void)exportable;
+    *data = calloc(1, nbytes);
+    *ctx = NULL;
+    return *data ? TACK_OK : TACK_ENOMEM;
+}
+
+static void q_free(tack_device *d, void *data, void *ctx)
+{
+    (void)d;
+    (void)ctx;
+    free(data);
+}
+
+static tack_status q_synchronize(tack_device *d)
+{
+    struct qstream *s = d->impl;
+    s->syncs++;
+    for (int i = 0; i < s->len; i++) {
+        struct qlaunch *l = &s->pending[i];
+        void *args[TACK_KERNEL_MAX_PARAMS];
+        for (int a = 0; a < l->k->nargs; a++)
+            args[a] = &l->vals[a];
+        l->k->entry(0, l->n, args);
+        s->ran++;
+    }
+    s->len = 0;
+    return TACK_OK;
+}
+
+static tack_status q_kernel_load(tack_device *d, const struct tack_kernel_code *code, void **out)
+{
+    struct qstream *s = d->impl;
+    if (strcmp(code->format, "host") || !code->host)
+        return tack_error_set(TACK_ERUNTIME, "test backend loads host code only");
+    struct qkernel *k = calloc(1, sizeof *k);
+    if (!k)
+        return TACK_ENOMEM;
+    k->entry = code->host;
+    k->nargs = code->nargs;
+    memcpy(k->sizes, code->arg_sizes, (size_t)code->nargs * sizeof *k->sizes);
+    s->loads++;
+    *out = k;
+    return TACK_OK;
+}
+
+static tack_status q_kernel_launch(tack_device *d, void *kernel, int64_t n, void *const *args)
+{
+    struct qstream *s = d->impl;
+    struct qkernel *k = kernel;
+    if (s->len == QMAX)
+        return tack_error_set(TACK_ERUNTIME, "test queue full");
+    struct qlaunch *l = &s->pending[s->len++];
+    l->k = k;
+    l->n = n;
+    for (int a = 0; a < k->nargs; a++) {
+        l->vals[a] = 0;
+        memcpy(&l->vals[a], args[a], k->sizes[a]);
+    }
+    return TACK_OK;
+}
+
+static void q_kernel_unload(tack_device *d, void *kernel)
+{
+    struct qstream *s = d->impl;
+    s->unloads++;
+    free(kernel);
+}
+
+static void q_close(tack_device *d) { free(d->impl); }
+
+static const DLDeviceType q_wraps[] = {kDLCPU, 0};
+
+static const struct tack_backend_ops queue_backend = {
+    .name = "queue",
+    .dl_type = kDLCPU,
+    .wraps = q_wraps,
+    .open = q_open,
+    .close = q_close,
+    .alloc = q_alloc,
+    .free = q_free,
+    .synchronize = q_synchronize,
+    .kernel_load = q_kernel_load,
+    .kernel_launch = q_kernel_launch,
+    .kernel_unload = q_kernel_unload,
+};
+
+static tack_device *qdev;
+static struct qstream *qs;
+static tack_device *cpu;
+
+/* Devices are made by tack_device_open from the registered backends; the
+ * test backend is not one of them, so its device is made by hand. */
+static tack_device *make_queue_device(void)
+{
+    tack_device *d = calloc(1, sizeof *d);
+    atomic_init(&d->refs, 1);
+    d->ops = &queue_backend;
+    d->impl = calloc(1, sizeof(struct qstream));
+    d->domain = 0x7e57;
+    snprintf(d->name, sizeof d->name, "queue:0");
+    return d;
+}
+
+static tack_array *qvec(tack_dtype dt, int64_t n)
+{
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_empty(qdev, dt, 1, &n, 0, &a));
+    return a;
+}
+
+static tack_kernel *inc_kernel(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create("void inc(tack_index i, float v, float *y) { y[i] += v; }", NULL, &k));
+    return k;
+}
+
+static void test_launch_is_queued(void)
+{
+    tack_kernel *k = inc_kernel();
+    tack_array *y = qvec(TACK_F32, 16);
+    float *py = tack_array_data(y);
+    tack_arg args[] = {tack_arg_f32(2.0f), tack_arg_array(y)};
+    int syncs = qs->syncs;
+    CHECK_OK(tack_kernel_call(k, args, 2));
+    /* Queued, not run: the launch returned at once. */
+    CHECK(qs->len == 1);
+    CHECK(py[0] == 0.0f);
+    CHECK(qs->syncs == syncs);
+    /* The scalar was copied at enqueue: changing ours now changes nothing. */
+    args[0] = tack_arg_f32(100.0f);
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(3.0f), tack_arg_array(y)}, 2));
+    CHECK(qs->len == 2);
+    /* A host read waits for the buffer's launches, in order. */
+    float host[16];
+    CHECK_OK(tack_array_copy_to_host(y, host, sizeof host));
+    CHECK(qs->len == 0);
+    CHECK(host[0] == 5.0f && host[15] == 5.0f);
+    /* Nothing queued on it any more: the next read does not wait. */
+    syncs = qs->syncs;
+    CHECK_OK(tack_array_copy_to_host(y, host, sizeof host));
+    CHECK(qs->syncs == syncs);
+    tack_array_release(y);
+    tack_kernel_release(k);
+}
+
+static void test_unrelated_buffer_does_not_wait(void)
+{
+    tack_kernel *k = inc_kernel();
+    tack_array *y = qvec(TACK_F32, 4), *other = qvec(TACK_F32, 4);
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    int syncs = qs->syncs;
+    float host[4];
+    CHECK_OK(tack_array_copy_to_host(other, host, sizeof host));
+    CHECK(qs->syncs == syncs);
+    CHECK(qs->len == 1);
+    CHECK_OK(tack_device_synchronize(qdev));
+    CHECK(qs->len == 0);
+    CHECK(((float *)tack_array_data(y))[3] == 1.0f);
+    tack_array_release(y);
+    tack_array_release(other);
+    tack_kernel_release(k);
+}
+
+static void test_share(void)
+{
+    tack_kernel *k = inc_kernel();
+    tack_array *y = qvec(TACK_F32, 8);
+    float *py = tack_array_data(y);
+    tack_buffer *b = tack_array_buffer(y);
+    CHECK(!tack_buffer_is_shared(b));
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK(qs->len == 1 && py[0] == 0.0f);
+    /* share() waits for what is queued on the buffer, then marks it. */
+    CHECK_OK(tack_buffer_share(b));
+    CHECK(tack_buffer_is_shared(b));
+    CHECK(qs->len == 0 && py[0] == 1.0f);
+    /* From now on every launch using it is complete when it returns. */
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK(qs->len == 0 && py[7] == 2.0f);
+    /* Also when the shared buffer is only read, beside an unshared one. */
+    tack_kernel *copy = NULL;
+    CHECK_OK(tack_kernel_create("void cp(tack_index i, const float *x, float *y) { y[i] = x[i]; }", NULL, &copy));
+    tack_array *dst = qvec(TACK_F32, 8);
+    CHECK_OK(tack_kernel_call(copy, (tack_arg[]){tack_arg_array(y), tack_arg_array(dst)}, 2));
+    CHECK(qs->len == 0 && ((float *)tack_array_data(dst))[7] == 2.0f);
+    /* The unshared one alone queues again. */
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(dst)}, 2));
+    CHECK(qs->len == 1);
+    CHECK_OK(tack_device_synchronize(qdev));
+    tack_array_release(dst);
+    tack_array_release(y);
+    tack_kernel_release(copy);
+    tack_kernel_release(k);
+}
+
+static void test_wrapped_is_shared(void)
+{
+    tack_kernel *k = inc_kernel();
+    float *mem = calloc(8, sizeof *mem);
+    tack_array *w = NULL;
+    CHECK_OK(tack_array_wrap(qdev, (uint64_t)(uintptr_t)mem, TACK_F32, 1, (int64_t[]){8}, 1, &w));
+    CHECK(w && tack_buffer_is_shared(tack_array_buffer(w)));
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(4.0f), tack_arg_array(w)}, 2));
+    CHECK(qs->len == 0);
+    CHECK(mem[0] == 4.0f && mem[7] == 4.0f);
+    tack_array_release(w);
+    free(mem);
+    tack_kernel_release(k);
+}
+
+static void test_dlpack_export_shares(void)
+{
+    tack_kernel *k = inc_kernel();
+    tack_array *y = qvec(TACK_F32, 8);
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK(qs->len == 1);
+    DLManagedTensorVersioned *t = NULL;
+    CHECK_OK(tack_array_to_dlpack_versioned(y, &t));
+    /* The consumer may read at once: the export waited. */
+    CHECK(qs->len == 0);
+    CHECK(t && ((float *)t->dl_tensor.data)[0] == 1.0f);
+    CHECK(tack_buffer_is_shared(tack_array_buffer(y)));
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK(qs->len == 0 && ((float *)t->dl_tensor.data)[0] == 2.0f);
+    if (t)
+        t->deleter(t);
+    tack_array_release(y);
+    tack_kernel_release(k);
+}
+
+static void test_checks_before_enqueue(void)
+{
+    tack_kernel *k = inc_kernel();
+    tack_kernel *two = NULL;
+    CHECK_OK(tack_kernel_create("void two(tack_index i, const float *x, float *y) { y[i] = x[i]; }", NULL, &two));
+    tack_array *y = qvec(TACK_F32, 8), *host = NULL, *ro = NULL;
+    int64_t n = 8;
+    CHECK_OK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &host));
+    CHECK_OK(tack_array_wrap(qdev, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
+    int len = qs->len;
+    /* two memory domains */
+    CHECK_STATUS(tack_kernel_call(two, (tack_arg[]){tack_arg_array(host), tack_arg_array(y)}, 2), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "two memory domains") != NULL);
+    /* an explicit device from another domain than the arrays */
+    CHECK_STATUS(tack_kernel_launch(k, cpu, 8, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2),
+                 TACK_EVALUE);
+    /* read-only where the kernel stores */
+    CHECK_STATUS(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(ro)}, 2), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "'y'") != NULL);
+    CHECK_STATUS(tack_kernel_launch(k, NULL, -5, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2),
+                 TACK_EVALUE);
+    CHECK_OK(tack_kernel_launch(k, NULL, 0, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK(qs->len == len);
+    tack_array_release(ro);
+    tack_array_release(host);
+    tack_array_release(y);
+    tack_kernel_release(two);
+    tack_kernel_release(k);
+}
+
+static void test_release_waits(void)
+{
+    tack_kernel *k = inc_kernel();
+    tack_array *y = qvec(TACK_F32, 4);
+    int loads = qs->loads, unloads = qs->unloads;
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK(qs->loads == loads + 1); /* loaded once per device */
+    CHECK(qs->len == 2);
+    /* The code is freed only after the queued launches of it ran. */
+    tack_kernel_release(k);
+    CHECK(qs->len == 0);
+    CHECK(qs->unloads == unloads + 1);
+    CHECK(((float *)tack_array_data(y))[0] == 2.0f);
+    tack_array_release(y);
+}
+
+/* The same kernel on two devices: built once, loaded per device. */
+static void test_two_devices(void)
+{
+    tack_kernel *k = inc_kernel();
+    tack_array *y = qvec(TACK_F32, 4), *h = NULL;
+    int64_t n = 4;
+    CHECK_OK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &h));
+    for (int r = 0; r < 3; r++) {
+        CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(h)}, 2));
+        CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    }
+    CHECK(((float *)tack_array_data(h))[3] == 3.0f); /* cpu: synchronous */
+    CHECK(qs->len == 3);
+    CHECK_OK(tack_device_synchronize(qdev));
+    CHECK(((float *)tack_array_data(y))[3] == 3.0f);
+    tack_array_release(h);
+    tack_array_release(y);
+    tack_kernel_release(k);
+}
+
+int main(void)
+{
+    char cache[] = "/tmp/tack-test-queue-XXXXXX";
+    if (!mkdtemp(cache))
+        return 1;
+    setenv("TACK_CACHE_DIR", cache, 1);
+    unsetenv("TACK_CC");
+    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK)
+        return 1;
+    qdev = make_queue_device();
+    qs = qdev->impl;
+    RUN(test_launch_is_queued);
+    RUN(test_unrelated_buffer_does_not_wait);
+    RUN(test_share);
+    RUN(test_wrapped_is_shared);
+    RUN(test_dlpack_export_shares);
+    RUN(test_checks_before_enqueue);
+    RUN(test_release_waits);
+    RUN(test_two_devices);
+    tack_device_release(qdev);
+    tack_device_release(cpu);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", cache);
+    CHECK_DONE();
+}
