@@ -1,0 +1,856 @@
+/*
+ * The CUDA backend: device memory through the driver API (src/driver/cuda.h).
+ *
+ * A device works in one context for its whole life: the context current on
+ * the thread that opened it, else the device's primary context (the one the
+ * CUDA runtime, PyTorch, CuPy and Warp use), retained. Every entry point
+ * makes that context current for the duration of the call and restores the
+ * caller's, so Tack can be used from any thread. Tack destroys no context:
+ * it only releases the primary-context reference it took.
+ *
+ * Work goes on two non-blocking streams of Tack's own: `stream` carries
+ * launches, copies and stream-ordered frees in submission order;
+ * `fill_stream` carries allocations and their zero-fill, which are waited
+ * for before the allocation is returned, so that a fresh buffer reads as
+ * zeros to anyone who gets its pointer (another library reading it on its
+ * own stream right after a DLPack export included) without waiting for the
+ * launches queued before it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(_WIN32)
+#include <windows.h>
+#else
+#include <pthread.h>
+#include <unistd.h>
+#endif
+
+#include "../core/internal.h"
+#include "../core/queue.h"
+#include "../driver/cuda.h"
+#include "tack/kernel.h"
+
+#if defined(_WIN32)
+/* Windows: a legacy global KMT handle, available in WDDM mode only (a GPU in
+ * TCC mode has no virtual memory management). It is not a kernel handle and
+ * is never closed. */
+#define EXPORT_HANDLE_TYPE CU_MEM_HANDLE_TYPE_WIN32_KMT
+#define EXPORT_HANDLE_ATTRIBUTE CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
+#define EXPORT_HANDLE_NAME "win32_kmt"
+typedef uint32_t export_handle_t; /* D3DKMT_HANDLE */
+typedef SRWLOCK export_lock_t;
+#define export_lock_init(l) InitializeSRWLock(l)
+#define export_lock_destroy(l) ((void)(l))
+#define export_lock(l) AcquireSRWLockExclusive(l)
+#define export_unlock(l) ReleaseSRWLockExclusive(l)
+#else
+#define EXPORT_HANDLE_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#define EXPORT_HANDLE_ATTRIBUTE CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+#define EXPORT_HANDLE_NAME "posix_fd"
+typedef int export_handle_t;
+typedef pthread_mutex_t export_lock_t;
+#define export_lock_init(l) pthread_mutex_init(l, NULL)
+#define export_lock_destroy(l) pthread_mutex_destroy(l)
+#define export_lock(l) pthread_mutex_lock(l)
+#define export_unlock(l) pthread_mutex_unlock(l)
+#endif
+
+struct cuda_device {
+    const struct tack_cuda_api *cu;
+    CUdevice dev;
+    CUcontext ctx;
+    /* cuCtxGetId of ctx when the device adopted it: a destroyed context, or
+     * a new one at a recycled address, answers differently. */
+    unsigned long long ctx_id;
+    int primary; /* Tack holds a primary-context reference, released at close */
+    atomic_int gone;
+    CUstream stream;
+    CUstream fill_stream;
+    int pools;          /* cuMemAllocAsync usable */
+    int sm_count;       /* multiprocessors, for the launch geometry */
+    size_t granularity; /* of exportable allocations; 0: not supported */
+    uint8_t uuid[16];
+    export_lock_t export_lock;
+};
+
+enum alloc_kind { ALLOC_POOL, ALLOC_PLAIN, ALLOC_VMM };
+
+/* A buffer's record of its allocation, and of the context it lives in. */
+struct cuda_alloc {
+    enum alloc_kind kind;
+    CUdeviceptr ptr;
+    size_t size; /* bytes reserved (rounded up to the granularity for VMM) */
+    CUmemGenericAllocationHandle handle;
+    CUcontext ctx;
+    unsigned long long ctx_id;
+};
+
+/* What export_memory keeps in buffer->export_ctx. */
+struct cuda_export {
+    int64_t handle; /* the exported handle, owned here; -1 while none */
+    size_t allocation_size;
+    tack_buffer *copy; /* the exportable copy of a plain buffer, or NULL */
+};
+
+static struct cuda_device *impl_of(const tack_device *d) { return d->impl; }
+
+static tack_status driver_error(tack_status st, CUresult r, const char *what, const tack_device *d)
+{
+    char text[200];
+    return tack_error_set(st, "%s on %s failed: %s", what, d->name, tack_cuda_error_text(r, text, sizeof text));
+}
+
+/* 1 while `ctx` is the live context that had `id` when it was recorded. A
+ * driver without cuCtxGetId cannot tell; then the calls themselves fail. */
+static int context_alive(const struct cuda_device *cd, CUcontext ctx, unsigned long long id)
+{
+    if (!cd->cu->cuCtxGetId)
+        return 1;
+    unsigned long long now = 0;
+    return cd->cu->cuCtxGetId(ctx, &now) == CUDA_SUCCESS && now == id;
+}
+
+static int device_usable(struct cuda_device *cd)
+{
+    if (atomic_load(&cd->gone))
+        return 0;
+    if (context_alive(cd, cd->ctx, cd->ctx_id))
+        return 1;
+    /* Once destroyed, always destroyed: a context at the same address later
+     * is someone else's. */
+    atomic_store(&cd->gone, 1);
+    return 0;
+}
+
+static tack_status gone_error(const tack_device *d)
+{
+    return tack_error_set(TACK_ERUNTIME,
+                          "the CUDA context of %s was destroyed (by the library that created it, or by a reset "
+                          "of the device's primary context), and the arrays allocated in it went with it; keep "
+                          "that context alive while Tack uses it",
+                          d->name);
+}
+
+/* Makes the device's context current on this thread if it is not already;
+ * *pushed says whether leave() must restore the caller's. Fails with
+ * TACK_ERUNTIME, nothing pushed, when the context is gone. */
+static tack_status enter(const tack_device *d, struct cuda_device *cd, int *pushed)
+{
+    *pushed = 0;
+    if (!device_usable(cd))
+        return gone_error(d);
+    CUcontext current = NULL;
+    if (cd->cu->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == cd->ctx)
+        return TACK_OK;
+    CUresult r = cd->cu->cuCtxPushCurrent(cd->ctx);
+    if (r != CUDA_SUCCESS)
+        return driver_error(TACK_ERUNTIME, r, "making the CUDA context current", d);
+    *pushed = 1;
+    return TACK_OK;
+}
+
+static void leave(struct cuda_device *cd, int pushed)
+{
+    if (pushed) {
+        CUcontext popped;
+        cd->cu->cuCtxPopCurrent(&popped);
+    }
+}
+
+static void device_free(struct cuda_device *cd)
+{
+    export_lock_destroy(&cd->export_lock);
+    free(cd);
+}
+
+/* Adopts the calling thread's context if it belongs to `dev`, else retains
+ * the primary context. Sets cd->ctx, cd->primary and *external. */
+static tack_status choose_context(tack_device *d, struct cuda_device *cd, int *external)
+{
+    const struct tack_cuda_api *cu = cd->cu;
+    CUcontext current = NULL;
+    CUdevice current_dev = -1;
+    *external = 0;
+    if (cu->cuCtxGetCurrent(&current) != CUDA_SUCCESS)
+        current = NULL;
+    if (current && cu->cuCtxGetDevice(&current_dev) == CUDA_SUCCESS && current_dev == cd->dev) {
+        /* The current context may be the primary one (made current by the
+         * CUDA runtime, PyTorch, CuPy): then take a reference to it like any
+         * user of the primary context. Only an active primary context can be
+         * current, and checking the state first avoids creating one. */
+        unsigned int flags;
+        int active = 0;
+        if (cu->cuDevicePrimaryCtxGetState(cd->dev, &flags, &active) == CUDA_SUCCESS && active) {
+            CUcontext primary;
+            if (cu->cuDevicePrimaryCtxRetain(&primary, cd->dev) == CUDA_SUCCESS) {
+                if (primary == current) {
+                    cd->ctx = primary;
+                    cd->primary = 1;
+                    return TACK_OK;
+                }
+                cu->cuDevicePrimaryCtxRelease(cd->dev);
+            }
+        }
+        cd->ctx = current;
+        *external = 1;
+        return TACK_OK;
+    }
+    CUresult r = cu->cuDevicePrimaryCtxRetain(&cd->ctx, cd->dev);
+    if (r != CUDA_SUCCESS)
+        return driver_error(TACK_ERUNTIME, r, "retaining the primary CUDA context", d);
+    cd->primary = 1;
+    return TACK_OK;
+}
+
+static int device_attribute(const struct cuda_device *cd, CUdevice_attribute a)
+{
+    int v = 0;
+    if (cd->cu->cuDeviceGetAttribute(&v, a, cd->dev) != CUDA_SUCCESS)
+        return 0;
+    return v;
+}
+
+static void vmm_prop(const struct cuda_device *cd, CUmemAllocationProp *prop)
+{
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->requestedHandleTypes = EXPORT_HANDLE_TYPE;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = (int)cd->dev;
+}
+
+/* What the device supports, read once in the device's context. */
+static void probe(struct cuda_device *cd)
+{
+    const struct tack_cuda_api *cu = cd->cu;
+    cd->pools = cu->cuMemAllocAsync && cu->cuMemFreeAsync &&
+                device_attribute(cd, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+    cd->granularity = 0;
+    if (cu->cuMemGetAllocationGranularity && cu->cuMemCreate && cu->cuMemRelease && cu->cuMemAddressReserve &&
+        cu->cuMemAddressFree && cu->cuMemMap && cu->cuMemUnmap && cu->cuMemSetAccess &&
+        cu->cuMemExportToShareableHandle &&
+        device_attribute(cd, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
+        device_attribute(cd, EXPORT_HANDLE_ATTRIBUTE)) {
+        CUmemAllocationProp prop;
+        size_t g = 0;
+        vmm_prop(cd, &prop);
+        if (cu->cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS)
+            cd->granularity = g;
+    }
+    cd->sm_count = device_attribute(cd, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    CUuuid uuid;
+    memset(&uuid, 0, sizeof uuid);
+    if (!(cu->cuDeviceGetUuid && cu->cuDeviceGetUuid(&uuid, cd->dev) == CUDA_SUCCESS) && cu->cuDeviceGetUuid_v1)
+        cu->cuDeviceGetUuid_v1(&uuid, cd->dev);
+    memcpy(cd->uuid, uuid.bytes, sizeof cd->uuid);
+}
+
+static tack_status cuda_open(tack_device *d, const tack_option *options, size_t n_options)
+{
+    (void)options;
+    (void)n_options;
+    const struct tack_cuda_api *cu;
+    tack_status st = tack_cuda_api_get(&cu);
+    if (st != TACK_OK)
+        return st;
+    int count = 0;
+    CUresult r = cu->cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return driver_error(TACK_ERUNTIME, r, "counting CUDA devices", d);
+    if (count <= 0)
+        return tack_error_set(TACK_ERUNTIME, "CUDA is not available: the driver reports no CUDA device");
+    if (d->ordinal >= count)
+        return tack_error_set(TACK_ERUNTIME, "there is no CUDA device %d: this machine has %d (cuda:0 to cuda:%d)",
+                              d->ordinal, count, count - 1);
+
+    struct cuda_device *cd = calloc(1, sizeof *cd);
+    if (!cd)
+        return tack_error_set(TACK_ENOMEM, "out of memory opening %s", d->name);
+    cd->cu = cu;
+    atomic_init(&cd->gone, 0);
+    export_lock_init(&cd->export_lock);
+    r = cu->cuDeviceGet(&cd->dev, d->ordinal);
+    if (r != CUDA_SUCCESS) {
+        device_free(cd);
+        return driver_error(TACK_ERUNTIME, r, "cuDeviceGet", d);
+    }
+    int external;
+    st = choose_context(d, cd, &external);
+    if (st != TACK_OK) {
+        device_free(cd);
+        return st;
+    }
+    if (cu->cuCtxGetId && (r = cu->cuCtxGetId(cd->ctx, &cd->ctx_id)) != CUDA_SUCCESS) {
+        st = driver_error(TACK_ERUNTIME, r, "reading the CUDA context's id", d);
+        goto fail;
+    }
+    int pushed;
+    st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        goto fail;
+    /* Non-blocking: Tack's work neither waits for nor holds up work on the
+     * legacy default stream of the libraries sharing the context. */
+    r = cu->cuStreamCreate(&cd->stream, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) {
+        r = cu->cuStreamCreate(&cd->fill_stream, CU_STREAM_NON_BLOCKING);
+        if (r != CUDA_SUCCESS)
+            cu->cuStreamDestroy(cd->stream);
+    }
+    if (r == CUDA_SUCCESS)
+        probe(cd);
+    leave(cd, pushed);
+    if (r != CUDA_SUCCESS) {
+        st = driver_error(TACK_ERUNTIME, r, "creating a CUDA stream", d);
+        goto fail;
+    }
+    d->impl = cd;
+    d->external_context = external;
+    return TACK_OK;
+fail:
+    if (cd->primary)
+        cu->cuDevicePrimaryCtxRelease(cd->dev);
+    device_free(cd);
+    return st;
+}
+
+static void cuda_close(tack_device *d)
+{
+    struct cuda_device *cd = impl_of(d);
+    if (!cd)
+        return;
+    int pushed;
+    if (device_usable(cd) && enter(d, cd, &pushed) == TACK_OK) {
+        /* Stream-ordered frees may still be queued. */
+        cd->cu->cuStreamSynchronize(cd->stream);
+        cd->cu->cuStreamDestroy(cd->stream);
+        cd->cu->cuStreamDestroy(cd->fill_stream);
+        leave(cd, pushed);
+    }
+    /* Only the reference Tack took; an adopted context is its owner's. */
+    if (cd->primary)
+        cd->cu->cuDevicePrimaryCtxRelease(cd->dev);
+    device_free(cd);
+    d->impl = NULL;
+}
+
+static tack_status out_of_memory(const tack_device *d, CUresult r, size_t nbytes, const char *how)
+{
+    char text[200];
+    tack_status st = r == CUDA_ERROR_OUT_OF_MEMORY ? TACK_ENOMEM : TACK_ERUNTIME;
+    return tack_error_set(st, "allocating %zu bytes on %s (%s) failed: %s", nbytes, d->name, how,
+                          tack_cuda_error_text(r, text, sizeof text));
+}
+
+/* Zero-fills and waits, so the memory reads as zeros to whoever gets it. */
+static CUresult zero_fill(struct cuda_device *cd, CUdeviceptr p, size_t n)
+{
+    CUresult r = cd->cu->cuMemsetD8Async(p, 0, n, cd->fill_stream);
+    if (r == CUDA_SUCCESS)
+        r = cd->cu->cuStreamSynchronize(cd->fill_stream);
+    return r;
+}
+
+static tack_status stream_alloc(tack_device *d, struct cuda_device *cd, size_t nbytes, struct cuda_alloc *a)
+{
+    const struct tack_cuda_api *cu = cd->cu;
+    CUresult r;
+    if (cd->pools) {
+        a->kind = ALLOC_POOL;
+        r = cu->cuMemAllocAsync(&a->ptr, nbytes, cd->fill_stream);
+    } else {
+        a->kind = ALLOC_PLAIN;
+        r = cu->cuMemAlloc(&a->ptr, nbytes);
+    }
+    if (r != CUDA_SUCCESS)
+        return out_of_memory(d, r, nbytes, a->kind == ALLOC_POOL ? "cuMemAllocAsync" : "cuMemAlloc");
+    a->size = nbytes;
+    r = zero_fill(cd, a->ptr, nbytes);
+    if (r != CUDA_SUCCESS) {
+        if (a->kind == ALLOC_POOL) {
+            cu->cuMemFreeAsync(a->ptr, cd->fill_stream);
+            cu->cuStreamSynchronize(cd->fill_stream);
+        } else {
+            cu->cuMemFree(a->ptr);
+        }
+        return driver_error(TACK_ERUNTIME, r, "zero-filling a new allocation", d);
+    }
+    return TACK_OK;
+}
+
+/* Exportable memory: a physical allocation that can be exported as an OS
+ * handle (cuMemCreate), mapped at an address of its own. Memory from
+ * cuMemAllocAsync or cuMemAlloc cannot be exported this way. */
+static tack_status vmm_alloc(tack_device *d, struct cuda_device *cd, size_t nbytes, struct cuda_alloc *a)
+{
+    const struct tack_cuda_api *cu = cd->cu;
+    if (!cd->granularity)
+        return tack_error_set(TACK_ERUNTIME,
+                              "%s cannot allocate exportable memory: the device or its driver does not support "
+                              "CUDA virtual memory management with %s handles",
+                              d->name, EXPORT_HANDLE_NAME);
+    size_t g = cd->granularity;
+    if (nbytes > SIZE_MAX - (g - 1))
+        return tack_error_set(TACK_EVALUE, "%zu bytes cannot be rounded up to the allocation granularity", nbytes);
+    size_t size = (nbytes + g - 1) / g * g;
+    CUmemAllocationProp prop;
+    vmm_prop(cd, &prop);
+    CUresult r = cu->cuMemCreate(&a->handle, size, &prop, 0);
+    if (r != CUDA_SUCCESS)
+        return out_of_memory(d, r, size, "cuMemCreate");
+    const char *step = "cuMemAddressReserve";
+    r = cu->cuMemAddressReserve(&a->ptr, size, 0, 0, 0);
+    if (r != CUDA_SUCCESS)
+        goto release;
+    step = "cuMemMap";
+    r = cu->cuMemMap(a->ptr, size, 0, a->handle, 0);
+    if (r != CUDA_SUCCESS)
+        goto unreserve;
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    step = "cuMemSetAccess";
+    r = cu->cuMemSetAccess(a->ptr, size, &access, 1);
+    if (r == CUDA_SUCCESS) {
+        step = "zero-filling";
+        /* The whole allocation: an importer sees allocation_size bytes. */
+        r = zero_fill(cd, a->ptr, size);
+    }
+    if (r == CUDA_SUCCESS) {
+        a->kind = ALLOC_VMM;
+        a->size = size;
+        return TACK_OK;
+    }
+    cu->cuMemUnmap(a->ptr, size);
+unreserve:
+    cu->cuMemAddressFree(a->ptr, size);
+release:
+    cu->cuMemRelease(a->handle);
+    return out_of_memory(d, r, size, step);
+}
+
+static tack_status cuda_alloc(tack_device *d, size_t nbytes, int exportable, void **data, void **ctx)
+{
+    struct cuda_device *cd = impl_of(d);
+    struct cuda_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st == TACK_OK) {
+        st = exportable ? vmm_alloc(d, cd, nbytes, a) : stream_alloc(d, cd, nbytes, a);
+        leave(cd, pushed);
+    }
+    if (st != TACK_OK) {
+        free(a);
+        return st;
+    }
+    a->ctx = cd->ctx;
+    a->ctx_id = cd->ctx_id;
+    *data = (void *)(uintptr_t)a->ptr;
+    *ctx = a;
+    return TACK_OK;
+}
+
+static void cuda_free(tack_device *d, void *data, void *ctx)
+{
+    (void)data;
+    struct cuda_device *cd = impl_of(d);
+    struct cuda_alloc *a = ctx;
+    const struct tack_cuda_api *cu = cd->cu;
+    CUcontext current = NULL;
+    int pushed = 0;
+    /* The free runs wherever the last reference went (a DLPack deleter on
+     * another library's thread, the garbage collector), and must not
+     * replace that thread's error message, so no error is reported. An
+     * allocation whose context is gone went with it: nothing to free. */
+    if (atomic_load(&cd->gone) || !context_alive(cd, a->ctx, a->ctx_id)) {
+        atomic_store(&cd->gone, 1);
+        free(a);
+        return;
+    }
+    if (!(cu->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == a->ctx)) {
+        if (cu->cuCtxPushCurrent(a->ctx) != CUDA_SUCCESS) {
+            free(a);
+            return;
+        }
+        pushed = 1;
+    }
+    switch (a->kind) {
+    case ALLOC_POOL:
+        /* After the launches queued on it, without waiting for them. */
+        cu->cuMemFreeAsync(a->ptr, cd->stream);
+        break;
+    case ALLOC_PLAIN:
+        cu->cuStreamSynchronize(cd->stream);
+        cu->cuMemFree(a->ptr);
+        break;
+    case ALLOC_VMM:
+        cu->cuStreamSynchronize(cd->stream);
+        cu->cuMemUnmap(a->ptr, a->size);
+        cu->cuMemAddressFree(a->ptr, a->size);
+        cu->cuMemRelease(a->handle);
+        break;
+    }
+    leave(cd, pushed);
+    free(a);
+}
+
+/* cuPointerGetAttribute(MEMORY_TYPE) knows every address CUDA allocated or
+ * registered; a failed query means memory CUDA knows nothing of: host memory
+ * from malloc or NumPy, which a kernel cannot read. */
+static tack_status cuda_check_pointer(tack_device *d, uint64_t address)
+{
+    struct cuda_device *cd = impl_of(d);
+    const struct tack_cuda_api *cu = cd->cu;
+    /* A zero-size tensor may come with a NULL pointer; nothing is read. */
+    if (address == 0)
+        return TACK_OK;
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    CUdeviceptr p = (CUdeviceptr)address;
+    unsigned int type = 0;
+    CUresult r = cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+    if (r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED) {
+        st = driver_error(TACK_ERUNTIME, r, "querying a pointer", d);
+    } else if (r != CUDA_SUCCESS) {
+        st = tack_error_set(TACK_EVALUE,
+                            "address 0x%llx is not CUDA memory: the CUDA driver does not know it, so it is host "
+                            "memory (malloc, NumPy). Wrap it on the cpu device, or copy it to %s",
+                            (unsigned long long)address, d->name);
+    } else if (type == CU_MEMORYTYPE_DEVICE) {
+        /* Device memory must be this device's, unless it is managed memory,
+         * which every device can reach (asked only when the ordinal differs:
+         * an import pays for two queries, not three). */
+        int ordinal = -1;
+        unsigned int managed = 0;
+        if (cu->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS &&
+            ordinal != d->ordinal &&
+            !(cu->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) == CUDA_SUCCESS && managed))
+            st = tack_error_set(TACK_EVALUE,
+                                "address 0x%llx is memory of cuda:%d, not of %s; wrap it on tack.device('cuda:%d')",
+                                (unsigned long long)address, ordinal, d->name, ordinal);
+    } else if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED) {
+        /* Pinned host memory (HOST) and unified memory are reachable from
+         * kernels; anything else (a CUDA array) is no linear address. */
+        st = tack_error_set(TACK_EVALUE, "address 0x%llx is CUDA memory of type %u, which is not linear memory",
+                            (unsigned long long)address, type);
+    }
+    leave(cd, pushed);
+    return st;
+}
+
+static tack_status cuda_copy_to_host(tack_device *d, void *dst, const void *src, size_t nbytes)
+{
+    struct cuda_device *cd = impl_of(d);
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    /* On Tack's stream, so after the launches queued before it. */
+    CUresult r = cd->cu->cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, nbytes, cd->stream);
+    if (r == CUDA_SUCCESS)
+        r = cd->cu->cuStreamSynchronize(cd->stream);
+    leave(cd, pushed);
+    return r == CUDA_SUCCESS ? TACK_OK : driver_error(TACK_ERUNTIME, r, "copying to the host", d);
+}
+
+static tack_status cuda_copy_from_host(tack_device *d, void *dst, const void *src, size_t nbytes)
+{
+    struct cuda_device *cd = impl_of(d);
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    /* Waited for: the source is the caller's, free to go once we return,
+     * and the destination may be read by another library at once. */
+    CUresult r = cd->cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, nbytes, cd->stream);
+    if (r == CUDA_SUCCESS)
+        r = cd->cu->cuStreamSynchronize(cd->stream);
+    leave(cd, pushed);
+    return r == CUDA_SUCCESS ? TACK_OK : driver_error(TACK_ERUNTIME, r, "copying from the host", d);
+}
+
+static tack_status cuda_synchronize(tack_device *d)
+{
+    struct cuda_device *cd = impl_of(d);
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    CUresult r = cd->cu->cuStreamSynchronize(cd->stream);
+    leave(cd, pushed);
+    return r == CUDA_SUCCESS ? TACK_OK : driver_error(TACK_ERUNTIME, r, "waiting for queued work", d);
+}
+
+/* Exports an exportable (VMM) buffer's allocation; called with the export
+ * lock held. */
+static tack_status export_vmm(tack_buffer *b, struct cuda_alloc *a, struct cuda_export *rec)
+{
+    tack_device *d = b->device;
+    struct cuda_device *cd = impl_of(d);
+    /* The importer may read the memory at any moment from now on, as a
+     * DLPack consumer may. */
+    tack_status st = tack_buffer_share(b);
+    if (st != TACK_OK)
+        return st;
+    int pushed;
+    st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    export_handle_t h = 0;
+    CUresult r = cd->cu->cuMemExportToShareableHandle(&h, a->handle, EXPORT_HANDLE_TYPE, 0);
+    leave(cd, pushed);
+    if (r != CUDA_SUCCESS)
+        return driver_error(TACK_ERUNTIME, r, "cuMemExportToShareableHandle", d);
+    rec->handle = (int64_t)h;
+    rec->allocation_size = a->size;
+    return TACK_OK;
+}
+
+static tack_status export_locked(tack_buffer *b, struct cuda_export **out);
+
+/* A plain buffer cannot be exported as an OS handle: copy it once into an
+ * exportable buffer and export that. */
+static tack_status export_copy(tack_buffer *b, struct cuda_export *rec)
+{
+    tack_device *d = b->device;
+    struct cuda_device *cd = impl_of(d);
+    tack_status st = tack_buffer_wait(b);
+    if (st != TACK_OK)
+        return st;
+    tack_buffer *copy;
+    st = tack_buffer_alloc(d, b->nbytes, 1, &copy);
+    if (st != TACK_OK)
+        return st;
+    if (b->nbytes) {
+        int pushed;
+        st = enter(d, cd, &pushed);
+        if (st == TACK_OK) {
+            CUresult r = cd->cu->cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)copy->data,
+                                                   (CUdeviceptr)(uintptr_t)b->data, b->nbytes, cd->stream);
+            if (r == CUDA_SUCCESS)
+                r = cd->cu->cuStreamSynchronize(cd->stream);
+            leave(cd, pushed);
+            if (r != CUDA_SUCCESS)
+                st = driver_error(TACK_ERUNTIME, r, "copying into exportable memory", d);
+        }
+    }
+    struct cuda_export *inner = NULL;
+    if (st == TACK_OK)
+        st = export_locked(copy, &inner);
+    if (st != TACK_OK) {
+        tack_buffer_release(copy);
+        return st;
+    }
+    rec->copy = copy;
+    rec->handle = inner->handle;
+    rec->allocation_size = inner->allocation_size;
+    return TACK_OK;
+}
+
+static tack_status export_locked(tack_buffer *b, struct cuda_export **out)
+{
+    if (b->export_ctx) {
+        /* The handle is made once; a plain buffer is copied once. */
+        *out = b->export_ctx;
+        return TACK_OK;
+    }
+    struct cuda_export *rec = calloc(1, sizeof *rec);
+    if (!rec)
+        return tack_error_set(TACK_ENOMEM, "out of memory exporting a buffer");
+    rec->handle = -1;
+    struct cuda_alloc *a = b->owned ? b->alloc_ctx : NULL;
+    tack_status st = a && a->kind == ALLOC_VMM ? export_vmm(b, a, rec) : export_copy(b, rec);
+    if (st != TACK_OK) {
+        free(rec);
+        return st;
+    }
+    b->export_ctx = rec;
+    *out = rec;
+    return TACK_OK;
+}
+
+/* The descriptor belongs to the buffer, which closes it when it goes (see
+ * cuda_release_export). A consumer whose import takes ownership of it, as
+ * Vulkan's VK_KHR_external_memory_fd import does on success, must import a
+ * duplicate (dup(2), os.dup). */
+static tack_status cuda_export_memory(tack_buffer *b, tack_exported_memory *out)
+{
+    struct cuda_device *cd = impl_of(b->device);
+    struct cuda_export *rec = NULL;
+    export_lock(&cd->export_lock);
+    tack_status st = export_locked(b, &rec);
+    export_unlock(&cd->export_lock);
+    if (st != TACK_OK)
+        return st;
+    snprintf(out->backend, sizeof out->backend, "cuda");
+    snprintf(out->handle_type, sizeof out->handle_type, "%s", EXPORT_HANDLE_NAME);
+    out->handle = rec->handle;
+    out->allocation_size = rec->allocation_size;
+    memcpy(out->device_uuid, cd->uuid, sizeof out->device_uuid);
+    return TACK_OK;
+}
+
+static void cuda_release_export(tack_buffer *b)
+{
+    struct cuda_export *rec = b->export_ctx;
+    if (!rec)
+        return;
+    if (rec->copy) {
+        /* The copy owns the descriptor and closes it when it goes. */
+        tack_buffer_release(rec->copy);
+    } else if (rec->handle >= 0) {
+#if !defined(_WIN32)
+        close((int)rec->handle);
+#endif
+    }
+    free(rec);
+    b->export_ctx = NULL;
+}
+
+/* A loaded kernel: the module holding the PTX, its entry point, and the
+ * parameter count of the entry (n, then the kernel's parameters). */
+struct cuda_kernel {
+    CUmodule module;
+    CUfunction function;
+    int nargs;
+    CUcontext ctx;
+    unsigned long long ctx_id;
+};
+
+static tack_status cuda_kernel_load(tack_device *d, const struct tack_kernel_code *code, void **out)
+{
+    struct cuda_device *cd = impl_of(d);
+    if (!code || !code->format || strcmp(code->format, "ptx") || !code->data || !code->entry)
+        return tack_error_set(TACK_ERUNTIME, "%s runs PTX kernels; it was given %s code", d->name,
+                              code && code->format ? code->format : "no");
+    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
+        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
+                              code->nargs);
+    struct cuda_kernel *k = calloc(1, sizeof *k);
+    if (!k)
+        return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK) {
+        free(k);
+        return st;
+    }
+    CUresult r = cd->cu->cuModuleLoadData(&k->module, code->data);
+    if (r != CUDA_SUCCESS) {
+        char text[200];
+        /* PTX newer than the driver: NVRTC from a newer toolkit than the
+         * driver supports. */
+        st = tack_error_set(TACK_ERUNTIME,
+                            "loading the kernel's PTX on %s failed: %s (a driver older than the NVRTC that "
+                            "compiled it cannot load its PTX; update the driver or use an older NVRTC through "
+                            "TACK_NVRTC_LIBRARY)",
+                            d->name, tack_cuda_error_text(r, text, sizeof text));
+    } else if ((r = cd->cu->cuModuleGetFunction(&k->function, k->module, code->entry)) != CUDA_SUCCESS) {
+        st = driver_error(TACK_ERUNTIME, r, "finding the kernel's entry point", d);
+        cd->cu->cuModuleUnload(k->module);
+    }
+    leave(cd, pushed);
+    if (st != TACK_OK) {
+        free(k);
+        return st;
+    }
+    k->nargs = code->nargs;
+    k->ctx = cd->ctx;
+    k->ctx_id = cd->ctx_id;
+    *out = k;
+    return TACK_OK;
+}
+
+/* Threads per block; the entry point strides over the grid, so any grid
+ * covers [0, n) and the grid need only fill the GPU. */
+#define LAUNCH_BLOCK 256u
+#define BLOCKS_PER_SM 32
+
+static tack_status cuda_kernel_launch(tack_device *d, void *kernel, int64_t n, void *const *args)
+{
+    struct cuda_device *cd = impl_of(d);
+    struct cuda_kernel *k = kernel;
+    if (n < 0)
+        return tack_error_set(TACK_EVALUE, "a launch covers n >= 0 indices, not %lld", (long long)n);
+    if (n == 0)
+        return TACK_OK;
+    /* The entry takes n first, then the kernel's parameters; the driver
+     * reads every value before cuLaunchKernel returns. */
+    void *params[TACK_KERNEL_MAX_PARAMS + 1];
+    params[0] = &n;
+    for (int i = 0; i < k->nargs; i++)
+        params[i + 1] = args[i];
+    uint64_t blocks = ((uint64_t)n + LAUNCH_BLOCK - 1) / LAUNCH_BLOCK;
+    uint64_t fill = (uint64_t)(cd->sm_count > 0 ? cd->sm_count : 1) * BLOCKS_PER_SM;
+    if (blocks > fill)
+        blocks = fill;
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    CUresult r = cd->cu->cuLaunchKernel(k->function, (unsigned int)blocks, 1, 1, LAUNCH_BLOCK, 1, 1, 0, cd->stream,
+                                        params, NULL);
+    leave(cd, pushed);
+    return r == CUDA_SUCCESS ? TACK_OK : driver_error(TACK_ERUNTIME, r, "launching a kernel", d);
+}
+
+static void cuda_kernel_unload(tack_device *d, void *kernel)
+{
+    struct cuda_device *cd = impl_of(d);
+    struct cuda_kernel *k = kernel;
+    CUcontext current = NULL;
+    int pushed = 0;
+    /* A module whose context is gone went with it. Launches of it may still
+     * be queued: they finish before the module goes. */
+    if (!atomic_load(&cd->gone) && context_alive(cd, k->ctx, k->ctx_id)) {
+        if (!(cd->cu->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == k->ctx))
+            pushed = cd->cu->cuCtxPushCurrent(k->ctx) == CUDA_SUCCESS ? 1 : -1;
+        if (pushed >= 0) {
+            cd->cu->cuStreamSynchronize(cd->stream);
+            cd->cu->cuModuleUnload(k->module);
+            leave(cd, pushed);
+        }
+    }
+    free(k);
+}
+
+static uint64_t cuda_context_handle(const tack_device *d)
+{
+    const struct cuda_device *cd = d->impl;
+    return cd ? (uint64_t)(uintptr_t)cd->ctx : 0;
+}
+
+static uint64_t cuda_stream_handle(const tack_device *d)
+{
+    const struct cuda_device *cd = d->impl;
+    return cd ? (uint64_t)(uintptr_t)cd->stream : 0;
+}
+
+static const DLDeviceType cuda_wraps[] = {kDLCUDA, kDLCUDAManaged, 0};
+
+const struct tack_backend_ops tack_cuda_backend = {
+    .name = "cuda",
+    .dl_type = kDLCUDA,
+    .wraps = cuda_wraps,
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .check_pointer = cuda_check_pointer,
+    .copy_to_host = cuda_copy_to_host,
+    .copy_from_host = cuda_copy_from_host,
+    .synchronize = cuda_synchronize,
+    .export_memory = cuda_export_memory,
+    .release_export = cuda_release_export,
+    .context_handle = cuda_context_handle,
+    .stream_handle = cuda_stream_handle,
+    .kernel_load = cuda_kernel_load,
+    .kernel_launch = cuda_kernel_launch,
+    .kernel_unload = cuda_kernel_unload,
+};

@@ -1,0 +1,304 @@
+/*
+ * Kernels on the CUDA backend, end to end, against the simulated driver:
+ * real NVRTC makes the PTX, the simulator loads it and queues launches.
+ * The simulator cannot run PTX, so a host implementation of the test's one
+ * kernel, installed as the simulator's kernel hook, stands in for the GPU
+ * when the stream reaches the launch; what is checked is what Tack does:
+ * the arguments it binds, the order of launches against copies, exports and
+ * waits, and the checks made before anything runs.
+ * Skipped (exit 77) where NVRTC cannot be found.
+ */
+#include <dlfcn.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/driver/cuda.h"
+#include "check.h"
+#include "tack/kernel.h"
+#include "tack/tack.h"
+
+typedef void *(*capture_fn)(const char *name, void **params, const unsigned grid[3], const unsigned block[3]);
+typedef void (*run_fn)(void *closure);
+
+static long long (*sim_stats)(const char *name);
+static void *(*sim_host_address)(CUdeviceptr ptr, size_t n);
+static void (*sim_set_kernel_hook)(capture_fn capture, run_fn run);
+static CUresult (*sim_cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*sim_cuMemFree)(CUdeviceptr);
+static CUresult (*sim_cuCtxPushCurrent)(CUcontext);
+static CUresult (*sim_cuCtxPopCurrent)(CUcontext *);
+
+#define SIM_SYMBOL(var, name)                                                                                 \
+    do {                                                                                                      \
+        void *p_ = dlsym(lib, name);                                                                          \
+        if (!p_) {                                                                                            \
+            fprintf(stderr, "the simulator has no %s\n", name);                                               \
+            exit(2);                                                                                          \
+        }                                                                                                     \
+        memcpy(&var, &p_, sizeof p_);                                                                         \
+    } while (0)
+
+static void sim_open(void)
+{
+    const char *path = getenv("TACK_CUDA_LIBRARY");
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!lib) {
+        fprintf(stderr, "TACK_CUDA_LIBRARY must name the simulated driver\n");
+        exit(2);
+    }
+    SIM_SYMBOL(sim_stats, "tack_sim_cuda_stats");
+    SIM_SYMBOL(sim_host_address, "tack_sim_cuda_host_address");
+    SIM_SYMBOL(sim_set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
+    SIM_SYMBOL(sim_cuMemAlloc, "cuMemAlloc_v2");
+    SIM_SYMBOL(sim_cuMemFree, "cuMemFree_v2");
+    SIM_SYMBOL(sim_cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+    SIM_SYMBOL(sim_cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+}
+
+/* The project's virtual environment may carry NVRTC (nvidia-cuda-nvrtc):
+ * look for it in the folders above the test executable, which is built
+ * inside the checkout. */
+static void find_venv_nvrtc(void)
+{
+    if (getenv("TACK_NVRTC_LIBRARY"))
+        return;
+    char dir[PATH_MAX], pattern[PATH_MAX + 96];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0)
+        return;
+    dir[n] = 0;
+    for (char *slash = strrchr(dir, '/'); slash && slash != dir; slash = strrchr(dir, '/')) {
+        *slash = 0;
+        snprintf(pattern, sizeof pattern, "%s/.venv/lib/python3*/site-packages/nvidia/cu*/lib/libnvrtc.so.*", dir);
+        glob_t g;
+        if (glob(pattern, 0, NULL, &g) != 0)
+            continue;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            if (!strstr(g.gl_pathv[i], "builtins") && !strstr(g.gl_pathv[i], ".alt.")) {
+                setenv("TACK_NVRTC_LIBRARY", g.gl_pathv[i], 1);
+                break;
+            }
+        }
+        globfree(&g);
+        return;
+    }
+}
+
+/* ---- the GPU's stand-in for saxpy ------------------------------------------ */
+
+static const char saxpy_source[] =
+    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
+
+struct saxpy_launch {
+    int64_t n;
+    float a;
+    CUdeviceptr x, y;
+};
+static struct saxpy_launch seen;
+
+/* The generated entry takes (int64 n, then the kernel's parameters). */
+static void *saxpy_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
+{
+    (void)grid;
+    (void)block;
+    struct saxpy_launch *c = malloc(sizeof *c);
+    if (!c || strcmp(name, "tack_kernel_entry")) {
+        free(c);
+        return NULL;
+    }
+    c->n = *(int64_t *)params[0];
+    c->a = *(float *)params[1];
+    c->x = *(CUdeviceptr *)params[2];
+    c->y = *(CUdeviceptr *)params[3];
+    seen = *c;
+    return c;
+}
+
+static void saxpy_run(void *p)
+{
+    struct saxpy_launch *c = p;
+    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
+    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
+    if (x && y)
+        for (int64_t i = 0; i < c->n; i++)
+            y[i] = c->a * x[i] + y[i];
+    free(c);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static tack_device *cuda;
+static tack_kernel *saxpy;
+
+static tack_array *ramp(int64_t n, float scale)
+{
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_empty(cuda, TACK_F32, 1, &n, 0, &a));
+    if (!a)
+        exit(1);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)i * scale;
+    CHECK_OK(tack_array_copy_from_host(a, v, (size_t)n * sizeof *v));
+    free(v);
+    return a;
+}
+
+static float element(tack_array *a, size_t i)
+{
+    size_t n = tack_array_size(a);
+    float *v = malloc(n * sizeof *v), r;
+    CHECK_OK(tack_array_copy_to_host(a, v, n * sizeof *v));
+    r = v[i];
+    free(v);
+    return r;
+}
+
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
+{
+    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
+    return tack_kernel_call(saxpy, args, 3);
+}
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static void test_launch_is_queued_with_its_arguments(void)
+{
+    tack_array *x = ramp(1000, 1.0f), *y = ramp(1000, 2.0f);
+    long long launches = sim_stats("launches"), done = sim_stats("launches_done");
+    CHECK_OK(call_saxpy(3.0f, x, y));
+    CHECK(sim_stats("launches") == launches + 1);
+    CHECK(sim_stats("launches_done") == done);
+    CHECK(seen.n == 1000 && seen.a == 3.0f);
+    CHECK(seen.x == (CUdeviceptr)(uintptr_t)tack_array_data(x));
+    CHECK(seen.y == (CUdeviceptr)(uintptr_t)tack_array_data(y));
+    /* Reading y waits for the launch that writes it. */
+    CHECK(element(y, 10) == 3.0f * 10.0f + 20.0f);
+    CHECK(sim_stats("launches_done") == done + 1);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_launches_run_in_order(void)
+{
+    tack_array *x = ramp(64, 1.0f), *y = ramp(64, 0.0f);
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(call_saxpy(1.0f, x, y));
+    CHECK(sim_stats("pending_ops") >= 5);
+    CHECK(element(y, 7) == 5.0f * 7.0f);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_export_sees_queued_launches_complete(void)
+{
+    tack_array *x = ramp(128, 1.0f), *y = ramp(128, 1.0f);
+    CHECK_OK(call_saxpy(2.0f, x, y));
+    const float *raw = sim_host_address((CUdeviceptr)(uintptr_t)tack_array_data(y), 512);
+    CHECK(raw && raw[5] == 5.0f);
+    DLManagedTensorVersioned *t = NULL;
+    CHECK_OK(tack_array_to_dlpack_versioned(y, &t));
+    /* The consumer reads at once, on its own stream. */
+    CHECK(raw && raw[5] == 15.0f);
+    /* y is shared now: the next launch is complete when the call returns. */
+    CHECK_OK(call_saxpy(1.0f, x, y));
+    CHECK(raw && raw[5] == 20.0f);
+    CHECK(sim_stats("launches_done") == sim_stats("launches"));
+    t->deleter(t);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_launch_over_wrapped_memory_completes_before_returning(void)
+{
+    CUdeviceptr p = 0;
+    CUcontext ctx = (CUcontext)(uintptr_t)tack_device_context_handle(cuda);
+    sim_cuCtxPushCurrent(ctx);
+    CHECK(sim_cuMemAlloc(&p, 256) == CUDA_SUCCESS);
+    CUcontext popped;
+    sim_cuCtxPopCurrent(&popped);
+    int64_t n = 64;
+    tack_array *y = NULL, *x = ramp(64, 1.0f);
+    CHECK_OK(tack_array_wrap(cuda, p, TACK_F32, 1, &n, 1, &y));
+    float zeros[64] = {0};
+    CHECK_OK(tack_array_copy_from_host(y, zeros, sizeof zeros));
+    CHECK_OK(call_saxpy(4.0f, x, y));
+    /* The owner may read it at any moment: no launch left queued. */
+    CHECK(sim_stats("launches_done") == sim_stats("launches"));
+    const float *raw = sim_host_address(p, 256);
+    CHECK(raw && raw[3] == 12.0f);
+    tack_array_release(y);
+    tack_array_release(x);
+    sim_cuCtxPushCurrent(ctx);
+    CHECK(sim_cuMemFree(p) == CUDA_SUCCESS);
+    sim_cuCtxPopCurrent(&popped);
+}
+
+static void test_checks_come_before_anything_runs(void)
+{
+    tack_array *x = ramp(16, 1.0f), *y = ramp(16, 1.0f), *ro = NULL, *host = NULL;
+    int64_t n = 16;
+    CHECK_OK(tack_array_wrap(cuda, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
+    long long launches = sim_stats("launches");
+    /* A read-only array where the kernel may store. */
+    CHECK_STATUS(call_saxpy(1.0f, x, ro), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "y") != NULL);
+    /* Arrays from two memory domains. */
+    tack_device *cpu = NULL;
+    CHECK_OK(tack_device_open("cpu", NULL, 0, &cpu));
+    CHECK_OK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &host));
+    CHECK_STATUS(call_saxpy(1.0f, host, y), TACK_EVALUE);
+    /* A scalar of the wrong dtype. */
+    tack_arg wrong[3] = {tack_arg_f64(1.0), tack_arg_array(x), tack_arg_array(y)};
+    CHECK_STATUS(tack_kernel_call(saxpy, wrong, 3), TACK_ETYPE);
+    CHECK(sim_stats("launches") == launches);
+    tack_array_release(host);
+    tack_device_release(cpu);
+    tack_array_release(ro);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+int main(void)
+{
+    char cache[] = "/tmp/tack-test-cuda-kernel-XXXXXX";
+    if (!mkdtemp(cache))
+        return 1;
+    setenv("TACK_CACHE_DIR", cache, 1);
+    find_venv_nvrtc();
+    tack_kernel *probe = NULL;
+    const char *ptx;
+    size_t size;
+    if (tack_kernel_create(saxpy_source, NULL, &probe) != TACK_OK)
+        return 1;
+    tack_status st = tack_kernel_ptx(probe, NULL, &ptx, &size);
+    tack_kernel_release(probe);
+    if (st != TACK_OK && strstr(tack_last_error(), "NVRTC")) {
+        printf("SKIP: NVRTC is not available here: %s\n", tack_last_error());
+        return 77;
+    }
+    sim_open();
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    CHECK_OK(tack_device_open("cuda", NULL, 0, &cuda));
+    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, cuda, &saxpy));
+    if (!cuda || !saxpy)
+        CHECK_DONE();
+    CHECK(sim_stats("modules_loaded") == 1);
+    RUN(test_launch_is_queued_with_its_arguments);
+    RUN(test_launches_run_in_order);
+    RUN(test_export_sees_queued_launches_complete);
+    RUN(test_launch_over_wrapped_memory_completes_before_returning);
+    RUN(test_checks_come_before_anything_runs);
+    tack_kernel_release(saxpy);
+    CHECK_OK(tack_device_synchronize(cuda));
+    tack_device_release(cuda);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", cache);
+    CHECK_DONE();
+}

@@ -1,0 +1,298 @@
+"""The CUDA backend on a real NVIDIA GPU, against PyTorch and CuPy.
+
+Skipped unless the real CUDA driver finds a GPU and PyTorch has CUDA (CuPy
+cases also need CuPy); tests/gpu/run.sh runs them. The simulated driver's
+cases are in test_cuda.py.
+
+Tack imports a tensor without passing a stream to its producer (it relies
+on the pointer alone), so these tests wait for the producer's queued work
+(torch.cuda.synchronize, cupy's Device.synchronize) before handing its
+memory to Tack. The other direction needs no wait: an export completes
+Tack's queued launches first.
+"""
+
+import ctypes
+import gc
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tack
+
+# tests/gpu/run.sh sets TACK_GPU_REQUIRED=1: there, a missing GPU or library
+# is a failure, not a skip that would hide that nothing ran.
+REQUIRED = os.environ.get("TACK_GPU_REQUIRED") == "1"
+
+
+def unavailable(reason):
+    if REQUIRED:
+        raise RuntimeError(f"the GPU tests cannot run: {reason}")
+    pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    import torch
+except ImportError:
+    unavailable("PyTorch is not installed")
+if os.environ.get("TACK_CUDA_LIBRARY"):
+    unavailable("TACK_CUDA_LIBRARY selects another driver; these cases need the real one")
+if not torch.cuda.is_available():
+    unavailable("no CUDA GPU for PyTorch")
+try:
+    DEV = tack.device("cuda")
+except RuntimeError as e:
+    unavailable(f"no CUDA device for Tack: {e}")
+
+try:
+    import cupy
+except ImportError:
+    if REQUIRED:
+        raise
+    cupy = None
+needs_cupy = pytest.mark.skipif(cupy is None, reason="CuPy is not installed")
+
+SAXPY = "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }"
+
+
+def live():
+    return dict(tack._tack.live_counts())
+
+
+# --------------------------------------------------------------------------
+# PyTorch
+
+
+def test_torch_tensor_to_tack_is_zero_copy_both_ways():
+    t = torch.arange(1024, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    a = tack.from_dlpack(t)
+    assert a.ptr == t.data_ptr()
+    assert a.device is DEV and a.shape == (1024,) and a.writable
+    assert (a.to_numpy() == np.arange(1024)).all()
+    a.fill(5)
+    assert bool((t == 5).all())
+    t.mul_(2)
+    torch.cuda.synchronize()
+    assert (a.to_numpy() == 10).all()
+
+
+def test_torch_deleter_runs_once_when_the_last_array_goes():
+    torch.cuda.synchronize()
+    t = torch.zeros(1 << 20, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    with_tensor = torch.cuda.memory_allocated()
+    a = tack.from_dlpack(t)
+    r = a.reshape(1024, 1024)
+    del t, a
+    gc.collect()
+    # The reshape carries the hold: the tensor's memory is still allocated.
+    assert torch.cuda.memory_allocated() == with_tensor
+    assert r.to_numpy().sum() == 0
+    del r
+    gc.collect()
+    assert torch.cuda.memory_allocated() == with_tensor - 4 * (1 << 20)
+
+
+def test_tack_array_to_torch_is_zero_copy_and_kept_alive():
+    before = live()
+    a = tack.array(np.arange(1000, dtype=np.float32), device="cuda")
+    t = torch.from_dlpack(a)
+    assert t.data_ptr() == a.ptr and t.device == torch.device("cuda", 0)
+    t.add_(1)
+    torch.cuda.synchronize()
+    assert (a.to_numpy() == np.arange(1000) + 1).all()
+    a.fill(3)
+    assert float(t.sum()) == 3000.0
+    del a
+    gc.collect()
+    # The export pins the array until PyTorch calls the deleter.
+    assert live()["exports"] == before["exports"] + 1
+    assert float(t.sum()) == 3000.0
+    del t
+    gc.collect()
+    assert live() == before
+
+
+def test_kernel_over_imported_torch_arrays_matches_torch():
+    k = tack.Kernel(SAXPY, device="cuda")
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.randn(1 << 20, device="cuda")
+    expected = 2.5 * x + y
+    torch.cuda.synchronize()
+    # Imported arrays are shared: the launch is complete when it returns.
+    k(2.5, tack.from_dlpack(x), tack.from_dlpack(y))
+    assert torch.allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+    ik = tack.Kernel("void k(tack_index i, int32_t s, const int32_t *x, int32_t *y) { y[i] = s * x[i] + (int32_t)i; }",
+                     device="cuda")
+    xi = torch.arange(4096, dtype=torch.int32, device="cuda")
+    yi = torch.zeros(4096, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    ik(3, tack.from_dlpack(xi), tack.from_dlpack(yi))
+    assert torch.equal(yi, 3 * xi + torch.arange(4096, dtype=torch.int32, device="cuda"))
+
+
+def test_queued_launches_are_complete_when_exported():
+    n = 1 << 26
+    ramp = tack.Kernel("void ramp(tack_index i, float *y) { y[i] += (float)(i % 1000); }", device="cuda")
+    y = tack.zeros(n, device="cuda")
+    for _ in range(4):
+        ramp(y)  # queued on Tack's stream, not waited for
+    t = torch.from_dlpack(y)
+    # PyTorch reads at once on its own stream, with no synchronize between.
+    expected = (torch.arange(n, device="cuda") % 1000).float() * 4
+    assert torch.equal(t, expected)
+
+
+def test_array_from_ptr_takes_device_and_pinned_memory_and_refuses_host_memory():
+    t = torch.arange(16, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    a = tack.array_from_ptr(t.data_ptr(), "float32", 16, device="cuda")
+    assert a.writable is False and (a.to_numpy() == np.arange(16)).all()
+    pinned = torch.arange(16, dtype=torch.float32).pin_memory()
+    p = tack.array_from_ptr(pinned.data_ptr(), "float32", 16, device="cuda")
+    assert (p.to_numpy() == np.arange(16)).all()
+    host = np.zeros(16, np.float32)
+    with pytest.raises(ValueError, match="host memory"):
+        tack.array_from_ptr(host.ctypes.data, "float32", 16, device="cuda")
+
+
+def test_tack_uses_the_primary_context_pytorch_uses():
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    cu = ctypes.CDLL("libcuda.so.1")
+    ctx = ctypes.c_void_p()
+    assert cu.cuCtxGetCurrent(ctypes.byref(ctx)) == 0
+    assert ctx.value == DEV.context_handle
+    assert DEV.shares_external_context is False
+
+
+# --------------------------------------------------------------------------
+# CuPy
+
+
+@needs_cupy
+def test_cupy_exchange_is_zero_copy_both_ways():
+    c = cupy.arange(1000, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    a = tack.from_dlpack(c)
+    assert a.ptr == c.data.ptr and a.device is DEV
+    a.fill(2)
+    assert float(c.sum()) == 2000.0
+    b = tack.array(np.arange(10, dtype=np.int64), device="cuda")
+    cb = cupy.from_dlpack(b)
+    assert cb.data.ptr == b.ptr
+    cb *= 3
+    cupy.cuda.Device().synchronize()
+    assert (b.to_numpy() == np.arange(10) * 3).all()
+
+
+@needs_cupy
+def test_cupy_memory_is_released_once_after_the_last_array():
+    pool = cupy.get_default_memory_pool()
+    c = cupy.zeros(1 << 20, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    used = pool.used_bytes()
+    a = tack.from_dlpack(c)
+    del c
+    gc.collect()
+    assert pool.used_bytes() == used
+    del a
+    gc.collect()
+    assert pool.used_bytes() == used - 4 * (1 << 20)
+
+
+@needs_cupy
+def test_kernel_over_cupy_arrays():
+    k = tack.Kernel(SAXPY, device="cuda")
+    x = cupy.random.standard_normal(1 << 16, dtype=cupy.float32)
+    y = cupy.random.standard_normal(1 << 16, dtype=cupy.float32)
+    expected = 0.5 * x + y
+    cupy.cuda.Device().synchronize()
+    k(0.5, tack.from_dlpack(x), tack.from_dlpack(y))
+    assert cupy.allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# export_memory, imported by another process through the driver
+
+IMPORTER = textwrap.dedent("""
+    import ctypes, socket, sys
+    import numpy as np
+    s = socket.socket(fileno=int(sys.argv[1]))
+    msg, fds, _, _ = socket.recv_fds(s, 64, 1)
+    size, nbytes = (int(v) for v in msg.decode().split())
+    fd = fds[0]
+    cu = ctypes.CDLL("libcuda.so.1")
+    def ok(r, what):
+        if r != 0:
+            print(f"{what} failed with CUDA error {r}")
+            sys.exit(1)
+    ok(cu.cuInit(0), "cuInit")
+    dev = ctypes.c_int()
+    ok(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+    ctx = ctypes.c_void_p()
+    ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+    ok(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    h = ctypes.c_uint64()
+    ok(cu.cuMemImportFromShareableHandle(ctypes.byref(h), ctypes.c_void_p(fd), 1), "cuMemImportFromShareableHandle")
+    p = ctypes.c_uint64()
+    ok(cu.cuMemAddressReserve(ctypes.byref(p), ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(0),
+                              ctypes.c_uint64(0)), "cuMemAddressReserve")
+    ok(cu.cuMemMap(p, ctypes.c_size_t(size), ctypes.c_size_t(0), h, ctypes.c_uint64(0)), "cuMemMap")
+    access = (ctypes.c_int * 3)(1, dev.value, 3)   # CUmemAccessDesc: this device, read-write
+    ok(cu.cuMemSetAccess(p, ctypes.c_size_t(size), access, ctypes.c_size_t(1)), "cuMemSetAccess")
+    out = np.empty(nbytes // 4, np.float32)
+    ok(cu.cuMemcpyDtoH_v2(out.ctypes.data_as(ctypes.c_void_p), p, ctypes.c_size_t(nbytes)), "cuMemcpyDtoH")
+    cu.cuMemUnmap(p, ctypes.c_size_t(size))
+    cu.cuMemAddressFree(p, ctypes.c_size_t(size))
+    cu.cuMemRelease(h)
+    print(" ".join(str(v) for v in out[:4]), float(out.sum()))
+""")
+
+
+def import_elsewhere(record):
+    """Sends the exported descriptor to a new process over a Unix socket;
+    returns what that process read through cuMemImportFromShareableHandle."""
+    parent, child = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-c", IMPORTER, str(child.fileno())], pass_fds=[child.fileno()],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child.close()
+    socket.send_fds(parent, [f"{record.allocation_size} {record.size}".encode()], [record.handle])
+    out, err = proc.communicate(timeout=120)
+    parent.close()
+    assert proc.returncode == 0, out + err
+    return out.split()
+
+
+def test_exportable_array_is_read_by_another_process():
+    a = tack.empty(1 << 20, "float32", device="cuda", exportable=True)
+    a.from_numpy(np.arange(1 << 20, dtype=np.float32) % 7)
+    e = a.export_memory()
+    assert (e.backend, e.handle_type, e.size) == ("cuda", "posix_fd", 4 << 20)
+    assert e.allocation_size >= e.size
+    assert len(e.device_uuid) == 16
+    # PyTorch reports the same device by its UUID where it exposes one.
+    uuid = getattr(getattr(torch.cuda.get_device_properties(0), "uuid", None), "bytes", None)
+    if isinstance(uuid, bytes) and len(uuid) == 16:
+        assert e.device_uuid == uuid
+    assert a.export_memory().handle == e.handle
+    got = import_elsewhere(e)
+    assert got[:4] == ["0.0", "1.0", "2.0", "3.0"]
+    assert float(got[4]) == float((np.arange(1 << 20) % 7).sum())
+
+
+def test_plain_array_exports_a_copy_that_later_writes_miss():
+    ramp = tack.Kernel("void ramp(tack_index i, float *y) { y[i] = (float)(i % 5); }", device="cuda")
+    a = tack.zeros(1 << 16, device="cuda")
+    ramp(a)  # queued: the export waits for it
+    e = a.export_memory()
+    a.fill(100)
+    got = import_elsewhere(e)
+    assert got[:4] == ["0.0", "1.0", "2.0", "3.0"]
+    assert float(got[4]) == float((np.arange(1 << 16) % 5).sum())
