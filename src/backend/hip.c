@@ -1,0 +1,221 @@
+/*
+ * The HIP backend (AMD GPUs through ROCm).
+ *
+ * HIP keeps one context per device for the whole process, shared by every
+ * library (PyTorch, CuPy, VTK), so a device pointer means the same to all of
+ * them and Tack creates and destroys no context. Device hip:N is the
+ * runtime's device N: each call makes it current on the calling thread and
+ * then restores the caller's current device, so Tack never changes which
+ * device the application's own HIP calls go to.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../core/internal.h"
+#include "../driver/hip.h"
+
+struct hip_device_state {
+    const struct tack_hip_api *hip;
+};
+
+#define HIP(d) (((struct hip_device_state *)(d)->impl)->hip)
+
+static tack_status hip_fail(const struct tack_hip_api *hip, const char *call, tack_hip_error e)
+{
+    tack_status st = e == TACK_HIP_ERROR_OUT_OF_MEMORY ? TACK_ENOMEM : TACK_ERUNTIME;
+    return tack_error_set(st, "HIP %s failed: %s (hipError_t %d)", call, tack_hip_error_string(hip, e), e);
+}
+
+/* Makes the device current on this thread; *previous receives the device
+ * to restore. */
+static tack_status enter(const tack_device *device, int *previous)
+{
+    const struct tack_hip_api *hip = HIP(device);
+    tack_hip_error e = hip->hipGetDevice(previous);
+    if (e != TACK_HIP_SUCCESS)
+        return hip_fail(hip, "hipGetDevice", e);
+    if (*previous != device->ordinal) {
+        e = hip->hipSetDevice(device->ordinal);
+        if (e != TACK_HIP_SUCCESS)
+            return hip_fail(hip, "hipSetDevice", e);
+    }
+    return TACK_OK;
+}
+
+static void leave(const tack_device *device, int previous)
+{
+    if (previous != device->ordinal)
+        (void)HIP(device)->hipSetDevice(previous);
+}
+
+static tack_status hip_open(tack_device *device, const tack_option *options, size_t n_options)
+{
+    (void)options;
+    (void)n_options; /* the backend declares no options; the core refused any */
+    const struct tack_hip_api *hip;
+    tack_status st = tack_hip_load(&hip);
+    if (st != TACK_OK)
+        return st;
+    int count = 0;
+    tack_hip_error e = hip->hipGetDeviceCount(&count);
+    if (e != TACK_HIP_SUCCESS)
+        return hip_fail(hip, "hipGetDeviceCount", e);
+    if (device->ordinal >= count)
+        return tack_error_set(TACK_ERUNTIME, "no HIP device hip:%d: the runtime sees %d device(s)", device->ordinal,
+                              count);
+    struct hip_device_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return tack_error_set(TACK_ENOMEM, "out of memory opening a HIP device");
+    s->hip = hip;
+    device->impl = s;
+    device->external_context = 0;
+    return TACK_OK;
+}
+
+static void hip_close(tack_device *device)
+{
+    free(device->impl);
+    device->impl = NULL;
+}
+
+static tack_status hip_alloc(tack_device *device, size_t nbytes, int exportable, void **data, void **ctx)
+{
+    (void)exportable; /* HIP has no memory export here; the core refuses it */
+    const struct tack_hip_api *hip = HIP(device);
+    int previous;
+    tack_status st = enter(device, &previous);
+    if (st != TACK_OK)
+        return st;
+    void *p = NULL;
+    size_t n = nbytes ? nbytes : 1;
+    tack_hip_error e = hip->hipMalloc(&p, n);
+    if (e != TACK_HIP_SUCCESS) {
+        st = e == TACK_HIP_ERROR_OUT_OF_MEMORY
+                 ? tack_error_set(TACK_ENOMEM, "out of HIP device memory allocating %zu bytes on %s", nbytes,
+                                  device->name)
+                 : hip_fail(hip, "hipMalloc", e);
+        goto done;
+    }
+    /* hipMemset is ordered on the null stream, so anything that later reads
+     * the memory sees the zeros. */
+    e = hip->hipMemset(p, 0, n);
+    if (e != TACK_HIP_SUCCESS) {
+        (void)hip->hipFree(p);
+        st = hip_fail(hip, "hipMemset", e);
+        goto done;
+    }
+    *data = p;
+    *ctx = NULL;
+done:
+    leave(device, previous);
+    return st;
+}
+
+static void hip_free(tack_device *device, void *data, void *ctx)
+{
+    (void)ctx;
+    /* hipFree finds the device from the pointer and waits for the work
+     * queued on it before freeing. A failure has no caller to report to. */
+    (void)HIP(device)->hipFree(data);
+}
+
+/* Accepts device memory of this device, pinned host memory and managed
+ * memory: what a kernel on this device can address. */
+static tack_status hip_check_pointer(tack_device *device, uint64_t address)
+{
+    const struct tack_hip_api *hip = HIP(device);
+    if (address == 0)
+        return TACK_OK; /* only an empty array has it, and nothing is read */
+    tack_hip_pointer_attributes a = {0, -1, NULL, NULL, 0, 0};
+    tack_hip_error e = hip->hipPointerGetAttributes(&a, (const void *)(uintptr_t)address);
+    int host = 0, device_memory = 0;
+    if (e != TACK_HIP_SUCCESS) {
+        /* Memory the runtime does not know is ordinary host memory; the
+         * failed query also left a sticky error, which must not surface in
+         * the application's next unrelated HIP call. */
+        (void)hip->hipGetLastError();
+        host = 1;
+    } else if (hip->major_version >= 6) {
+        host = a.type == TACK_HIP6_MEMORY_TYPE_UNREGISTERED;
+        device_memory = a.type == TACK_HIP6_MEMORY_TYPE_DEVICE && !a.isManaged;
+        if (a.type == TACK_HIP6_MEMORY_TYPE_ARRAY)
+            return tack_error_set(TACK_EVALUE, "0x%" PRIx64 " is a HIP array, which kernels cannot address",
+                                  address);
+    } else {
+        device_memory = a.type == TACK_HIP5_MEMORY_TYPE_DEVICE && !a.isManaged;
+        if (a.type == TACK_HIP5_MEMORY_TYPE_ARRAY)
+            return tack_error_set(TACK_EVALUE, "0x%" PRIx64 " is a HIP array, which kernels cannot address",
+                                  address);
+    }
+    if (host)
+        return tack_error_set(TACK_EVALUE,
+                              "0x%" PRIx64 " is host memory the HIP runtime does not know; %s wraps device, "
+                              "pinned host or managed memory. Wrap host memory on tack.device('cpu')",
+                              address, device->name);
+    if (device_memory && a.device != device->ordinal)
+        return tack_error_set(TACK_EVALUE,
+                              "0x%" PRIx64 " is device memory of hip:%d, not of %s; wrap it on "
+                              "tack.device('hip:%d')",
+                              address, a.device, device->name, a.device);
+    return TACK_OK;
+}
+
+static tack_status hip_copy(tack_device *device, void *dst, const void *src, size_t nbytes, const char *what)
+{
+    const struct tack_hip_api *hip = HIP(device);
+    int previous;
+    tack_status st = enter(device, &previous);
+    if (st != TACK_OK)
+        return st;
+    /* hipMemcpy is ordered after the device's queued work and returns when
+     * the copy is done. The runtime infers the direction from the pointers,
+     * since a wrapped array may be pinned host or managed memory. */
+    tack_hip_error e = hip->hipMemcpy(dst, src, nbytes, TACK_HIP_MEMCPY_DEFAULT);
+    if (e != TACK_HIP_SUCCESS)
+        st = tack_error_set(TACK_ERUNTIME, "HIP copy of %zu bytes %s on %s failed: %s (hipError_t %d)", nbytes, what,
+                            device->name,
+                            tack_hip_error_string(hip, e), e);
+    leave(device, previous);
+    return st;
+}
+
+static tack_status hip_copy_to_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+{
+    return hip_copy(device, dst, src, nbytes, "to the host");
+}
+
+static tack_status hip_copy_from_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+{
+    return hip_copy(device, dst, src, nbytes, "from the host");
+}
+
+static tack_status hip_synchronize(tack_device *device)
+{
+    int previous;
+    tack_status st = enter(device, &previous);
+    if (st != TACK_OK)
+        return st;
+    tack_hip_error e = HIP(device)->hipDeviceSynchronize();
+    if (e != TACK_HIP_SUCCESS)
+        st = hip_fail(HIP(device), "hipDeviceSynchronize", e);
+    leave(device, previous);
+    return st;
+}
+
+/* kDLROCMHost (pinned host memory) is host-addressable and stays with cpu. */
+static const DLDeviceType hip_wraps[] = {kDLROCM, 0};
+
+const struct tack_backend_ops tack_hip_backend = {
+    .name = "hip",
+    .dl_type = kDLROCM,
+    .wraps = hip_wraps,
+    .open = hip_open,
+    .close = hip_close,
+    .alloc = hip_alloc,
+    .free = hip_free,
+    .check_pointer = hip_check_pointer,
+    .copy_to_host = hip_copy_to_host,
+    .copy_from_host = hip_copy_from_host,
+    .synchronize = hip_synchronize,
+};

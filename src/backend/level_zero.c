@@ -1,0 +1,515 @@
+/*
+ * The Level Zero backend (Intel GPUs through oneAPI).
+ *
+ * A USM pointer means something only in the context that allocated it, and
+ * DLPack carries no context. So a device either has a context of Tack's own
+ * (first driver, its device <ordinal>) or adopts all three handles of
+ * another library's context with the option
+ * external_context={"driver": d, "device": v, "context": c}; its memory
+ * domain is the (context, device) pair, so arrays from two contexts never
+ * meet in one launch.
+ *
+ * Tack destroys no Level Zero object, ever: not an adopted context (its
+ * owner's), not its own context or command lists (at interpreter exit the
+ * driver may already be gone). Memory is freed; objects are left.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+#include "../driver/level_zero.h"
+
+struct ze_device_state {
+    const struct tack_ze_api *ze;
+    tack_ze_driver driver;
+    tack_ze_device device;
+    tack_ze_context context;
+    /* Copies and zero-fills: an immediate, synchronous list, so each
+     * returns complete. Level Zero command lists are not thread-safe. */
+    tack_ze_command_list copies;
+    pthread_mutex_t lock;
+    uint32_t compute_group;
+    /* The driver frees memory once the work queued on it is done
+     * (zeMemFreeExt with the deferred policy). */
+    int deferred_free;
+    int fp64;
+    tack_ze_device_compute_properties compute;
+    char device_name[TACK_ZE_MAX_DEVICE_NAME];
+};
+
+#define STATE(d) ((struct ze_device_state *)(d)->impl)
+
+static tack_status ze_fail(const char *call, tack_ze_result r)
+{
+    tack_status st = r == TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY || r == TACK_ZE_ERROR_OUT_OF_HOST_MEMORY
+                         ? TACK_ENOMEM
+                         : TACK_ERUNTIME;
+    return tack_error_set(st, "Level Zero %s failed: %s (0x%" PRIx32 ")", call, tack_ze_result_name(r), r);
+}
+
+/* ---- external_context ------------------------------------------------ */
+
+static const char *const handle_fields[3] = {"driver", "device", "context"};
+
+/* Reads external_context's three handles. All three are required and must
+ * be non-null: a driver or device Tack found on its own need not be the one
+ * the context was made against, so Tack fills in nothing. */
+static tack_status parse_external_context(const tack_option *options, size_t n, uint64_t handles[3])
+{
+    int seen[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        const tack_option *o = &options[i];
+        /* No field and no value: the option given with no handles at all
+         * (None, an empty dict), reported below as all three missing. */
+        if (!o->field && !o->value)
+            continue;
+        if (!o->field)
+            return tack_error_set(TACK_EVALUE,
+                                  "external_context must be a dict of integer handles: "
+                                  "{'driver': ..., 'device': ..., 'context': ...}");
+        int k = -1;
+        for (int j = 0; j < 3; j++)
+            if (!strcmp(o->field, handle_fields[j]))
+                k = j;
+        if (k < 0)
+            return tack_error_set(TACK_EVALUE,
+                                  "external_context has no field '%s'; it takes the 'driver', 'device' and "
+                                  "'context' handles of the other library's Level Zero context",
+                                  o->field);
+        if (seen[k])
+            return tack_error_set(TACK_EVALUE, "external_context gives '%s' twice", o->field);
+        seen[k] = 1;
+        handles[k] = o->value;
+    }
+    char missing[64] = "";
+    size_t used = 0;
+    for (int j = 0; j < 3; j++)
+        if (!seen[j] || !handles[j])
+            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s'%s'", used ? ", " : "",
+                                     handle_fields[j]);
+    if (used)
+        return tack_error_set(TACK_EVALUE,
+                              "external_context needs all three handles, non-null; missing or null: %s. Pass "
+                              "the driver, device and context of the other library's queue (Tack fills in none "
+                              "of its own: a driver or device found separately need not be the context's)",
+                              missing);
+    return TACK_OK;
+}
+
+/* ---- process-wide bookkeeping ---------------------------------------- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Tack's own context on the first driver: made once, shared by the plain
+ * devices, never destroyed, so a failed open that is retried makes no
+ * second one. */
+static tack_ze_driver own_driver;
+static tack_ze_context own_context;
+
+/* One memory domain per (context, device): two Tack devices over the same
+ * pair (external_context given twice) allocate the same kind of memory, a
+ * device over another pair does not. */
+#define DOMAINS_MAX 256
+static struct {
+    uint64_t context, device, domain;
+} domains[DOMAINS_MAX];
+static int domains_len;
+
+static uint64_t domain_for(tack_ze_context context, tack_ze_device device, uint64_t fresh)
+{
+    uint64_t c = (uint64_t)(uintptr_t)context, v = (uint64_t)(uintptr_t)device, domain = fresh;
+    pthread_mutex_lock(&registry_lock);
+    int i;
+    for (i = 0; i < domains_len; i++) {
+        if (domains[i].context == c && domains[i].device == v) {
+            domain = domains[i].domain;
+            break;
+        }
+    }
+    /* A full table only costs sharing: later devices keep unique domains. */
+    if (i == domains_len && domains_len < DOMAINS_MAX) {
+        domains[domains_len].context = c;
+        domains[domains_len].device = v;
+        domains[domains_len].domain = fresh;
+        domains_len++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return domain;
+}
+
+static tack_status own_context_get(const struct tack_ze_api *ze, tack_ze_driver driver, tack_ze_context *out)
+{
+    tack_status st = TACK_OK;
+    pthread_mutex_lock(&registry_lock);
+    if (!own_context || own_driver != driver) {
+        tack_ze_context_desc desc = {TACK_ZE_STRUCTURE_TYPE_CONTEXT_DESC, NULL, 0};
+        tack_ze_context c = NULL;
+        tack_ze_result r = ze->zeContextCreate(driver, &desc, &c);
+        if (r != TACK_ZE_SUCCESS) {
+            st = ze_fail("zeContextCreate", r);
+            goto done;
+        }
+        own_driver = driver;
+        own_context = c;
+    }
+    *out = own_context;
+done:
+    pthread_mutex_unlock(&registry_lock);
+    return st;
+}
+
+/* ---- open ------------------------------------------------------------ */
+
+static tack_status find_plain(const struct tack_ze_api *ze, int ordinal, tack_ze_driver *driver,
+                              tack_ze_device *device)
+{
+    uint32_t count = 1;
+    tack_ze_driver first = NULL;
+    tack_ze_result r = ze->zeDriverGet(&count, &first);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDriverGet", r);
+    if (count == 0 || !first)
+        return tack_error_set(TACK_ERUNTIME,
+                              "no Level Zero GPU driver found; install your GPU's Level Zero driver "
+                              "(Debian/Ubuntu: intel-level-zero-gpu)");
+    count = 0;
+    r = ze->zeDeviceGet(first, &count, NULL);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDeviceGet", r);
+    if ((uint32_t)ordinal >= count)
+        return tack_error_set(TACK_ERUNTIME, "no Level Zero device level_zero:%d: the first driver has %" PRIu32
+                              " device(s)", ordinal, count);
+    tack_ze_device *all = calloc(count, sizeof *all);
+    if (!all)
+        return tack_error_set(TACK_ENOMEM, "out of memory listing Level Zero devices");
+    r = ze->zeDeviceGet(first, &count, all);
+    tack_ze_device dev = (uint32_t)ordinal < count ? all[ordinal] : NULL;
+    free(all);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDeviceGet", r);
+    if (!dev)
+        return tack_error_set(TACK_ERUNTIME, "no Level Zero device level_zero:%d", ordinal);
+    *driver = first;
+    *device = dev;
+    return TACK_OK;
+}
+
+/* The adopted device's index among its driver's devices, which DLPack
+ * exports as the device id; -1 when it is not listed (a sub-device). */
+static int adopted_ordinal(const struct tack_ze_api *ze, tack_ze_driver driver, tack_ze_device device)
+{
+    uint32_t count = 0;
+    if (ze->zeDeviceGet(driver, &count, NULL) != TACK_ZE_SUCCESS || count == 0 || count > 4096)
+        return -1;
+    tack_ze_device *all = calloc(count, sizeof *all);
+    if (!all)
+        return -1;
+    int found = -1;
+    if (ze->zeDeviceGet(driver, &count, all) == TACK_ZE_SUCCESS)
+        for (uint32_t i = 0; i < count && found < 0; i++)
+            if (all[i] == device)
+                found = (int)i;
+    free(all);
+    return found;
+}
+
+static tack_status query_device(struct ze_device_state *s)
+{
+    const struct tack_ze_api *ze = s->ze;
+    tack_ze_device_properties props;
+    memset(&props, 0, sizeof props);
+    props.stype = TACK_ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
+    tack_ze_result r = ze->zeDeviceGetProperties(s->device, &props);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDeviceGetProperties", r);
+    memcpy(s->device_name, props.name, sizeof s->device_name);
+    s->device_name[sizeof s->device_name - 1] = 0;
+
+    memset(&s->compute, 0, sizeof s->compute);
+    s->compute.stype = TACK_ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES;
+    r = ze->zeDeviceGetComputeProperties(s->device, &s->compute);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDeviceGetComputeProperties", r);
+
+    tack_ze_device_module_properties module;
+    memset(&module, 0, sizeof module);
+    module.stype = TACK_ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES;
+    r = ze->zeDeviceGetModuleProperties(s->device, &module);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDeviceGetModuleProperties", r);
+    s->fp64 = (module.flags & TACK_ZE_DEVICE_MODULE_FLAG_FP64) != 0;
+
+    /* Queues go to a group that runs kernels; on Intel GPUs that is usually,
+     * but not by any rule, group 0. */
+    uint32_t groups = 0;
+    r = ze->zeDeviceGetCommandQueueGroupProperties(s->device, &groups, NULL);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDeviceGetCommandQueueGroupProperties", r);
+    if (groups == 0 || groups > 1024)
+        return tack_error_set(TACK_ERUNTIME, "Level Zero device '%s' reports %" PRIu32 " command queue groups",
+                              s->device_name, groups);
+    tack_ze_command_queue_group_properties *g = calloc(groups, sizeof *g);
+    if (!g)
+        return tack_error_set(TACK_ENOMEM, "out of memory reading Level Zero queue groups");
+    for (uint32_t i = 0; i < groups; i++)
+        g[i].stype = TACK_ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES;
+    r = ze->zeDeviceGetCommandQueueGroupProperties(s->device, &groups, g);
+    int compute = -1;
+    for (uint32_t i = 0; r == TACK_ZE_SUCCESS && i < groups && compute < 0; i++)
+        if (g[i].flags & TACK_ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE)
+            compute = (int)i;
+    free(g);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeDeviceGetCommandQueueGroupProperties", r);
+    if (compute < 0)
+        return tack_error_set(TACK_ERUNTIME, "Level Zero device '%s' has no command queue group that computes",
+                              s->device_name);
+    s->compute_group = (uint32_t)compute;
+    return TACK_OK;
+}
+
+/* Whether the driver offers deferred frees; a driver without the extension
+ * ignores the chained structure and leaves it zero. */
+static int query_deferred_free(const struct tack_ze_api *ze, tack_ze_driver driver)
+{
+    if (!ze->zeMemFreeExt)
+        return 0;
+    tack_ze_driver_memory_free_ext_properties ext = {TACK_ZE_STRUCTURE_TYPE_DRIVER_MEMORY_FREE_EXT_PROPERTIES,
+                                                     NULL, 0};
+    tack_ze_driver_properties props;
+    memset(&props, 0, sizeof props);
+    props.stype = TACK_ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES;
+    props.pNext = &ext;
+    if (ze->zeDriverGetProperties(driver, &props) != TACK_ZE_SUCCESS)
+        return 0;
+    return (ext.freePolicies & TACK_ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE) != 0;
+}
+
+static tack_status ze_open(tack_device *device, const tack_option *options, size_t n_options)
+{
+    uint64_t handles[3] = {0, 0, 0};
+    int adopt = n_options > 0;
+    /* A malformed option is the caller's mistake whether or not a driver is
+     * installed, so it is reported first. */
+    if (adopt) {
+        tack_status st = parse_external_context(options, n_options, handles);
+        if (st != TACK_OK)
+            return st;
+    }
+    const struct tack_ze_api *ze;
+    tack_status st = tack_ze_load(&ze);
+    if (st != TACK_OK)
+        return st;
+    /* Idempotent; another library may have initialised the driver already. */
+    tack_ze_result r = ze->zeInit(TACK_ZE_INIT_FLAG_GPU_ONLY);
+    if (r != TACK_ZE_SUCCESS)
+        return tack_error_set(TACK_ERUNTIME,
+                              "Level Zero zeInit failed: %s (0x%" PRIx32 "); is an Intel GPU driver installed "
+                              "(Debian/Ubuntu: intel-level-zero-gpu)?",
+                              tack_ze_result_name(r), r);
+
+    struct ze_device_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return tack_error_set(TACK_ENOMEM, "out of memory opening a Level Zero device");
+    s->ze = ze;
+    int ordinal = device->ordinal;
+    if (adopt) {
+        s->driver = (tack_ze_driver)(uintptr_t)handles[0];
+        s->device = (tack_ze_device)(uintptr_t)handles[1];
+        s->context = (tack_ze_context)(uintptr_t)handles[2];
+        int listed = adopted_ordinal(ze, s->driver, s->device);
+        if (listed >= 0)
+            ordinal = listed;
+    } else {
+        st = find_plain(ze, device->ordinal, &s->driver, &s->device);
+        if (st != TACK_OK)
+            goto fail;
+    }
+    st = query_device(s);
+    if (st != TACK_OK)
+        goto fail;
+    if (!adopt) {
+        st = own_context_get(ze, s->driver, &s->context);
+        if (st != TACK_OK)
+            goto fail;
+    }
+    s->deferred_free = query_deferred_free(ze, s->driver);
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        st = tack_error_set(TACK_ERUNTIME, "cannot initialise a mutex for a Level Zero device");
+        goto fail;
+    }
+    /* Last, because it is the one object this open makes that a later
+     * failure would strand. */
+    tack_ze_command_queue_desc desc = {TACK_ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, NULL, s->compute_group, 0, 0,
+                                       TACK_ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS, 0};
+    r = ze->zeCommandListCreateImmediate(s->context, s->device, &desc, &s->copies);
+    if (r != TACK_ZE_SUCCESS) {
+        pthread_mutex_destroy(&s->lock);
+        st = ze_fail("zeCommandListCreateImmediate", r);
+        goto fail;
+    }
+    device->impl = s;
+    device->external_context = adopt;
+    device->domain = domain_for(s->context, s->device, device->domain);
+    if (ordinal != device->ordinal) {
+        /* The handles decide which device this is; the name follows. */
+        device->ordinal = ordinal;
+        snprintf(device->name, sizeof device->name, "level_zero:%d", ordinal);
+    }
+    return TACK_OK;
+fail:
+    free(s);
+    return st;
+}
+
+static void ze_close(tack_device *device)
+{
+    /* Only Tack's own record goes: every Level Zero object stays. */
+    struct ze_device_state *s = STATE(device);
+    if (!s)
+        return;
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    device->impl = NULL;
+}
+
+/* ---- memory ---------------------------------------------------------- */
+
+static tack_status ze_alloc(tack_device *device, size_t nbytes, int exportable, void **data, void **ctx)
+{
+    (void)exportable; /* Level Zero has no memory export; the core refuses it */
+    struct ze_device_state *s = STATE(device);
+    tack_ze_device_mem_alloc_desc desc = {TACK_ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, NULL, 0, 0};
+    void *p = NULL;
+    tack_ze_result r = s->ze->zeMemAllocDevice(s->context, &desc, nbytes ? nbytes : 1, 0, s->device, &p);
+    if (r != TACK_ZE_SUCCESS) {
+        if (r == TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY || r == TACK_ZE_ERROR_OUT_OF_HOST_MEMORY)
+            return tack_error_set(TACK_ENOMEM, "out of Level Zero device memory allocating %zu bytes on %s (%s)",
+                                  nbytes, device->name, tack_ze_result_name(r));
+        return ze_fail("zeMemAllocDevice", r);
+    }
+    /* Device memory comes uninitialised; every Tack allocation is zeroed. */
+    static const uint8_t zero = 0;
+    pthread_mutex_lock(&s->lock);
+    r = s->ze->zeCommandListAppendMemoryFill(s->copies, p, &zero, 1, nbytes ? nbytes : 1, NULL, 0, NULL);
+    pthread_mutex_unlock(&s->lock);
+    if (r != TACK_ZE_SUCCESS) {
+        s->ze->zeMemFree(s->context, p);
+        return ze_fail("zeCommandListAppendMemoryFill", r);
+    }
+    *data = p;
+    *ctx = NULL;
+    return TACK_OK;
+}
+
+static tack_status ze_synchronize(tack_device *device)
+{
+    /* Copies and fills run on a synchronous list and are complete on
+     * return; nothing else is queued yet. */
+    (void)device;
+    return TACK_OK;
+}
+
+static void ze_free(tack_device *device, void *data, void *ctx)
+{
+    (void)ctx;
+    struct ze_device_state *s = STATE(device);
+    if (s->deferred_free) {
+        tack_ze_memory_free_ext_desc desc = {TACK_ZE_STRUCTURE_TYPE_MEMORY_FREE_EXT_DESC, NULL,
+                                             TACK_ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE};
+        if (s->ze->zeMemFreeExt(s->context, &desc, data) == TACK_ZE_SUCCESS)
+            return;
+    }
+    /* An immediate free of memory a queued kernel still uses would be a use
+     * after free on the device: wait first. A failure here has no caller to
+     * report to, and the memory goes with the context either way. */
+    (void)ze_synchronize(device);
+    (void)s->ze->zeMemFree(s->context, data);
+}
+
+static tack_status ze_check_pointer(tack_device *device, uint64_t address)
+{
+    struct ze_device_state *s = STATE(device);
+    if (address == 0)
+        return TACK_OK; /* only an empty array has it, and nothing is read */
+    tack_ze_memory_allocation_properties props;
+    memset(&props, 0, sizeof props);
+    props.stype = TACK_ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES;
+    tack_ze_device owner = NULL;
+    tack_ze_result r = s->ze->zeMemGetAllocProperties(s->context, (const void *)(uintptr_t)address, &props, &owner);
+    /* The driver answers for any address; a failure is a fault, not a
+     * verdict on the memory. */
+    if (r != TACK_ZE_SUCCESS)
+        return tack_error_set(TACK_ERUNTIME, "Level Zero zeMemGetAllocProperties failed for 0x%" PRIx64 ": %s (0x%"
+                              PRIx32 ")", address, tack_ze_result_name(r), r);
+    switch (props.type) {
+    case TACK_ZE_MEMORY_TYPE_DEVICE:
+        if (owner && owner != s->device)
+            return tack_error_set(TACK_EVALUE,
+                                  "0x%" PRIx64 " is device memory of another Level Zero device than %s; wrap it "
+                                  "on the device that allocated it",
+                                  address, device->name);
+        return TACK_OK;
+    case TACK_ZE_MEMORY_TYPE_SHARED:
+        return TACK_OK;
+    case TACK_ZE_MEMORY_TYPE_HOST:
+        return tack_error_set(TACK_EVALUE,
+                              "0x%" PRIx64 " is Level Zero host memory; %s wraps USM device or shared memory. "
+                              "Wrap host memory on tack.device('cpu')",
+                              address, device->name);
+    default:
+        return tack_error_set(TACK_EVALUE,
+                              "0x%" PRIx64 " is not a Level Zero allocation (ordinary host memory?); %s wraps "
+                              "USM device or shared memory. Wrap host memory on tack.device('cpu')",
+                              address, device->name);
+    }
+}
+
+static tack_status ze_copy(tack_device *device, void *dst, const void *src, size_t nbytes, const char *what)
+{
+    struct ze_device_state *s = STATE(device);
+    pthread_mutex_lock(&s->lock);
+    tack_ze_result r = s->ze->zeCommandListAppendMemoryCopy(s->copies, dst, src, nbytes, NULL, 0, NULL);
+    pthread_mutex_unlock(&s->lock);
+    if (r != TACK_ZE_SUCCESS)
+        return tack_error_set(TACK_ERUNTIME, "Level Zero copy %s of %zu bytes on %s failed: %s (0x%" PRIx32 ")",
+                              what, nbytes, device->name, tack_ze_result_name(r), r);
+    return TACK_OK;
+}
+
+static tack_status ze_copy_to_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+{
+    return ze_copy(device, dst, src, nbytes, "to the host");
+}
+
+static tack_status ze_copy_from_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+{
+    return ze_copy(device, dst, src, nbytes, "from the host");
+}
+
+static uint64_t ze_context_handle(const tack_device *device)
+{
+    return (uint64_t)(uintptr_t)STATE(device)->context;
+}
+
+static const char *const ze_options[] = {"external_context", NULL};
+static const DLDeviceType ze_wraps[] = {kDLOneAPI, 0};
+
+const struct tack_backend_ops tack_level_zero_backend = {
+    .name = "level_zero",
+    .dl_type = kDLOneAPI,
+    .wraps = ze_wraps,
+    .options = ze_options,
+    .open = ze_open,
+    .close = ze_close,
+    .alloc = ze_alloc,
+    .free = ze_free,
+    .check_pointer = ze_check_pointer,
+    .copy_to_host = ze_copy_to_host,
+    .copy_from_host = ze_copy_from_host,
+    .synchronize = ze_synchronize,
+    .context_handle = ze_context_handle,
+};

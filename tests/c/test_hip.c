@@ -1,0 +1,429 @@
+/*
+ * The HIP backend against the simulated runtime (tests/sim/hip_sim.c,
+ * found through TACK_SIM_HIP_PATH). Each case runs in a child process of
+ * its own, because a process loads the runtime once.
+ *
+ * The simulator keeps device memory where the host cannot touch it, fills
+ * fresh memory with 0xA5, tracks a current device per thread and answers
+ * pointer queries as ROCm 6 does, or as ROCm 5 did with
+ * TACK_SIM_HIP_VERSION=5xxxxxxx.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../src/driver/hip.h"
+#include "check.h"
+#include "tack/tack.h"
+
+/* ---- the simulator, as another library in the process sees it -------- */
+
+static struct sim {
+    void *lib;
+    long long (*stats)(const char *name);
+    int (*fail)(const char *symbol, int error, int nth);
+    void *(*host_address)(uint64_t ptr, size_t n);
+    int (*allocation_device)(uint64_t ptr);
+    tack_hip_error (*hipInit)(unsigned int flags);
+    tack_hip_error (*hipGetDevice)(int *device);
+    tack_hip_error (*hipSetDevice)(int device);
+    tack_hip_error (*hipMalloc)(void **ptr, size_t size);
+    tack_hip_error (*hipFree)(void *ptr);
+    tack_hip_error (*hipHostMalloc)(void **ptr, size_t size, unsigned int flags);
+    tack_hip_error (*hipHostFree)(void *ptr);
+    tack_hip_error (*hipMallocManaged)(void **ptr, size_t size, unsigned int flags);
+    tack_hip_error (*hipGetLastError)(void);
+} sim;
+
+#define SIM_SYMBOL(name, symbol)                                                                              \
+    do {                                                                                                      \
+        void *p_ = dlsym(sim.lib, symbol);                                                                    \
+        if (!p_) {                                                                                            \
+            fprintf(stderr, "the simulator has no %s\n", symbol);                                             \
+            exit(2);                                                                                          \
+        }                                                                                                     \
+        memcpy(&sim.name, &p_, sizeof p_);                                                                    \
+    } while (0)
+#define SIM_LOAD(name) SIM_SYMBOL(name, #name)
+
+/* Opens the same library Tack will: one instance per process. Nothing is
+ * called yet, so a case may still set the simulator's environment. */
+static void sim_open(void)
+{
+    const char *path = getenv("TACK_HIP_LIBRARY");
+    if (!path || !(sim.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+        fprintf(stderr, "TACK_HIP_LIBRARY must name the simulated runtime: %s\n", path ? dlerror() : "unset");
+        exit(2);
+    }
+    SIM_SYMBOL(stats, "tack_sim_hip_stats");
+    SIM_SYMBOL(fail, "tack_sim_hip_fail");
+    SIM_SYMBOL(host_address, "tack_sim_hip_host_address");
+    SIM_SYMBOL(allocation_device, "tack_sim_hip_allocation_device");
+    SIM_LOAD(hipInit);
+    SIM_LOAD(hipGetDevice);
+    SIM_LOAD(hipSetDevice);
+    SIM_LOAD(hipMalloc);
+    SIM_LOAD(hipFree);
+    SIM_LOAD(hipHostMalloc);
+    SIM_LOAD(hipHostFree);
+    SIM_LOAD(hipMallocManaged);
+    SIM_LOAD(hipGetLastError);
+}
+
+static long long stat(const char *name)
+{
+    long long v = sim.stats(name);
+    if (v < 0) {
+        fprintf(stderr, "the simulator has no counter %s\n", name);
+        exit(2);
+    }
+    return v;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void run_isolated(const char *name, void (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        check_failures++;
+        return;
+    }
+    if (pid == 0) {
+        check_failures = 0; /* the parent's count is not this case's */
+        sim_open();
+        fn();
+        fflush(NULL);
+        exit(check_failures ? 1 : 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        check_passed++;
+    } else {
+        check_failures++;
+        if (WIFSIGNALED(status))
+            fprintf(stderr, "FAILED %s (signal %d)\n", name, WTERMSIG(status));
+        else
+            fprintf(stderr, "FAILED %s (exit %d)\n", name, WEXITSTATUS(status));
+    }
+}
+#define RUN_ISOLATED(test) run_isolated(#test, test)
+
+static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
+
+static void bail_if(int failed)
+{
+    if (failed) {
+        fflush(NULL);
+        exit(1);
+    }
+}
+
+static tack_device *open_device(const char *name)
+{
+    tack_device *d = NULL;
+    CHECK_OK(tack_device_open(name, NULL, 0, &d));
+    bail_if(!d);
+    return d;
+}
+
+static tack_array *f32_array(tack_device *d, int64_t n)
+{
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
+    bail_if(!a);
+    return a;
+}
+
+static uint64_t address(const tack_array *a) { return (uint64_t)(uintptr_t)tack_array_data(a); }
+
+static int current_device(void)
+{
+    int d = -1;
+    CHECK(sim.hipGetDevice(&d) == TACK_HIP_SUCCESS);
+    return d;
+}
+
+/* ---- opening ------------------------------------------------------------- */
+
+static void test_devices_are_the_runtimes(void)
+{
+    tack_device *d = open_device("hip");
+    CHECK(!strcmp(tack_device_backend(d), "hip"));
+    CHECK(!strcmp(tack_device_name(d), "hip:0"));
+    CHECK(!tack_device_shares_external_context(d));
+    CHECK(tack_device_context_handle(d) == 0);
+    DLDevice dl = tack_device_dl_device(d);
+    CHECK(dl.device_type == kDLROCM && dl.device_id == 0);
+    CHECK(tack_device_can_wrap(d, (DLDevice){kDLROCM, 0}));
+    CHECK(!tack_device_can_wrap(d, (DLDevice){kDLROCM, 1}));
+    CHECK(!tack_device_can_wrap(d, (DLDevice){kDLROCMHost, 0}));
+    tack_device *again = open_device("hip:0"), *one = open_device("hip:1");
+    CHECK(again == d && one != d);
+    CHECK(tack_device_memory_domain(one) != tack_device_memory_domain(d));
+    tack_device *none = (tack_device *)0x1;
+    CHECK_STATUS(tack_device_open("hip:2", NULL, 0, &none), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "hip:2"));
+    CHECK(none == (tack_device *)0x1);
+    /* HIP takes no options: an external_context would be silently unused. */
+    tack_option o = {"external_context", "context", 1};
+    CHECK_STATUS(tack_device_open("hip", &o, 1, &none), TACK_EVALUE);
+    CHECK(contains(tack_last_error(), "external_context"));
+    tack_device_release(one);
+    tack_device_release(again);
+    tack_device_release(d);
+}
+
+static void test_no_runtime_library_is_a_runtime_error(void)
+{
+    setenv("TACK_HIP_LIBRARY", "/nonexistent/libamdhip64.so", 1);
+    tack_device *d = NULL;
+    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "TACK_HIP_LIBRARY"));
+    CHECK(contains(tack_last_error(), "/nonexistent/libamdhip64.so"));
+    CHECK(d == NULL);
+}
+
+static void test_no_gpu_is_a_runtime_error(void)
+{
+    setenv("TACK_SIM_HIP_DEVICES", "0", 1);
+    tack_device *d = NULL;
+    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "hipInit"));
+    CHECK(contains(tack_last_error(), "no ROCm-capable device"));
+    CHECK(d == NULL);
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static void test_allocations_are_zeroed_on_their_device(void)
+{
+    tack_device *d = open_device("hip"), *one = open_device("hip:1");
+    tack_array *a = f32_array(d, 1000);
+    const unsigned char *store = sim.host_address(address(a), 4000);
+    CHECK(store != NULL && (const void *)store != tack_array_data(a));
+    int nonzero = 0;
+    for (int i = 0; store && i < 4000; i++)
+        nonzero += store[i] != 0;
+    CHECK(nonzero == 0);
+    CHECK(sim.allocation_device(address(a)) == 0);
+    /* hip:1 allocates on device 1 and leaves the thread's current device
+     * as the application set it. */
+    CHECK(current_device() == 0);
+    tack_array *b = f32_array(one, 8);
+    CHECK(sim.allocation_device(address(b)) == 1);
+    CHECK(current_device() == 0);
+    CHECK(sim.hipSetDevice(1) == TACK_HIP_SUCCESS);
+    tack_array *c = f32_array(d, 8);
+    CHECK(sim.allocation_device(address(c)) == 0);
+    CHECK(current_device() == 1);
+    tack_array_release(c);
+    tack_array_release(b);
+    tack_array_release(a);
+    tack_device_release(one);
+    tack_device_release(d);
+}
+
+static void test_copies_fill_and_frees(void)
+{
+    tack_device *d = open_device("hip"), *one = open_device("hip:1");
+    long long live = stat("live_allocs"), frees = stat("frees");
+    tack_array *a = f32_array(d, 100);
+    float v = -1.5f, back[100];
+    CHECK_OK(tack_array_fill(a, &v));
+    CHECK_OK(tack_array_copy_to_host(a, back, sizeof back));
+    int wrong = 0;
+    for (int i = 0; i < 100; i++)
+        wrong += back[i] != -1.5f;
+    CHECK(wrong == 0);
+    tack_array *b = NULL;
+    CHECK_OK(tack_array_to_device(a, one, &b));
+    bail_if(!b);
+    memset(back, 0, sizeof back);
+    CHECK_OK(tack_array_copy_to_host(b, back, sizeof back));
+    CHECK(back[0] == -1.5f && back[99] == -1.5f);
+    CHECK_OK(tack_device_synchronize(d));
+    CHECK(stat("device_syncs") >= 1);
+    tack_array_release(a);
+    tack_array_release(b);
+    CHECK(stat("live_allocs") == live);
+    CHECK(stat("frees") == frees + 2);
+    CHECK(stat("invalid_frees") == 0);
+    tack_device_release(one);
+    tack_device_release(d);
+}
+
+static void test_failures_keep_nothing(void)
+{
+    tack_device *d = open_device("hip");
+    long long live = stat("live_allocs");
+    int64_t n = 16;
+    tack_array *a = (tack_array *)0x1;
+    sim.fail("hipMalloc", TACK_HIP_ERROR_OUT_OF_MEMORY, 1);
+    CHECK_STATUS(tack_array_empty(d, TACK_F32, 1, &n, 0, &a), TACK_ENOMEM);
+    sim.fail("hipMalloc", TACK_HIP_ERROR_INVALID_VALUE, 1);
+    CHECK_STATUS(tack_array_empty(d, TACK_F32, 1, &n, 0, &a), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "hipMalloc"));
+    sim.fail("hipMemset", TACK_HIP_ERROR_INVALID_VALUE, 1);
+    CHECK_STATUS(tack_array_empty(d, TACK_F32, 1, &n, 0, &a), TACK_ERUNTIME);
+    CHECK(a == (tack_array *)0x1);
+    CHECK(stat("live_allocs") == live);
+    CHECK(tack_buffer_live_count() == 0);
+    tack_array *b = f32_array(d, 4);
+    float host[4];
+    sim.fail("hipMemcpy", TACK_HIP_ERROR_INVALID_VALUE, 1);
+    CHECK_STATUS(tack_array_copy_to_host(b, host, sizeof host), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "invalid argument"));
+    tack_array_release(b);
+    tack_device_release(d);
+}
+
+static void test_export_memory_is_refused(void)
+{
+    tack_device *d = open_device("hip");
+    tack_array *a = f32_array(d, 4);
+    tack_exported_memory m;
+    CHECK_STATUS(tack_array_export_memory(a, &m), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "Backend hip does not support memory export"));
+    tack_array_release(a);
+    tack_device_release(d);
+}
+
+/* ---- memory spaces ----------------------------------------------------------- */
+
+static void wrap_kinds(void)
+{
+    tack_device *d = open_device("hip");
+    void *dev = NULL, *pinned = NULL, *managed = NULL;
+    CHECK(sim.hipMalloc(&dev, 64) == 0 && sim.hipHostMalloc(&pinned, 64, 0) == 0 &&
+          sim.hipMallocManaged(&managed, 64, 1) == 0);
+    int64_t n = 16;
+    tack_array *a = NULL;
+    /* Device, pinned host and managed memory are what a kernel addresses. */
+    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)dev, TACK_F32, 1, &n, 1, &a));
+    CHECK(a && !tack_buffer_is_owned(tack_array_buffer(a)) && tack_buffer_is_shared(tack_array_buffer(a)));
+    tack_array_release(a);
+    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)pinned, TACK_F32, 1, &n, 1, &a));
+    tack_array_release(a);
+    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)managed, TACK_F32, 1, &n, 1, &a));
+    tack_array_release(a);
+    /* Ordinary host memory is refused, and the failed query leaves no
+     * error behind for the application's next HIP call. */
+    float local[16];
+    a = (tack_array *)0x1;
+    CHECK_STATUS(tack_array_wrap(d, (uint64_t)(uintptr_t)local, TACK_F32, 1, &n, 0, &a), TACK_EVALUE);
+    CHECK(contains(tack_last_error(), "host memory"));
+    CHECK(contains(tack_last_error(), "cpu"));
+    CHECK(sim.hipGetLastError() == TACK_HIP_SUCCESS);
+    /* Device memory of another device. */
+    void *other = NULL;
+    CHECK(sim.hipSetDevice(1) == 0 && sim.hipMalloc(&other, 64) == 0 && sim.hipSetDevice(0) == 0);
+    CHECK_STATUS(tack_array_wrap(d, (uint64_t)(uintptr_t)other, TACK_F32, 1, &n, 0, &a), TACK_EVALUE);
+    CHECK(contains(tack_last_error(), "hip:1"));
+    CHECK(a == (tack_array *)0x1);
+    /* Tack frees none of it. */
+    CHECK(sim.hipFree(dev) == 0 && sim.hipHostFree(pinned) == 0 && sim.hipFree(managed) == 0 &&
+          sim.hipFree(other) == 0);
+    CHECK(stat("invalid_frees") == 0);
+    tack_device_release(d);
+}
+
+static void test_wrap_checks_memory_spaces(void) { wrap_kinds(); }
+
+static void test_wrap_checks_memory_spaces_on_rocm5(void)
+{
+    /* ROCm 5: the older hipMemoryType values, and a failed query (with a
+     * sticky error) for memory the runtime does not know. */
+    setenv("TACK_SIM_HIP_VERSION", "50200000", 1);
+    wrap_kinds();
+}
+
+/* ---- DLPack -------------------------------------------------------------------- */
+
+static void test_dlpack_round_trip(void)
+{
+    tack_device *d = open_device("hip:1");
+    tack_array *a = f32_array(d, 6);
+    const float values[6] = {1, 2, 3, 4, 5, 6};
+    CHECK_OK(tack_array_copy_from_host(a, values, sizeof values));
+    DLManagedTensor *t = NULL;
+    CHECK_OK(tack_array_to_dlpack(a, &t));
+    bail_if(!t);
+    CHECK(t->dl_tensor.device.device_type == kDLROCM && t->dl_tensor.device.device_id == 1);
+    CHECK(t->dl_tensor.data == tack_array_data(a));
+    tack_array *b = NULL;
+    CHECK_OK(tack_array_from_dlpack(t, NULL, NULL, &b));
+    bail_if(!b);
+    CHECK(tack_array_device(b) == d);
+    CHECK(tack_array_data(b) == tack_array_data(a));
+    float back[6] = {0};
+    CHECK_OK(tack_array_copy_to_host(b, back, sizeof back));
+    CHECK(!memcmp(back, values, sizeof back));
+    tack_array_release(a);
+    tack_array_release(b);
+    CHECK(tack_dlpack_live_exports() == 0 && tack_buffer_live_count() == 0);
+    tack_device_release(d);
+}
+
+static void test_dlpack_rocm_host_memory_goes_to_cpu(void)
+{
+    tack_device *d = open_device("hip");
+    void *pinned = NULL;
+    CHECK(sim.hipHostMalloc(&pinned, 64, 0) == 0);
+    int64_t shape[1] = {16};
+    DLManagedTensor m;
+    memset(&m, 0, sizeof m);
+    m.dl_tensor.data = pinned;
+    m.dl_tensor.device = (DLDevice){kDLROCMHost, 0};
+    m.dl_tensor.ndim = 1;
+    m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
+    m.dl_tensor.shape = shape;
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_from_dlpack(&m, NULL, d, &a));
+    bail_if(!a);
+    CHECK(!strcmp(tack_device_backend(tack_array_device(a)), "cpu"));
+    tack_array_release(a);
+    /* The hip device itself cannot wrap a kDLROCMHost tensor. */
+    a = (tack_array *)0x1;
+    CHECK_STATUS(tack_array_from_dlpack(&m, d, NULL, &a), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "cpu"));
+    /* A kDLROCM tensor over host memory is refused by the memory check. */
+    float host[16];
+    m.dl_tensor.data = host;
+    m.dl_tensor.device = (DLDevice){kDLROCM, 0};
+    CHECK_STATUS(tack_array_from_dlpack(&m, d, NULL, &a), TACK_EVALUE);
+    CHECK(a == (tack_array *)0x1);
+    CHECK(sim.hipHostFree(pinned) == 0);
+    tack_device_release(d);
+}
+
+int main(void)
+{
+    const char *path = getenv("TACK_SIM_HIP_PATH");
+    if (!path || !*path) {
+        printf("skipped: TACK_SIM_HIP_PATH does not name the simulated HIP runtime\n");
+        return 77;
+    }
+    setenv("TACK_HIP_LIBRARY", path, 1);
+    RUN_ISOLATED(test_devices_are_the_runtimes);
+    RUN_ISOLATED(test_no_runtime_library_is_a_runtime_error);
+    RUN_ISOLATED(test_no_gpu_is_a_runtime_error);
+    RUN_ISOLATED(test_allocations_are_zeroed_on_their_device);
+    RUN_ISOLATED(test_copies_fill_and_frees);
+    RUN_ISOLATED(test_failures_keep_nothing);
+    RUN_ISOLATED(test_export_memory_is_refused);
+    RUN_ISOLATED(test_wrap_checks_memory_spaces);
+    RUN_ISOLATED(test_wrap_checks_memory_spaces_on_rocm5);
+    RUN_ISOLATED(test_dlpack_round_trip);
+    RUN_ISOLATED(test_dlpack_rocm_host_memory_goes_to_cpu);
+    CHECK_DONE();
+}

@@ -1,0 +1,519 @@
+/*
+ * A simulated HIP runtime for CI machines without a GPU: the subset of the
+ * API Tack calls (and tests call to play "another library"), over host
+ * memory. Select it with TACK_HIP_LIBRARY=<path to this library>.
+ *
+ * What it models, because Tack's design depends on it:
+ * - TACK_SIM_HIP_DEVICES devices (default 2; 0: hipInit fails with
+ *   hipErrorNoDevice) and a current device per thread (0 at first);
+ *   hipMalloc allocates on the calling thread's current device;
+ * - device memory at addresses the host cannot touch (PROT_NONE), backed by
+ *   separate storage, so host code that dereferences a device pointer
+ *   crashes as it would on a GPU; fresh device memory is filled with 0xA5;
+ * - pinned host memory (hipHostMalloc) and managed memory
+ *   (hipMallocManaged), which are host-addressable;
+ * - hipPointerGetAttributes as ROCm 6 answers it (memory it does not know is
+ *   hipMemoryTypeUnregistered, successfully) or, with
+ *   TACK_SIM_HIP_VERSION=5xxxxxxx, as ROCm 5 did (hipErrorInvalidValue,
+ *   which also becomes the thread's sticky last error, and the older
+ *   hipMemoryType values);
+ * - the thread's last error, returned and cleared by hipGetLastError.
+ * HIP has no context to destroy; the simulator counts frees so a test sees
+ * that Tack frees what it allocated and nothing else.
+ *
+ * Test hooks (ctypes or dlsym): tack_sim_hip_stats(name) returns a counter;
+ * tack_sim_hip_fail(symbol, error, nth) makes the nth next call of an entry
+ * point fail; tack_sim_hip_host_address(ptr, n) gives the storage behind
+ * device memory; tack_sim_hip_allocation_device(ptr) the device of an
+ * allocation.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../../src/driver/hip.h"
+
+#define SIM_API __attribute__((visibility("default")))
+
+/* The entry points, declared from the same list Tack loads, so a signature
+ * that drifts from Tack's table does not compile. */
+#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
+TACK_HIP_FUNCTIONS(SIM_PROTOTYPE)
+#undef SIM_PROTOTYPE
+
+/* Entry points tests call as another library would, and the test hooks. */
+SIM_API tack_hip_error hipHostMalloc(void **ptr, size_t size, unsigned int flags);
+SIM_API tack_hip_error hipHostFree(void *ptr);
+SIM_API tack_hip_error hipMallocManaged(void **ptr, size_t size, unsigned int flags);
+SIM_API long long tack_sim_hip_stats(const char *name);
+SIM_API int tack_sim_hip_fail(const char *symbol, int error, int nth);
+SIM_API void *tack_sim_hip_host_address(uint64_t ptr, size_t n);
+SIM_API int tack_sim_hip_allocation_device(uint64_t ptr);
+
+#define MAX_DEVICES 16
+
+/* ---- counters ---------------------------------------------------------- */
+
+#define SIM_STATS(X)                                                                                          \
+    X(init) X(set_device) X(allocs) X(live_allocs) X(frees) X(invalid_frees) X(memsets) X(copies)             \
+        X(device_syncs) X(pointer_queries) X(host_allocs) X(managed_allocs) X(faults) X(injected_failures)
+
+enum {
+#define SIM_STAT_ENUM(n) STAT_##n,
+    SIM_STATS(SIM_STAT_ENUM)
+#undef SIM_STAT_ENUM
+        STAT_COUNT
+};
+
+static const char *const stat_names[] = {
+#define SIM_STAT_NAME(n) #n,
+    SIM_STATS(SIM_STAT_NAME)
+#undef SIM_STAT_NAME
+};
+
+static atomic_llong stats[STAT_COUNT];
+
+#define COUNT(n) atomic_fetch_add(&stats[STAT_##n], 1)
+#define UNCOUNT(n) atomic_fetch_sub(&stats[STAT_##n], 1)
+
+/* ---- state ------------------------------------------------------------- */
+
+enum alloc_kind { K_DEVICE, K_PINNED, K_MANAGED };
+
+struct sim_alloc {
+    enum alloc_kind kind;
+    uintptr_t base;
+    size_t size;
+    size_t map_size;
+    char *store;
+    int device;
+    struct sim_alloc *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static int configured;
+static int initialized;
+static int n_devices = 2;
+static int version = 60200000;
+static struct sim_alloc *allocs;
+static _Thread_local int current_device;
+static _Thread_local tack_hip_error last_error;
+
+/* ---- failure injection --------------------------------------------------- */
+
+static struct {
+    char symbol[64];
+    tack_hip_error error;
+    int countdown;
+} failures[16];
+
+static int injected(const char *symbol, tack_hip_error *r)
+{
+    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
+        if (failures[i].countdown > 0 && !strcmp(failures[i].symbol, symbol) && --failures[i].countdown == 0) {
+            *r = failures[i].error;
+            COUNT(injected_failures);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int env_int(const char *name, int fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end;
+    long x = strtol(v, &end, 0);
+    return *end ? fallback : (int)x;
+}
+
+static void configure(void)
+{
+    if (configured)
+        return;
+    configured = 1;
+    n_devices = env_int("TACK_SIM_HIP_DEVICES", 2);
+    if (n_devices < 0)
+        n_devices = 0;
+    if (n_devices > MAX_DEVICES)
+        n_devices = MAX_DEVICES;
+    version = env_int("TACK_SIM_HIP_VERSION", 60200000);
+}
+
+static int rocm5(void) { return version / 10000000 < 6; }
+
+/* Every entry point takes the lock and may be told to fail; a failure also
+ * becomes the thread's last error, as in the real runtime. */
+#define ENTER()                                                                                               \
+    tack_hip_error r_ = TACK_HIP_SUCCESS;                                                                     \
+    pthread_mutex_lock(&lock);                                                                                \
+    configure();                                                                                              \
+    if (injected(__func__, &r_))                                                                              \
+        goto out;                                                                                             \
+    if (!initialized && strcmp(__func__, "hipInit") && strcmp(__func__, "hipRuntimeGetVersion")) {            \
+        r_ = TACK_HIP_ERROR_NOT_INITIALIZED;                                                                  \
+        goto out;                                                                                             \
+    }
+#define RETURN(v)                                                                                             \
+    do {                                                                                                      \
+        r_ = (v);                                                                                             \
+        goto out;                                                                                             \
+    } while (0)
+#define LEAVE()                                                                                               \
+    out:                                                                                                      \
+    if (r_ != TACK_HIP_SUCCESS)                                                                               \
+        last_error = r_;                                                                                      \
+    pthread_mutex_unlock(&lock);                                                                              \
+    return r_
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (n == 0)
+        n = 1;
+    return (n + page - 1) / page * page;
+}
+
+static struct sim_alloc *find_alloc(uintptr_t addr, size_t n)
+{
+    for (struct sim_alloc *a = allocs; a; a = a->next)
+        if (addr >= a->base && addr - a->base < a->size && n <= a->size - (addr - a->base))
+            return a;
+    return NULL;
+}
+
+static int in_device_range(uintptr_t addr, size_t n)
+{
+    for (struct sim_alloc *a = allocs; a; a = a->next)
+        if (a->kind == K_DEVICE && addr < a->base + a->map_size && addr + n > a->base)
+            return 1;
+    return 0;
+}
+
+/* The host address of [addr, addr + n) as the GPU sees it (unified
+ * addressing): the storage of device memory, the address itself for host
+ * memory. NULL for a range that runs off a device allocation. */
+static char *bytes(uintptr_t addr, size_t n)
+{
+    struct sim_alloc *a = find_alloc(addr, n);
+    if (a)
+        return a->store + (addr - a->base);
+    if (in_device_range(addr, n))
+        return NULL;
+    return (char *)addr;
+}
+
+static tack_hip_error alloc_new(enum alloc_kind kind, size_t size, void **out)
+{
+    if (!out)
+        return TACK_HIP_ERROR_INVALID_VALUE;
+    if (size == 0) {
+        *out = NULL;
+        return TACK_HIP_SUCCESS; /* as hipMalloc does */
+    }
+    if (size > ((size_t)1 << 32))
+        return TACK_HIP_ERROR_OUT_OF_MEMORY;
+    size_t m = page_round(size);
+    void *store = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (store == MAP_FAILED)
+        return TACK_HIP_ERROR_OUT_OF_MEMORY;
+    void *va = store;
+    if (kind == K_DEVICE) {
+        va = mmap(NULL, m, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (va == MAP_FAILED) {
+            munmap(store, m);
+            return TACK_HIP_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    memset(store, 0xA5, size);
+    struct sim_alloc *a = calloc(1, sizeof *a);
+    if (!a) {
+        if (va != store)
+            munmap(va, m);
+        munmap(store, m);
+        return TACK_HIP_ERROR_OUT_OF_MEMORY;
+    }
+    a->kind = kind;
+    a->base = (uintptr_t)va;
+    a->size = size;
+    a->map_size = m;
+    a->store = store;
+    a->device = current_device;
+    a->next = allocs;
+    allocs = a;
+    COUNT(live_allocs);
+    *out = va;
+    return TACK_HIP_SUCCESS;
+}
+
+static tack_hip_error free_kind(void *ptr, int host)
+{
+    if (!ptr)
+        return TACK_HIP_SUCCESS;
+    for (struct sim_alloc **p = &allocs; *p; p = &(*p)->next) {
+        struct sim_alloc *a = *p;
+        if (a->base == (uintptr_t)ptr && (a->kind == K_PINNED) == host) {
+            *p = a->next;
+            if (a->kind == K_DEVICE)
+                munmap((void *)a->base, a->map_size);
+            munmap(a->store, a->map_size);
+            free(a);
+            UNCOUNT(live_allocs);
+            COUNT(frees);
+            return TACK_HIP_SUCCESS;
+        }
+    }
+    COUNT(invalid_frees);
+    return TACK_HIP_ERROR_INVALID_VALUE;
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+SIM_API tack_hip_error hipInit(unsigned int flags)
+{
+    ENTER();
+    COUNT(init);
+    if (flags)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    if (n_devices == 0)
+        RETURN(TACK_HIP_ERROR_NO_DEVICE);
+    initialized = 1;
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipRuntimeGetVersion(int *v)
+{
+    ENTER();
+    if (!v)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    *v = version;
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipGetDeviceCount(int *count)
+{
+    ENTER();
+    if (!count)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    *count = n_devices;
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipGetDevice(int *device)
+{
+    ENTER();
+    if (!device)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    *device = current_device;
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipSetDevice(int device)
+{
+    ENTER();
+    if (device < 0 || device >= n_devices)
+        RETURN(TACK_HIP_ERROR_INVALID_DEVICE);
+    COUNT(set_device);
+    current_device = device;
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipMalloc(void **ptr, size_t size)
+{
+    ENTER();
+    tack_hip_error r = alloc_new(K_DEVICE, size, ptr);
+    if (!r && size)
+        COUNT(allocs);
+    RETURN(r);
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipHostMalloc(void **ptr, size_t size, unsigned int flags)
+{
+    ENTER();
+    (void)flags;
+    tack_hip_error r = alloc_new(K_PINNED, size, ptr);
+    if (!r)
+        COUNT(host_allocs);
+    RETURN(r);
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipMallocManaged(void **ptr, size_t size, unsigned int flags)
+{
+    ENTER();
+    (void)flags;
+    tack_hip_error r = alloc_new(K_MANAGED, size, ptr);
+    if (!r)
+        COUNT(managed_allocs);
+    RETURN(r);
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipFree(void *ptr)
+{
+    ENTER();
+    RETURN(free_kind(ptr, 0));
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipHostFree(void *ptr)
+{
+    ENTER();
+    RETURN(free_kind(ptr, 1));
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipMemset(void *dst, int value, size_t size)
+{
+    ENTER();
+    char *d = bytes((uintptr_t)dst, size);
+    if (!dst || !d)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    COUNT(memsets);
+    memset(d, value, size);
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipMemcpy(void *dst, const void *src, size_t size, int kind)
+{
+    ENTER();
+    if (kind < 0 || kind > 4)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    if (!size)
+        RETURN(TACK_HIP_SUCCESS);
+    char *d = bytes((uintptr_t)dst, size), *s = bytes((uintptr_t)src, size);
+    if (!dst || !src || !d || !s) {
+        COUNT(faults);
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    }
+    COUNT(copies);
+    memmove(d, s, size);
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipDeviceSynchronize(void)
+{
+    ENTER();
+    COUNT(device_syncs);
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipPointerGetAttributes(tack_hip_pointer_attributes *attr, const void *ptr)
+{
+    ENTER();
+    if (!attr || !ptr)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    COUNT(pointer_queries);
+    struct sim_alloc *a = find_alloc((uintptr_t)ptr, 1);
+    memset(attr, 0, sizeof *attr);
+    if (!a) {
+        if (rocm5())
+            RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+        attr->type = TACK_HIP6_MEMORY_TYPE_UNREGISTERED;
+        attr->device = -1;
+        RETURN(TACK_HIP_SUCCESS);
+    }
+    attr->device = a->device;
+    attr->devicePointer = (void *)a->base;
+    attr->hostPointer = a->kind == K_DEVICE ? NULL : (void *)a->base;
+    attr->isManaged = a->kind == K_MANAGED;
+    switch (a->kind) {
+    case K_DEVICE:
+        attr->type = rocm5() ? TACK_HIP5_MEMORY_TYPE_DEVICE : TACK_HIP6_MEMORY_TYPE_DEVICE;
+        break;
+    case K_PINNED:
+        attr->type = rocm5() ? TACK_HIP5_MEMORY_TYPE_HOST : TACK_HIP6_MEMORY_TYPE_HOST;
+        break;
+    case K_MANAGED:
+        /* ROCm 5 reports managed memory as device memory with isManaged set. */
+        attr->type = rocm5() ? TACK_HIP5_MEMORY_TYPE_DEVICE : TACK_HIP6_MEMORY_TYPE_MANAGED;
+        break;
+    }
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipGetLastError(void)
+{
+    pthread_mutex_lock(&lock);
+    tack_hip_error e = last_error;
+    last_error = TACK_HIP_SUCCESS;
+    pthread_mutex_unlock(&lock);
+    return e;
+}
+
+SIM_API const char *hipGetErrorString(tack_hip_error error)
+{
+    switch (error) {
+    case TACK_HIP_SUCCESS: return "no error";
+    case TACK_HIP_ERROR_INVALID_VALUE: return "invalid argument";
+    case TACK_HIP_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case TACK_HIP_ERROR_NOT_INITIALIZED: return "initialization error";
+    case TACK_HIP_ERROR_NO_DEVICE: return "no ROCm-capable device is detected";
+    case TACK_HIP_ERROR_INVALID_DEVICE: return "invalid device ordinal";
+    default: return "unknown error";
+    }
+}
+
+/* ---- test hooks ---------------------------------------------------------- */
+
+/* The counter called `name`, or -1 for an unknown name. */
+SIM_API long long tack_sim_hip_stats(const char *name)
+{
+    for (int i = 0; i < STAT_COUNT; i++)
+        if (name && !strcmp(name, stat_names[i]))
+            return atomic_load(&stats[i]);
+    return -1;
+}
+
+/* Makes the nth next call (1: the next one) of entry point `symbol` (its
+ * exported name, e.g. "hipMalloc") return `error`. Returns 0, or -1 when
+ * the table of pending failures is full. */
+SIM_API int tack_sim_hip_fail(const char *symbol, int error, int nth)
+{
+    pthread_mutex_lock(&lock);
+    int r = -1;
+    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
+        if (failures[i].countdown <= 0) {
+            snprintf(failures[i].symbol, sizeof failures[i].symbol, "%s", symbol);
+            failures[i].error = error;
+            failures[i].countdown = nth > 0 ? nth : 1;
+            r = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* The host storage behind [ptr, ptr + n) of an allocation, or NULL. */
+SIM_API void *tack_sim_hip_host_address(uint64_t ptr, size_t n)
+{
+    pthread_mutex_lock(&lock);
+    struct sim_alloc *a = find_alloc((uintptr_t)ptr, n);
+    void *p = a ? a->store + ((uintptr_t)ptr - a->base) : NULL;
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
+/* The device of the allocation that holds `ptr`, or -1. */
+SIM_API int tack_sim_hip_allocation_device(uint64_t ptr)
+{
+    pthread_mutex_lock(&lock);
+    struct sim_alloc *a = find_alloc((uintptr_t)ptr, 1);
+    int d = a ? a->device : -1;
+    pthread_mutex_unlock(&lock);
+    return d;
+}
