@@ -1,0 +1,409 @@
+/* Bad input at every fallible C entry point: NULL pointers where an object
+ * or an out-parameter is needed, out-of-range values, sizes that overflow.
+ * Each call must return the documented status with a message, and change
+ * nothing: no object made or lost, *out untouched.
+ *
+ * Each call runs first in a child process, so that a crash is reported as
+ * one failed check instead of ending the file; only a call that survives
+ * there is repeated here, where its effect on the live counters and on
+ * *out is checked. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tack/kernel.h"
+#include "tack/tack.h"
+
+/* A request for absurd sizes must come back as TACK_ENOMEM, not stop the
+ * process: AddressSanitizer's allocator aborts on one unless told not to. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+/* Known defects, named by the call's source text: such a check reports
+ * "known defect" instead of failing, and fails once the defect is gone, so
+ * that the entry is removed here (as a strict expected failure would). */
+static const char *const known[] = {
+    /* NULL out-parameters are written through instead of refused */
+    "tack_dtype_from_name(\"float32\", NULL)",
+    "tack_dtype_from_dlpack(kDLFloat, 32, 1, NULL)",
+    "tack_dtype_to_dlpack(TACK_F32, NULL, &e->bits)",
+    "tack_dtype_to_dlpack(TACK_F32, &e->code, NULL)",
+    "tack_device_for_dlpack((DLDevice){kDLCPU, 0}, NULL)",
+    "tack_array_to_dlpack(e->a, NULL)",
+    "tack_array_to_dlpack_versioned(e->a, NULL)",
+    NULL,
+};
+
+static int is_known(const char *call)
+{
+    for (int i = 0; known[i]; i++)
+        if (!strcmp(known[i], call))
+            return 1;
+    return 0;
+}
+
+static long counts[3];
+
+static void snapshot(long *c)
+{
+    c[0] = tack_array_live_count();
+    c[1] = tack_buffer_live_count();
+    c[2] = tack_dlpack_live_exports();
+}
+
+/* 0: the child returned `want` with a message; 1: another status (in
+ * *got); 2: it crashed (signal in *got). */
+static int in_child(tack_status (*call)(void *), void *ctx, tack_status want, int *got, int quiet)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (quiet && !freopen("/dev/null", "w", stderr))
+            _exit(3);
+        tack_status st = call(ctx);
+        _exit(st == want && tack_last_error()[0] ? 0 : 10 + (int)st);
+    }
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid) {
+        *got = -1;
+        return 2;
+    }
+    if (WIFSIGNALED(ws)) {
+        *got = WTERMSIG(ws);
+        return 2;
+    }
+    int code = WEXITSTATUS(ws);
+    if (code == 0)
+        return 0;
+    if (code < 10 || code > 10 + TACK_ENOMEM) {
+        *got = -code; /* a sanitizer's report, or an exit from inside Tack */
+        return 2;
+    }
+    *got = code - 10;
+    return 1;
+}
+
+static void refused(const char *file, int line, const char *text, tack_status (*call)(void *), void *ctx,
+                    tack_status want)
+{
+    int got = 0;
+    int known_defect = is_known(text);
+    int outcome = in_child(call, ctx, want, &got, known_defect);
+    if (outcome != 0) {
+        if (known_defect) {
+            printf("known defect: %s\n", text);
+            return;
+        }
+        if (outcome == 2 && got >= 0)
+            fprintf(stderr, "%s:%d: %s crashed (signal %d); expected %s\n", file, line, text, got,
+                    tack_status_name(want));
+        else if (outcome == 2)
+            fprintf(stderr, "%s:%d: %s ended the process (exit status %d, a sanitizer report above?); expected %s\n",
+                    file, line, text, -got, tack_status_name(want));
+        else if (got == TACK_OK)
+            fprintf(stderr, "%s:%d: %s succeeded; expected %s\n", file, line, text, tack_status_name(want));
+        else
+            fprintf(stderr, "%s:%d: %s returned %s (or no message); expected %s\n", file, line, text,
+                    tack_status_name((tack_status)got), tack_status_name(want));
+        check_failures++;
+        return;
+    }
+    if (known_defect) {
+        fprintf(stderr, "%s:%d: %s now behaves: remove it from the known defects\n", file, line, text);
+        check_failures++;
+        return;
+    }
+    long before[3], after[3];
+    snapshot(before);
+    tack_status st = call(ctx);
+    snapshot(after);
+    if (st != want) {
+        fprintf(stderr, "%s:%d: %s returned %s here but %s in a child\n", file, line, text, tack_status_name(st),
+                tack_status_name(want));
+        check_failures++;
+    }
+    if (memcmp(before, after, sizeof before)) {
+        fprintf(stderr, "%s:%d: %s changed the live counts (arrays %ld->%ld, buffers %ld->%ld, exports %ld->%ld)\n",
+                file, line, text, before[0], after[0], before[1], after[1], before[2], after[2]);
+        check_failures++;
+    }
+}
+
+/* Everything the calls below use; filled once. */
+struct env {
+    tack_device *cpu;
+    tack_array *a;    /* f32 (4,), writable */
+    tack_array *ro;   /* f32 (4,), read-only, over a's memory */
+    tack_kernel *k;   /* void f(tack_index i, float *x) */
+    tack_buffer *buf; /* a's buffer */
+    /* out-parameters, preset to a sentinel and checked untouched */
+    tack_device *dv;
+    tack_buffer *bo;
+    tack_array *ao;
+    tack_kernel *ko;
+    DLManagedTensor *m;
+    DLManagedTensorVersioned *mv;
+    tack_dtype dt;
+    uint8_t code, bits;
+    const char *text;
+    size_t size;
+    tack_exported_memory em;
+    tack_kernel_param kp;
+};
+
+#define SENTINEL(type) ((type)(uintptr_t)0x5e17)
+
+static void preset(struct env *e)
+{
+    e->dv = SENTINEL(tack_device *);
+    e->bo = SENTINEL(tack_buffer *);
+    e->ao = SENTINEL(tack_array *);
+    e->ko = SENTINEL(tack_kernel *);
+    e->m = SENTINEL(DLManagedTensor *);
+    e->mv = SENTINEL(DLManagedTensorVersioned *);
+    e->dt = (tack_dtype)77;
+    e->code = e->bits = 0xEE;
+    e->text = SENTINEL(const char *);
+    e->size = 0x5e17;
+}
+
+static int untouched(const struct env *e)
+{
+    return e->dv == SENTINEL(tack_device *) && e->bo == SENTINEL(tack_buffer *) && e->ao == SENTINEL(tack_array *) &&
+           e->ko == SENTINEL(tack_kernel *) && e->m == SENTINEL(DLManagedTensor *) &&
+           e->mv == SENTINEL(DLManagedTensorVersioned *) && e->dt == (tack_dtype)77 && e->code == 0xEE &&
+           e->bits == 0xEE && e->text == SENTINEL(const char *) && e->size == 0x5e17;
+}
+
+static int64_t shape4[1] = {4};
+static int64_t shape_neg[2] = {2, -1};
+static int64_t shape_overflow[2] = {INT64_MAX, 4};
+static int64_t shape_2x3[2] = {2, 3};
+
+#define CASES(X)                                                                                                  \
+    /* dtype.h */                                                                                                 \
+    X(TACK_ETYPE, tack_dtype_from_name(NULL, &e->dt))                                                             \
+    X(TACK_ETYPE, tack_dtype_from_name("float16", &e->dt))                                                        \
+    X(TACK_ETYPE, tack_dtype_from_name("", &e->dt))                                                               \
+    X(TACK_EVALUE, tack_dtype_from_name("float32", NULL))                                                         \
+    X(TACK_ETYPE, tack_dtype_from_dlpack(kDLFloat, 16, 1, &e->dt))                                                \
+    X(TACK_ETYPE, tack_dtype_from_dlpack(kDLFloat, 32, 0, &e->dt))                                                \
+    X(TACK_EVALUE, tack_dtype_from_dlpack(kDLFloat, 32, 1, NULL))                                                 \
+    X(TACK_ETYPE, tack_dtype_to_dlpack((tack_dtype)-1, &e->code, &e->bits))                                       \
+    X(TACK_ETYPE, tack_dtype_to_dlpack(TACK_NDTYPES, &e->code, &e->bits))                                         \
+    X(TACK_EVALUE, tack_dtype_to_dlpack(TACK_F32, NULL, &e->bits))                                                \
+    X(TACK_EVALUE, tack_dtype_to_dlpack(TACK_F32, &e->code, NULL))                                                \
+    /* device.h */                                                                                                \
+    X(TACK_EVALUE, tack_device_open(NULL, NULL, 0, &e->dv))                                                       \
+    X(TACK_EVALUE, tack_device_open("", NULL, 0, &e->dv))                                                         \
+    X(TACK_EVALUE, tack_device_open("cpu:", NULL, 0, &e->dv))                                                     \
+    X(TACK_EVALUE, tack_device_open("cpu:-1", NULL, 0, &e->dv))                                                   \
+    X(TACK_EVALUE, tack_device_open("cpu:99999999999999999999", NULL, 0, &e->dv))                                 \
+    X(TACK_EVALUE, tack_device_open("cpu", NULL, 1, &e->dv))                                                      \
+    X(TACK_EVALUE, tack_device_open("cpu", &(tack_option){NULL, NULL, 0}, 1, &e->dv))                             \
+    X(TACK_EVALUE, tack_device_open("cpu", NULL, 0, NULL))                                                        \
+    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){(DLDeviceType)12345, 0}, &e->dv))                            \
+    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){kDLMetal, 0}, &e->dv))                                       \
+    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){kDLCPU, 0}, NULL))                                           \
+    X(TACK_EVALUE, tack_device_synchronize(NULL))                                                                 \
+    /* buffer.h */                                                                                                \
+    X(TACK_EVALUE, tack_buffer_alloc(NULL, 4, 0, &e->bo))                                                         \
+    X(TACK_EVALUE, tack_buffer_alloc(e->cpu, 4, 0, NULL))                                                         \
+    X(TACK_ENOMEM, tack_buffer_alloc(e->cpu, SIZE_MAX / 2, 0, &e->bo))                                            \
+    X(TACK_EVALUE, tack_buffer_wrap(NULL, e, 4, NULL, NULL, &e->bo))                                              \
+    X(TACK_EVALUE, tack_buffer_wrap(e->cpu, e, 4, NULL, NULL, NULL))                                              \
+    X(TACK_EVALUE, tack_buffer_share(NULL))                                                                       \
+    /* array.h */                                                                                                 \
+    X(TACK_EVALUE, tack_array_empty(NULL, TACK_F32, 1, shape4, 0, &e->ao))                                        \
+    X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, 1, shape4, 0, NULL))                                        \
+    X(TACK_ETYPE, tack_array_empty(e->cpu, (tack_dtype)-1, 1, shape4, 0, &e->ao))                                 \
+    X(TACK_ETYPE, tack_array_empty(e->cpu, TACK_NDTYPES, 1, shape4, 0, &e->ao))                                   \
+    X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, -1, shape4, 0, &e->ao))                                     \
+    X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, TACK_MAX_NDIM + 1, shape4, 0, &e->ao))                      \
+    X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, 1, NULL, 0, &e->ao))                                        \
+    X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, 2, shape_neg, 0, &e->ao))                                   \
+    X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, 2, shape_overflow, 0, &e->ao))                              \
+    X(TACK_ENOMEM, tack_array_empty(e->cpu, TACK_U8, 1, (int64_t[]){INT64_MAX / 2}, 0, &e->ao))                   \
+    X(TACK_EVALUE, tack_array_from_buffer(NULL, TACK_F32, 1, shape4, 1, &e->ao))                                  \
+    X(TACK_EVALUE, tack_array_from_buffer(e->buf, TACK_F32, 1, shape4, 1, NULL))                                  \
+    X(TACK_EVALUE, tack_array_from_buffer(e->buf, TACK_F64, 1, shape4, 1, &e->ao))                                \
+    X(TACK_EVALUE, tack_array_from_buffer(e->buf, TACK_F32, 2, shape_2x3, 1, &e->ao))                             \
+    X(TACK_ETYPE, tack_array_from_buffer(e->buf, (tack_dtype)99, 1, shape4, 1, &e->ao))                           \
+    X(TACK_EVALUE, tack_array_wrap(NULL, 4096, TACK_F32, 1, shape4, 0, &e->ao))                                   \
+    X(TACK_EVALUE, tack_array_wrap(e->cpu, 4096, TACK_F32, 1, shape4, 0, NULL))                                   \
+    X(TACK_EVALUE, tack_array_wrap(e->cpu, 0, TACK_F32, 1, shape4, 0, &e->ao))                                    \
+    X(TACK_EVALUE, tack_array_wrap(e->cpu, 4096, TACK_F32, 2, shape_overflow, 0, &e->ao))                         \
+    X(TACK_ETYPE, tack_array_wrap(e->cpu, 4096, (tack_dtype)-3, 1, shape4, 0, &e->ao))                            \
+    X(TACK_EVALUE, tack_array_reshape(NULL, 1, shape4, &e->ao))                                                   \
+    X(TACK_EVALUE, tack_array_reshape(e->a, 1, shape4, NULL))                                                     \
+    X(TACK_EVALUE, tack_array_reshape(e->a, 1, NULL, &e->ao))                                                     \
+    X(TACK_EVALUE, tack_array_reshape(e->a, -1, shape4, &e->ao))                                                  \
+    X(TACK_EVALUE, tack_array_reshape(e->a, 2, shape_2x3, &e->ao))                                                \
+    X(TACK_EVALUE, tack_array_reshape(e->a, 2, (int64_t[]){-1, -1}, &e->ao))                                      \
+    X(TACK_EVALUE, tack_array_reshape(e->a, 2, (int64_t[]){-1, 0}, &e->ao))                                       \
+    X(TACK_EVALUE, tack_array_reshape(e->a, 2, shape_overflow, &e->ao))                                           \
+    X(TACK_EVALUE, tack_array_copy_to_host(NULL, &e->size, 0))                                                    \
+    X(TACK_EVALUE, tack_array_copy_to_host(e->a, NULL, 16))                                                       \
+    X(TACK_EVALUE, tack_array_copy_to_host(e->a, &e->em, 15))                                                     \
+    X(TACK_EVALUE, tack_array_copy_from_host(NULL, &e->em, 16))                                                   \
+    X(TACK_EVALUE, tack_array_copy_from_host(e->a, NULL, 16))                                                     \
+    X(TACK_EVALUE, tack_array_copy_from_host(e->a, &e->em, 17))                                                   \
+    X(TACK_ERUNTIME, tack_array_copy_from_host(e->ro, &e->em, 16))                                                \
+    X(TACK_EVALUE, tack_array_fill(NULL, &e->size))                                                               \
+    X(TACK_EVALUE, tack_array_fill(e->a, NULL))                                                                   \
+    X(TACK_ERUNTIME, tack_array_fill(e->ro, &e->size))                                                            \
+    X(TACK_EVALUE, tack_array_to_device(NULL, e->cpu, &e->ao))                                                    \
+    X(TACK_EVALUE, tack_array_to_device(e->a, NULL, &e->ao))                                                      \
+    X(TACK_EVALUE, tack_array_to_device(e->a, e->cpu, NULL))                                                      \
+    X(TACK_EVALUE, tack_array_export_memory(NULL, &e->em))                                                        \
+    X(TACK_EVALUE, tack_array_export_memory(e->a, NULL))                                                          \
+    X(TACK_ERUNTIME, tack_array_export_memory(e->a, &e->em))                                                      \
+    /* exchange.h */                                                                                              \
+    X(TACK_EVALUE, tack_array_to_dlpack(NULL, &e->m))                                                             \
+    X(TACK_EVALUE, tack_array_to_dlpack(e->a, NULL))                                                              \
+    X(TACK_EVALUE, tack_array_to_dlpack_versioned(NULL, &e->mv))                                                  \
+    X(TACK_EVALUE, tack_array_to_dlpack_versioned(e->a, NULL))                                                    \
+    X(TACK_EVALUE, tack_array_from_dlpack(NULL, NULL, NULL, &e->ao))                                              \
+    X(TACK_EVALUE, tack_array_from_dlpack_versioned(NULL, NULL, NULL, &e->ao, NULL))                              \
+    /* kernel.h */                                                                                                \
+    X(TACK_EVALUE, tack_kernel_create(NULL, NULL, &e->ko))                                                        \
+    X(TACK_EVALUE, tack_kernel_create("void f(tack_index i) { }", NULL, NULL))                                    \
+    X(TACK_EVALUE, tack_kernel_create("", NULL, &e->ko))                                                          \
+    X(TACK_EVALUE, tack_kernel_create("void f(tack_index i) { }", "g", &e->ko))                                   \
+    X(TACK_EVALUE, tack_kernel_create("int f(tack_index i) { return 0; }", NULL, &e->ko))                         \
+    X(TACK_EVALUE, tack_kernel_create("void f(int i) { }", NULL, &e->ko))                                         \
+    X(TACK_ETYPE, tack_kernel_create("void f(tack_index i, char *c) { }", NULL, &e->ko))                          \
+    X(TACK_EVALUE, tack_kernel_compile(NULL, NULL, e->cpu, &e->ko))                                               \
+    X(TACK_EVALUE, tack_kernel_build(NULL, e->cpu))                                                               \
+    X(TACK_EVALUE, tack_kernel_build(e->k, NULL))                                                                 \
+    X(TACK_EVALUE, tack_kernel_launch(NULL, e->cpu, 1, &(tack_arg){TACK_ARG_ARRAY, TACK_F32, {.array = e->a}}, 1)) \
+    X(TACK_EVALUE, tack_kernel_launch(e->k, NULL, 1, NULL, 1))                                                    \
+    X(TACK_ETYPE, tack_kernel_launch(e->k, NULL, 1, NULL, 0))                                                     \
+    X(TACK_EVALUE, tack_kernel_launch(e->k, NULL, -1, &(tack_arg){TACK_ARG_ARRAY, TACK_F32, {.array = e->a}}, 1)) \
+    X(TACK_EVALUE, tack_kernel_launch(e->k, NULL, 1, &(tack_arg){TACK_ARG_ARRAY, TACK_F32, {.array = e->ro}}, 1)) \
+    X(TACK_ETYPE, tack_kernel_launch(e->k, NULL, 1, &(tack_arg){TACK_ARG_SCALAR, TACK_F32, {.f32 = 1}}, 1))       \
+    X(TACK_ETYPE, tack_kernel_launch(e->k, NULL, 1, &(tack_arg){TACK_ARG_ARRAY, TACK_F32, {.array = NULL}}, 1))   \
+    X(TACK_EVALUE, tack_kernel_call(NULL, NULL, 0))                                                               \
+    X(TACK_EVALUE, tack_kernel_call(e->k, NULL, 1))                                                               \
+    X(TACK_EVALUE, tack_kernel_param_info(NULL, 0, &e->kp))                                                       \
+    X(TACK_EVALUE, tack_kernel_param_info(e->k, 0, NULL))                                                         \
+    X(TACK_EVALUE, tack_kernel_param_info(e->k, 1, &e->kp))                                                       \
+    X(TACK_EVALUE, tack_kernel_param_info(e->k, -1, &e->kp))                                                      \
+    X(TACK_EVALUE, tack_kernel_generated_source(NULL, "cpu", &e->text))                                           \
+    X(TACK_EVALUE, tack_kernel_generated_source(e->k, NULL, &e->text))                                            \
+    X(TACK_EVALUE, tack_kernel_generated_source(e->k, "cpu", NULL))                                               \
+    X(TACK_EVALUE, tack_kernel_generated_source(e->k, "tpu", &e->text))                                           \
+    X(TACK_EVALUE, tack_kernel_ptx(NULL, NULL, &e->text, &e->size))                                               \
+    X(TACK_EVALUE, tack_kernel_ptx(e->k, NULL, NULL, &e->size))                                                   \
+    X(TACK_EVALUE, tack_kernel_ptx(e->k, NULL, &e->text, NULL))
+
+/* Each case is one branch of a dispatcher, so the expression is written once. */
+struct one_case {
+    const char *text;
+    tack_status want;
+};
+
+#define ENTRY(want, expr) {#expr, want},
+static const struct one_case cases[] = {CASES(ENTRY)};
+#undef ENTRY
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static int current;
+
+static tack_status dispatch(void *ctx)
+{
+    struct env *e = ctx;
+    int i = 0;
+#define BRANCH(want, expr)                                                                                        \
+    if (i++ == current)                                                                                           \
+        return (expr);
+    CASES(BRANCH)
+#undef BRANCH
+    return TACK_OK;
+}
+
+static struct env env;
+
+static void setup(void)
+{
+    struct env *e = &env;
+    CHECK_OK(tack_device_open("cpu", NULL, 0, &e->cpu));
+    CHECK_OK(tack_array_empty(e->cpu, TACK_F32, 1, shape4, 0, &e->a));
+    CHECK_OK(tack_array_wrap(e->cpu, (uint64_t)(uintptr_t)tack_array_data(e->a), TACK_F32, 1, shape4, 0, &e->ro));
+    CHECK_OK(tack_kernel_create("void f(tack_index i, float *x) { x[i] = 1.0f; }", NULL, &e->k));
+    e->buf = tack_array_buffer(e->a);
+}
+
+static void test_every_bad_call_is_refused(void)
+{
+    for (current = 0; current < NCASES; current++) {
+        preset(&env);
+        refused(__FILE__, __LINE__, cases[current].text, dispatch, &env, cases[current].want);
+        if (!untouched(&env) && !is_known(cases[current].text)) {
+            fprintf(stderr, "%s: a refused call wrote an out-parameter\n", cases[current].text);
+            check_failures++;
+        }
+    }
+    printf("%d bad calls\n", NCASES);
+}
+
+static void test_statuses_never_fail(void)
+{
+    CHECK(tack_status_name((tack_status)99) != NULL);
+    CHECK(tack_status_name((tack_status)-1) != NULL);
+    CHECK(tack_dtype_size((tack_dtype)-1) == 0 && tack_dtype_size(TACK_NDTYPES) == 0);
+    CHECK(tack_dtype_name((tack_dtype)-1) == NULL && tack_dtype_name(TACK_NDTYPES) == NULL);
+    CHECK(tack_dtype_short_name((tack_dtype)1000) == NULL && tack_dtype_c_type((tack_dtype)1000) == NULL);
+    CHECK(tack_backend_options(NULL) == NULL && tack_backend_options("tpu") == NULL);
+    /* the NULL-accepting releases */
+    tack_array_release(NULL);
+    tack_buffer_release(NULL);
+    tack_device_release(NULL);
+    tack_kernel_release(NULL);
+    CHECK(tack_array_retain(NULL) == NULL && tack_buffer_retain(NULL) == NULL);
+    CHECK(tack_device_retain(NULL) == NULL && tack_kernel_retain(NULL) == NULL);
+}
+
+/* The message of a failure belongs to the thread that failed: a later
+ * success leaves it, another thread's failure does not replace it. */
+static void *fail_elsewhere(void *unused)
+{
+    (void)unused;
+    tack_device *d;
+    tack_device_open("elsewhere", NULL, 0, &d);
+    return NULL;
+}
+
+static void test_error_message_is_per_thread(void)
+{
+    tack_device *d;
+    CHECK_STATUS(tack_device_open("tpu", NULL, 0, &d), TACK_EVALUE);
+    char mine[256];
+    snprintf(mine, sizeof mine, "%s", tack_last_error());
+    CHECK(strstr(mine, "tpu") != NULL);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fail_elsewhere, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK(!strcmp(tack_last_error(), mine));
+}
+
+int main(void)
+{
+    long start[3];
+    snapshot(start);
+    setup();
+    RUN(test_every_bad_call_is_refused);
+    RUN(test_statuses_never_fail);
+    RUN(test_error_message_is_per_thread);
+    tack_kernel_release(env.k);
+    tack_array_release(env.ro);
+    tack_array_release(env.a);
+    tack_device_release(env.cpu);
+    snapshot(counts);
+    CHECK(!memcmp(start, counts, sizeof start));
+    CHECK_DONE();
+}
