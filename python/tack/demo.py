@@ -6,7 +6,9 @@ crossing costs. Sections are plain functions listed in SECTIONS; add new
 ones there.
 """
 
+import os
 import sys
+import tempfile
 import timeit
 
 import numpy as np
@@ -91,7 +93,118 @@ def lifetime():
     say("NumPy source gone; Tack still reads", f"{v.to_numpy().ravel().tolist()}  (the import holds it)")
 
 
-SECTIONS = [numpy_exchange, torch_exchange, lifetime]
+def kernel_in_place():
+    if not hasattr(tack, "Kernel"):
+        section("A Tack kernel on NumPy memory: skipped, this build has no kernels")
+        return
+    section("A Tack kernel on NumPy memory")
+    scale = tack.Kernel("void scale_add(tack_index i, float a, float b, float *v) { v[i] = a * v[i] + b; }")
+    say("kernel", scale.signature)
+    n = np.arange(6, dtype=np.float32)
+    a = tack.from_dlpack(n)
+    show("NumPy array -> Tack array", n.ctypes.data, a.ptr)
+    scale(10.0, 1.0, a)  # over i in [0, a.size): the first array it stores to
+    say("scale_add(10.0, 1.0, a); NumPy now sees", n.tolist())
+    frozen = np.ones(3, np.float32)
+    frozen.flags.writeable = False
+    try:
+        scale(1.0, 1.0, tack.from_dlpack(frozen))
+    except ValueError as exc:
+        say("a read-only import is refused", f"ValueError: {str(exc)[:60]}...")
+    cost("1-element kernel launch", lambda x: scale(2.0, 0.0, x), tack.zeros(1))
+
+
+RADIUS_KERNEL = """
+void radius2(tack_index i, int64_t nx, int64_t ny, double cx, double cy, double cz, float *out) {
+    int64_t x = i % nx, y = (i / nx) % ny, z = i / (nx * ny);
+    double dx = (double)x - cx, dy = (double)y - cy, dz = (double)z - cz;
+    out[i] = (float)(dx * dx + dy * dy + dz * dz);
+}
+"""
+
+
+def vtk_bridge():
+    """(vtk_to_array, array_to_vtk, label): tack.interop.vtk when this VTK has
+    vtkmodules.util.dlpack_support; otherwise the same zero-copy crossing
+    spelled out through VTK's NumPy bridge and DLPack."""
+    from vtkmodules.util import numpy_support
+
+    try:
+        import vtkmodules.util.dlpack_support  # noqa: F401
+    except ImportError:
+
+        def vtk_to_array(vtk_array):
+            # numpy_support's view keeps the VTK array alive; the import keeps the view.
+            return tack.from_dlpack(numpy_support.vtk_to_numpy(vtk_array))
+
+        def array_to_vtk(array, name=None):
+            # numpy_to_vtk keeps the view alive; the view pins Tack's export.
+            vtk_array = numpy_support.numpy_to_vtk(np.from_dlpack(array), deep=False)
+            vtk_array.SetName(name)
+            return vtk_array
+
+        return vtk_to_array, array_to_vtk, "this VTK has no dlpack_support: through VTK's NumPy bridge"
+    from tack.interop import vtk as tvtk
+
+    return tvtk.vtk_to_array, tvtk.array_to_vtk, "tack.interop.vtk"
+
+
+def vtk_exchange():
+    try:
+        from vtkmodules.util import numpy_support
+        from vtkmodules.vtkCommonCore import VTK_FLOAT, vtkVersion
+        from vtkmodules.vtkCommonDataModel import vtkImageData
+        from vtkmodules.vtkIOXML import vtkXMLImageDataWriter
+    except ImportError:
+        section("VTK <-> Tack: skipped, VTK is not installed (pip install vtk)")
+        return
+    if not hasattr(tack, "Kernel"):
+        section("VTK <-> Tack: skipped, this build of Tack has no kernels")
+        return
+    vtk_to_array, array_to_vtk, how = vtk_bridge()
+    section(f"VTK {vtkVersion.GetVTKVersion()} <-> Tack ({how})")
+
+    def address(vtk_array):
+        return numpy_support.vtk_to_numpy(vtk_array).ctypes.data
+
+    nx, ny, nz = 64, 48, 32
+    image = vtkImageData()
+    image.SetDimensions(nx, ny, nz)
+    image.AllocateScalars(VTK_FLOAT, 1)
+    scalars = image.GetPointData().GetScalars()
+    r2 = vtk_to_array(scalars)
+    show("image scalars -> Tack array", address(scalars), r2.ptr)
+
+    cx, cy, cz = (nx - 1) / 2, (ny - 1) / 2, (nz - 1) / 2
+    tack.Kernel(RADIUS_KERNEL).launch(r2.size, nx, ny, cx, cy, cz, r2)
+    radius = array_to_vtk(r2, name="radius2")
+    image.GetPointData().AddArray(radius)
+    show("Tack array -> VTK array 'radius2'", r2.ptr, address(radius))
+
+    # x varies fastest in VTK's point order: index = x + nx * (y + ny * z)
+    z, y, x = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    expected = ((x - cx) ** 2 + (y - cy) ** 2 + (z - cz) ** 2).astype(np.float32).ravel()
+    same = np.array_equal(numpy_support.vtk_to_numpy(radius), expected)
+    say("kernel's squared radius == NumPy's", f"{same}  ({r2.size} points, {nx}x{ny}x{nz})")
+    if not same:
+        raise SystemExit("the kernel's squared radius differs from NumPy's")
+
+    path = os.path.join(tempfile.mkdtemp(prefix="tack-demo-"), "radius.vti")
+    writer = vtkXMLImageDataWriter()
+    writer.SetFileName(path)
+    writer.SetInputData(image)
+    if writer.Write() != 1:
+        raise SystemExit(f"VTK could not write {path}")
+    say("written", f"{path} ({os.path.getsize(path)} bytes)")
+
+    r2.fill(1.5)
+    say("r2.fill(1.5); VTK's two arrays see", f"scalars[0] = {scalars.GetValue(0)}, radius2[0] = {radius.GetValue(0)}")
+
+    cost("vtk_to_array(vtk_array)", vtk_to_array, scalars)
+    cost("array_to_vtk(tack_array)", array_to_vtk, r2)
+
+
+SECTIONS = [numpy_exchange, torch_exchange, lifetime, kernel_in_place, vtk_exchange]
 
 
 def main(argv=None):
