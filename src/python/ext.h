@@ -81,6 +81,9 @@ int tack_py_dlpack_init(PyObject *module);
 int tack_py_device_init(PyObject *module);
 int tack_py_dtype_init(PyObject *module);
 int tack_py_array_init(PyObject *module);
+/* Cross-process arrays (src/python/ipc.c): tack.import_memory and the
+ * descriptor-passing helpers. */
+int tack_py_ipc_init(PyObject *module);
 /* Kernels (src/python/kernel/); registers tack.Kernel. */
 int tack_py_kernel_init(PyObject *module);
 

@@ -435,7 +435,7 @@ PyMODINIT_FUNC PyInit__tack(void)
     if (!TackExportedMemory_Type || PyModule_AddObjectRef(m, "ExportedMemory", (PyObject *)TackExportedMemory_Type) < 0)
         goto fail;
     if (tack_py_dtype_init(m) < 0 || tack_py_device_init(m) < 0 || tack_py_array_init(m) < 0 ||
-        tack_py_dlpack_init(m) < 0 || tack_py_kernel_init(m) < 0)
+        tack_py_dlpack_init(m) < 0 || tack_py_kernel_init(m) < 0 || tack_py_ipc_init(m) < 0)
         goto fail;
     if (PyModule_AddStringConstant(m, "__version__", TACK_VERSION_STRING) < 0)
         goto fail;
