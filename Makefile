@@ -7,7 +7,12 @@ MESON := $(VENV)/bin/meson
 BUILD := build
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv build install ctest pytest test demo bench clean help
+.PHONY: all venv sysdeps build install ctest pytest test demo bench clean help
+
+# Debian packages: a C compiler; clang for the fuzzer; the Level Zero and HIP
+# headers, against which tests check our driver declarations (they skip
+# where the headers are absent). Installed only when missing and root.
+SYSDEPS := gcc clang libclang-rt-14-dev libze-dev libamdhip64-dev
 
 all: install
 
@@ -17,8 +22,18 @@ help:
 	@echo "make install (re)build the extension into $(VENV)"
 	@echo "make ctest   C tests only;  make pytest  Python tests only;  make bench  benchmarks"
 
+sysdeps:
+	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing$$missing"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) || \
+				echo "could not install$$missing: the tests that need them skip"; \
+		else echo "missing$$missing (not root): the tests that need them skip"; fi; \
+	fi
+
 $(VENV)/.stamp: requirements-dev.txt
-	@command -v cc >/dev/null || (apt-get update && apt-get install -y gcc)
+	@$(MAKE) --no-print-directory sysdeps
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
@@ -44,7 +59,7 @@ ctest: $(BUILD)/ctest/build.ninja
 pytest: install
 	cd tests/python && ../../$(PY) -m pytest -q -p no:cacheprovider .
 
-test: ctest pytest
+test: ctest pytest fuzz-corpus
 
 demo: install
 	$(PY) -m tack.demo
@@ -54,3 +69,27 @@ bench: install
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- hardening: the DLPack import fuzzer and the long stress runs
+# make fuzz         fuzz the C DLPack import for FUZZ_SECONDS (default 60);
+#                   new inputs go to build/fuzz/corpus, crashes to build/fuzz/artifacts
+# make fuzz-corpus  run the committed seed corpus once (skips without clang)
+# make stress       1,000,000-exchange soak, 10 s of threads, ThreadSanitizer,
+#                   the C tests and the soak under valgrind
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS ?=
+FUZZ_BIN := $(BUILD)/fuzz/fuzz_import
+
+.PHONY: fuzz fuzz-corpus stress
+
+fuzz:
+	@tests/fuzz/build.sh $(FUZZ_BIN) || { echo "fuzz: cannot build the fuzzer (above)"; exit 1; }
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/artifacts
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -timeout=20 -print_final_stats=1 \
+		-artifact_prefix=$(BUILD)/fuzz/artifacts/ $(FUZZ_FLAGS) $(BUILD)/fuzz/corpus tests/fuzz/corpus
+
+fuzz-corpus:
+	@tests/fuzz/run_corpus.sh $(FUZZ_BIN)
+
+stress: install
+	STRESS_BUILD=$(BUILD) tests/stress/run.sh

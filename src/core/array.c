@@ -21,20 +21,22 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
         if (shape[i] == 0)
             zero = 1;
     }
-    /* A zero extent anywhere makes the product zero whatever the others are,
-     * but an absurd extent beside it is still refused below. */
+    /* A zero extent makes the size zero, but the product of the other
+     * extents must still be representable: a consumer computes strides. */
     for (int i = 0; i < ndim; i++) {
         uint64_t e = (uint64_t)shape[i];
-        if (e > (uint64_t)SIZE_MAX || (e && n > SIZE_MAX / e) || (zero && e > (uint64_t)INT64_MAX / 2))
+        /* Bound by INT64_MAX, not SIZE_MAX: extents and strides are int64_t
+         * in DLPack, and an export computes the strides of every extent. */
+        if (e > (uint64_t)INT64_MAX || (e && n > (size_t)INT64_MAX / e))
             return tack_error_set(TACK_EVALUE, "shape is too large: the element count overflows");
         if (e)
             n *= (size_t)e;
     }
-    if (zero)
-        n = 0;
     if (itemsize && n > ((size_t)INT64_MAX) / itemsize)
         return tack_error_set(TACK_EVALUE, "shape is too large: %zu elements of %zu bytes overflow", n,
                               itemsize);
+    if (zero)
+        n = 0;
     *size = n;
     *nbytes = n * itemsize;
     return TACK_OK;

@@ -164,6 +164,8 @@ tack_status tack_device_open(const char *name, const tack_option *options, size_
 
 tack_status tack_device_for_dlpack(DLDevice dl, tack_device **out)
 {
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_device_for_dlpack: out is NULL");
     /* The first backend in the table that wraps this device type. */
     for (int i = 0; tack_backends[i]; i++) {
         for (const DLDeviceType *t = tack_backends[i]->wraps; t && *t; t++) {

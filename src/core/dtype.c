@@ -27,6 +27,8 @@ const char *tack_dtype_c_type(tack_dtype d) { return valid(d) ? dtypes[d].c_type
 
 tack_status tack_dtype_from_name(const char *name, tack_dtype *out)
 {
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_dtype_from_name: out is NULL");
     if (name) {
         for (int d = 0; d < TACK_NDTYPES; d++) {
             if (!strcmp(name, dtypes[d].name) || !strcmp(name, dtypes[d].short_name)) {
@@ -43,6 +45,8 @@ tack_status tack_dtype_from_name(const char *name, tack_dtype *out)
 
 tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, tack_dtype *out)
 {
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_dtype_from_dlpack: out is NULL");
     if (lanes != 1)
         return tack_error_set(TACK_ETYPE,
                               "DLPack dtype with %u lanes has no Tack equivalent; only lanes == 1 (scalar "
@@ -62,6 +66,8 @@ tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, t
 
 tack_status tack_dtype_to_dlpack(tack_dtype d, uint8_t *code, uint8_t *bits)
 {
+    if (!code || !bits)
+        return tack_error_set(TACK_EVALUE, "tack_dtype_to_dlpack: code and bits must not be NULL");
     if (!valid(d))
         return tack_error_set(TACK_ETYPE, "dtype %d has no DLPack equivalent", (int)d);
     *code = dtypes[d].code;

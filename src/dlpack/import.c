@@ -126,7 +126,9 @@ static tack_status import_tensor(const DLTensor *t, int writable, tack_device *a
     st = choose_device(t->device, asked, fallback, &device, &owned);
     if (st != TACK_OK)
         return st;
-    void *data = (char *)t->data + t->byte_offset;
+    /* Integer arithmetic: NULL + 0 (a zero-size tensor, as PyTorch exports
+     * it) is undefined on pointers. */
+    void *data = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     tack_array *a;
     st = tack_array_wrap_memory(device, data, dtype, t->ndim, t->shape, size, nbytes, writable, &a);
     if (owned)

@@ -169,9 +169,14 @@ static PyObject *open_device(PyObject *name_obj, PyObject *kwargs)
                      Py_TYPE(name_obj)->tp_name);
         return NULL;
     }
-    const char *name = PyUnicode_AsUTF8(name_obj);
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(name_obj, &len);
     if (!name)
         return NULL;
+    if ((size_t)len != strlen(name)) {
+        PyErr_SetString(PyExc_ValueError, "device name contains a NUL character");
+        return NULL;
+    }
     tack_option opts[32];
     size_t n;
     PyObject *keep = PyList_New(0); /* keeps option name strings alive */

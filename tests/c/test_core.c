@@ -166,10 +166,11 @@ static void test_export_memory_unsupported(void)
     tack_device *d = cpu();
     int64_t shape[1] = {4};
     tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, shape, 1, &a));
+    CHECK_OK(tack_array_empty(d, TACK_F32, 1, shape, 0, &a)); /* not exportable */
     tack_exported_memory rec;
     CHECK_STATUS(tack_array_export_memory(a, &rec), TACK_ERUNTIME);
-    CHECK(!strcmp(tack_last_error(), "Backend cpu does not support memory export"));
+    const char *want = "Backend cpu does not support memory export";
+    CHECK(!strncmp(tack_last_error(), want, strlen(want)));
     tack_array_release(a);
     tack_device_release(d);
 }

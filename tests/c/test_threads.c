@@ -4,7 +4,7 @@
  * that made the object. Every producer deleter runs exactly once, every
  * count ends where it started, every thread keeps its own error message.
  *
- * TACK_THREADS_ITERATIONS sets the rounds per thread (default 1500); the
+ * TACK_THREADS_ITERATIONS sets the rounds per thread (default 10000); the
  * stress run builds this file with ThreadSanitizer and runs it longer. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -227,7 +227,7 @@ static void *work(void *arg)
 
 static void test_eight_threads(void)
 {
-    long rounds = 1500;
+    long rounds = 10000;
     const char *env = getenv("TACK_THREADS_ITERATIONS");
     if (env && atol(env) > 0)
         rounds = atol(env);
