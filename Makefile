@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Debian packages: a C compiler; clang for the fuzzer; the Level Zero and HIP
 # headers, against which tests check our driver declarations (they skip
 # where the headers are absent). Installed only when missing and root.
-SYSDEPS := gcc clang libclang-rt-14-dev libze-dev libamdhip64-dev
+SYSDEPS := gcc clang libclang-rt-14-dev libze-dev libamdhip64-dev openmpi-bin libopenmpi-dev
 
 all: install
 
