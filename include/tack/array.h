@@ -82,6 +82,90 @@ typedef struct tack_exported_memory {
  * with TACK_ERUNTIME "Backend <name> does not support memory export". */
 tack_status tack_array_export_memory(tack_array *array, tack_exported_memory *out);
 
+/* Maps memory that tack_array_export_memory exported, in this process or
+ * another one whose descriptor reached this one (SCM_RIGHTS, pidfd_getfd),
+ * as a new array of `dtype` and `shape` over the start of it. The
+ * descriptor stays the caller's: the cpu backend maps a duplicate, CUDA's
+ * driver import does not take it over, and the array unmaps what it mapped
+ * when it goes. cpu: the descriptor of an exportable host array (a memfd);
+ * cuda: one from cuMemExportToShareableHandle (a Tack export or another
+ * library's), mapped with cuMemImportFromShareableHandle, cuMemAddressReserve,
+ * cuMemMap and cuMemSetAccess. `device` NULL means the device the record
+ * names: its backend, and for CUDA the device whose UUID is device_uuid.
+ * The array is shared from the start (the exporter may touch the memory at
+ * any moment), and read-only when the descriptor allows reading only.
+ * Errors: TACK_EVALUE for a NULL exported or out, a record that is
+ * inconsistent (strings not terminated, a handle type other than
+ * "posix_fd", a negative handle, size > allocation_size), a shape whose
+ * bytes exceed exported->size, a device of another backend (or, for
+ * CUDA, with another UUID) than the record's, or a descriptor that is not
+ * such memory (closed, too small); TACK_ETYPE for a bad dtype; TACK_ERUNTIME
+ * for a backend without import or a driver or system failure; TACK_ENOMEM.
+ * On error *out is untouched and nothing stays mapped or open. */
+tack_status tack_array_import_memory(tack_device *device, const tack_exported_memory *exported, tack_dtype dtype,
+                                     int ndim, const int64_t *shape, tack_array **out);
+
+/* Passing an array to another process over a Unix-domain socket: one
+ * message carrying a tack_ipc_header and, as SCM_RIGHTS ancillary data, the
+ * array's exported descriptor. No pidfd or ptrace rights are needed, only
+ * the connected socket (socketpair, or a listening socket's peer). Both
+ * ends must be on the same host; the header is in the host's byte order.
+ * SOCK_STREAM and SOCK_SEQPACKET sockets both work. */
+#define TACK_IPC_MAGIC "TACKARR" /* with its NUL: 8 bytes */
+#define TACK_IPC_VERSION 1u
+#define TACK_IPC_READ_ONLY 1u /* flags: the sender's array is read-only */
+
+/* The wire header, version 1 (608 bytes, no padding). Every byte not set
+ * below is zero, shape entries past ndim included, so nothing of the
+ * sender's memory travels. A receiver refuses a version it does not know
+ * (newer or 0), a wrong magic, a header_size other than its version's, and
+ * sizes that do not agree (size != shape's bytes, size > allocation_size). */
+typedef struct tack_ipc_header {
+    char magic[8];                /* offset 0: TACK_IPC_MAGIC */
+    uint32_t version;             /* 8: TACK_IPC_VERSION */
+    uint32_t header_size;         /* 12: sizeof(tack_ipc_header) of that version */
+    uint8_t dtype_code;           /* 16: DLPack dtype code */
+    uint8_t dtype_bits;           /* 17: DLPack dtype bits */
+    uint16_t dtype_lanes;         /* 18: 1 */
+    uint32_t flags;               /* 20: TACK_IPC_READ_ONLY */
+    int32_t ndim;                 /* 24 */
+    uint32_t reserved;            /* 28: 0 */
+    uint64_t size;                /* 32: the array's bytes */
+    uint64_t allocation_size;     /* 40: bytes behind the descriptor */
+    char backend[16];             /* 48: "cpu", "cuda" */
+    char handle_type[16];         /* 64: "posix_fd" */
+    uint8_t device_uuid[16];      /* 80: the exporting device's UUID; zeros for cpu */
+    int64_t shape[TACK_MAX_NDIM]; /* 96: ndim extents */
+} tack_ipc_header;
+
+/* Exports the array's memory (as tack_array_export_memory: a plain CUDA
+ * array is copied once into exportable memory; a host array must have been
+ * allocated exportable) and sends its header and descriptor on the
+ * connected Unix socket `socket_fd`, blocking until the whole message is
+ * written (a non-blocking socket is waited on). The array's buffer keeps
+ * its descriptor; the receiver gets a new one. Messages from two threads on
+ * one socket may interleave: serialise them. Errors: TACK_EVALUE for a NULL
+ * array or a socket_fd that is not a socket; the export's errors
+ * (TACK_ERUNTIME for a host array that is not exportable); TACK_ERUNTIME
+ * when the send fails (EPIPE when the peer has gone: no SIGPIPE is
+ * raised). On error no descriptor is left open by the call; a message cut
+ * short by an error leaves a stream socket unusable. */
+tack_status tack_array_send(int socket_fd, tack_array *array);
+
+/* Receives one message tack_array_send sent on `socket_fd` and maps it, as
+ * tack_array_import_memory does, on `device` (NULL: the device the header
+ * names). Blocks until a whole message has arrived. The descriptor received
+ * is closed before returning, on success too (the array holds its own).
+ * Errors: TACK_EVALUE for a NULL out, a socket_fd that is not a socket, a
+ * message that is not a version-1 header with exactly one descriptor (a
+ * newer version, a bad magic, sizes that do not agree) and the import's
+ * value errors; TACK_ERUNTIME when the peer closed the socket or the
+ * receive fails, and for the import's runtime errors; TACK_ENOMEM. A
+ * refused header of a newer version is consumed whole, up to its stated
+ * header_size, so that a stream socket stays in step. On error *out is
+ * untouched and every descriptor received is closed. */
+tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out);
+
 /* Live-object counter, for leak tests. */
 long tack_array_live_count(void);
 

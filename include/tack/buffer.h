@@ -40,7 +40,8 @@ void tack_buffer_release(tack_buffer *buffer);
 void *tack_buffer_data(const tack_buffer *buffer);
 size_t tack_buffer_size(const tack_buffer *buffer);
 tack_device *tack_buffer_device(const tack_buffer *buffer); /* borrowed */
-/* 1 for memory Tack allocated, 0 for wrapped memory. */
+/* 1 for memory Tack allocated or mapped (tack_array_import_memory), 0 for
+ * wrapped memory. */
 int tack_buffer_is_owned(const tack_buffer *buffer);
 
 /* Waits for the launches queued on the buffer so far and marks it shared:
@@ -48,6 +49,22 @@ int tack_buffer_is_owned(const tack_buffer *buffer);
  * On error returns TACK_ERUNTIME; the mark is not set. */
 tack_status tack_buffer_share(tack_buffer *buffer);
 int tack_buffer_is_shared(const tack_buffer *buffer);
+
+/* share() for a consumer that names the stream it will use the memory on,
+ * with the stream values of the array API's __dlpack__(stream=...):
+ *   -1  no synchronisation: the consumer orders its own work; nothing is
+ *       waited for or enqueued;
+ *   1, 2 (CUDA) the legacy and the per-thread default stream;
+ *   any other positive value: a native stream handle (a CUstream).
+ * On a backend that can order streams (cuda) the consumer's stream is made
+ * to wait for the buffer's queued launches with an event, and the host does
+ * not wait; on the others the queued launches are waited for on the host,
+ * as share() does. In every case the buffer is marked shared on success.
+ * Errors: TACK_EVALUE for a NULL buffer, a value below -1, 0 on a CUDA
+ * buffer (ambiguous under the array API) or a handle that is no stream of
+ * the buffer's device; TACK_ERUNTIME for a driver failure. On error the
+ * mark is not set. */
+tack_status tack_buffer_share_with_stream(tack_buffer *buffer, int64_t stream);
 
 /* Live-object counter, for leak tests: buffers not yet freed in the process. */
 long tack_buffer_live_count(void);

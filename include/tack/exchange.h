@@ -21,6 +21,17 @@ extern "C" {
 tack_status tack_array_to_dlpack(tack_array *array, DLManagedTensor **out);
 tack_status tack_array_to_dlpack_versioned(tack_array *array, DLManagedTensorVersioned **out);
 
+/* The same exports for a consumer that names its stream (the array API's
+ * __dlpack__(stream=...)), synchronised as tack_buffer_share_with_stream
+ * says instead of by share(): on CUDA the consumer's stream waits for the
+ * array's queued launches with an event and the host does not wait; -1
+ * waits for nothing. The buffer is marked shared in every case.
+ * On error (TACK_EVALUE for a stream value that is invalid or names a
+ * stream of another device, TACK_ENOMEM, TACK_ERUNTIME) *out is untouched
+ * and nothing was enqueued on the consumer's stream. */
+tack_status tack_array_to_dlpack_stream(tack_array *array, int64_t stream, DLManagedTensor **out);
+tack_status tack_array_to_dlpack_versioned_stream(tack_array *array, int64_t stream, DLManagedTensorVersioned **out);
+
 /* Imports a managed tensor without copying.
  * `device` is the device asked for (NULL: none); `default_device` the
  * caller's default (NULL: cpu). The device is chosen as the spec says: the

@@ -713,6 +713,103 @@ static void cuda_release_export(tack_buffer *b)
     b->export_ctx = NULL;
 }
 
+static void uuid_text(const uint8_t uuid[16], char text[33])
+{
+    for (int i = 0; i < 16; i++)
+        snprintf(text + 2 * i, 3, "%02x", uuid[i]);
+}
+
+/* Maps an allocation exported with cuMemExportToShareableHandle (by Tack or
+ * another library, in this process or another). The driver's import does
+ * not take over the descriptor, so it stays the caller's. The mapping is an
+ * ALLOC_VMM record like Tack's own exportable memory: cuda_free unmaps and
+ * releases it, and export_memory can hand it on again. */
+static tack_status cuda_import_memory(tack_device *d, const tack_exported_memory *e, void **data, void **ctx,
+                                      int *writable, int *foreign)
+{
+    (void)writable;
+    struct cuda_device *cd = impl_of(d);
+    const struct tack_cuda_api *cu = cd->cu;
+    if (memcmp(e->device_uuid, cd->uuid, sizeof cd->uuid) != 0) {
+        /* The allocation lives on another GPU: mapping it here would be
+         * peer access at best. The caller may try the next device. */
+        char want[33], have[33];
+        uuid_text(e->device_uuid, want);
+        uuid_text(cd->uuid, have);
+        *foreign = 1;
+        return tack_error_set(TACK_EVALUE,
+                              "the memory was exported on the CUDA device with UUID %s, and %s has UUID %s; import it "
+                              "on that device (device=None finds it)",
+                              want, d->name, have);
+    }
+    if (strcmp(e->handle_type, EXPORT_HANDLE_NAME) != 0)
+        return tack_error_set(TACK_EVALUE, "%s imports %s handles, not %s", d->name, EXPORT_HANDLE_NAME,
+                              e->handle_type);
+    if (!cd->granularity || !cu->cuMemImportFromShareableHandle)
+        return tack_error_set(TACK_ERUNTIME,
+                              "%s cannot import memory: the device or its driver does not support CUDA virtual "
+                              "memory management with %s handles",
+                              d->name, EXPORT_HANDLE_NAME);
+    size_t size = e->allocation_size;
+    if (size == 0 || size % cd->granularity)
+        return tack_error_set(TACK_EVALUE,
+                              "allocation_size %zu is not a multiple of the allocation granularity of %s (%zu): the "
+                              "record does not describe an exported CUDA allocation",
+                              size, d->name, cd->granularity);
+    struct cuda_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK) {
+        free(a);
+        return st;
+    }
+    CUresult r = cu->cuMemImportFromShareableHandle(&a->handle, (void *)(uintptr_t)e->handle, EXPORT_HANDLE_TYPE);
+    if (r != CUDA_SUCCESS) {
+        leave(cd, pushed);
+        free(a);
+        /* The driver refuses a descriptor that is not an exported
+         * allocation as an invalid value or handle. */
+        return driver_error(r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_HANDLE ? TACK_EVALUE
+                                                                                             : TACK_ERUNTIME,
+                            r, "cuMemImportFromShareableHandle", d);
+    }
+    const char *step = "cuMemAddressReserve";
+    r = cu->cuMemAddressReserve(&a->ptr, size, 0, 0, 0);
+    if (r != CUDA_SUCCESS)
+        goto release;
+    step = "cuMemMap";
+    r = cu->cuMemMap(a->ptr, size, 0, a->handle, 0);
+    if (r != CUDA_SUCCESS)
+        goto unreserve;
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = (int)cd->dev;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    step = "cuMemSetAccess";
+    r = cu->cuMemSetAccess(a->ptr, size, &access, 1);
+    if (r == CUDA_SUCCESS) {
+        leave(cd, pushed);
+        a->kind = ALLOC_VMM;
+        a->size = size;
+        a->ctx = cd->ctx;
+        a->ctx_id = cd->ctx_id;
+        *data = (void *)(uintptr_t)a->ptr;
+        *ctx = a;
+        return TACK_OK;
+    }
+    cu->cuMemUnmap(a->ptr, size);
+unreserve:
+    cu->cuMemAddressFree(a->ptr, size);
+release:
+    cu->cuMemRelease(a->handle);
+    leave(cd, pushed);
+    free(a);
+    return driver_error(r == CUDA_ERROR_OUT_OF_MEMORY ? TACK_ENOMEM : TACK_ERUNTIME, r, step, d);
+}
+
 /* A loaded kernel: the module holding the PTX, its entry point, and the
  * parameter count of the entry (n, then the kernel's parameters). */
 struct cuda_kernel {
@@ -832,6 +929,122 @@ static uint64_t cuda_stream_handle(const tack_device *d)
     return cd ? (uint64_t)(uintptr_t)cd->stream : 0;
 }
 
+/* The CUDA stream values of the array API's __dlpack__(stream=...): 1 and 2
+ * are the driver's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD handles. */
+#define DLPACK_STREAM_LEGACY 1u
+#define DLPACK_STREAM_PER_THREAD 2u
+
+/* Makes `ctx` current for one call if it is not; *pushed for pop_context. */
+static CUresult push_context(const struct tack_cuda_api *cu, CUcontext ctx, int *pushed)
+{
+    CUcontext current = NULL;
+    *pushed = 0;
+    if (cu->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx)
+        return CUDA_SUCCESS;
+    CUresult r = cu->cuCtxPushCurrent(ctx);
+    *pushed = r == CUDA_SUCCESS;
+    return r;
+}
+
+static void pop_context(const struct tack_cuda_api *cu, int pushed)
+{
+    if (pushed) {
+        CUcontext popped;
+        cu->cuCtxPopCurrent(&popped);
+    }
+}
+
+/* Stream-ordered export: the consumer's stream waits for an event recorded
+ * on Tack's stream after the buffer's queued launches, so the consumer's
+ * work comes after them on the GPU and the host waits for nothing. Streams
+ * of another context on the same device are accepted (CUDA lets a stream
+ * wait for an event of any context); the wait is issued with the stream's
+ * own context current, as the driver requires of a stream's work. */
+static tack_status cuda_order_stream(tack_buffer *b, uint64_t value)
+{
+    tack_device *d = b->device;
+    struct cuda_device *cd = impl_of(d);
+    const struct tack_cuda_api *cu = cd->cu;
+    if (value == 0)
+        return tack_error_set(TACK_EVALUE,
+                              "stream=0 is ambiguous for CUDA and the array API disallows it: pass 1 for the "
+                              "legacy default stream, 2 for the per-thread default stream, or a stream handle");
+    CUstream consumer = (CUstream)(uintptr_t)value;
+    /* Work on Tack's own stream is already in order after Tack's. */
+    if (consumer == cd->stream)
+        return TACK_OK;
+    /* A default stream belongs to the consumer's context: the one current
+     * on its thread, which is this one; with none current, Tack's. */
+    CUcontext caller = NULL;
+    if (cu->cuCtxGetCurrent(&caller) != CUDA_SUCCESS)
+        caller = NULL;
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    CUcontext sctx = NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (value == DLPACK_STREAM_LEGACY || value == DLPACK_STREAM_PER_THREAD) {
+        sctx = caller ? caller : cd->ctx;
+    } else if ((r = cu->cuStreamGetCtx(consumer, &sctx)) != CUDA_SUCCESS) {
+        char text[200];
+        st = tack_error_set(TACK_EVALUE, "stream=%llu is not a CUDA stream the driver knows (%s)",
+                            (unsigned long long)value, tack_cuda_error_text(r, text, sizeof text));
+        goto done;
+    }
+    if (sctx != cd->ctx) {
+        /* Another context: its device must be this one. */
+        CUdevice sdev = -1;
+        int spushed;
+        r = push_context(cu, sctx, &spushed);
+        if (r == CUDA_SUCCESS) {
+            r = cu->cuCtxGetDevice(&sdev);
+            pop_context(cu, spushed);
+        }
+        if (r != CUDA_SUCCESS) {
+            st = driver_error(TACK_ERUNTIME, r, "finding the device of the consumer's stream", d);
+            goto done;
+        }
+        if (sdev != cd->dev) {
+            st = tack_error_set(TACK_EVALUE,
+                                "stream=%llu is a stream of CUDA device %d, but the array is on %s: pass a "
+                                "stream of %s, or copy the array there first",
+                                (unsigned long long)value, (int)sdev, d->name, d->name);
+            goto done;
+        }
+    }
+    /* Nothing queued on the buffer is unfinished: nothing to order. */
+    if (atomic_load(&b->last_launch) <= atomic_load(&d->completed))
+        goto done;
+    CUevent event;
+    r = cu->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+        st = driver_error(TACK_ERUNTIME, r, "creating a CUDA event", d);
+        goto done;
+    }
+    r = cu->cuEventRecord(event, cd->stream);
+    if (r == CUDA_SUCCESS) {
+        int spushed = 0;
+        r = sctx == cd->ctx ? CUDA_SUCCESS : push_context(cu, sctx, &spushed);
+        if (r == CUDA_SUCCESS)
+            r = cu->cuStreamWaitEvent(consumer, event, CU_EVENT_WAIT_DEFAULT);
+        pop_context(cu, spushed);
+        if (r == CUDA_ERROR_INVALID_HANDLE)
+            st = tack_error_set(TACK_EVALUE, "stream=%llu cannot be ordered after %s's work: the driver refused "
+                                "it as a stream handle", (unsigned long long)value, d->name);
+        else if (r != CUDA_SUCCESS)
+            st = driver_error(TACK_ERUNTIME, r, "ordering the consumer's stream after Tack's", d);
+    } else {
+        st = driver_error(TACK_ERUNTIME, r, "recording a CUDA event", d);
+    }
+    /* Released once the wait no longer needs it: the driver keeps a
+     * recorded event alive until it completes. */
+    cu->cuEventDestroy(event);
+done:
+    leave(cd, pushed);
+    return st;
+}
+
 static const DLDeviceType cuda_wraps[] = {kDLCUDA, kDLCUDAManaged, 0};
 
 const struct tack_backend_ops tack_cuda_backend = {
@@ -848,9 +1061,11 @@ const struct tack_backend_ops tack_cuda_backend = {
     .synchronize = cuda_synchronize,
     .export_memory = cuda_export_memory,
     .release_export = cuda_release_export,
+    .import_memory = cuda_import_memory,
     .context_handle = cuda_context_handle,
     .stream_handle = cuda_stream_handle,
     .kernel_load = cuda_kernel_load,
     .kernel_launch = cuda_kernel_launch,
     .kernel_unload = cuda_kernel_unload,
+    .order_stream = cuda_order_stream,
 };

@@ -128,3 +128,29 @@ tack_status tack_buffer_share(tack_buffer *b)
         atomic_store_explicit(&b->shared, 1, memory_order_release);
     return TACK_OK;
 }
+
+tack_status tack_buffer_share_with_stream(tack_buffer *b, int64_t stream)
+{
+    if (!b)
+        return tack_error_set(TACK_EVALUE, "tack_buffer_share_with_stream: buffer is NULL");
+    if (stream < -1)
+        return tack_error_set(TACK_EVALUE,
+                              "stream=%lld is not a stream value: pass None, -1 (no synchronisation), or the "
+                              "consumer's stream",
+                              (long long)stream);
+    tack_device *d = b->device;
+    tack_status st = TACK_OK;
+    if (stream == -1) {
+        /* The consumer orders its own work after Tack's; later launches
+         * still need the mark, which the consumer cannot know about. */
+    } else if (d->ops->order_stream) {
+        st = d->ops->order_stream(b, (uint64_t)stream);
+    } else {
+        return tack_buffer_share(b);
+    }
+    if (st != TACK_OK)
+        return st;
+    if (!atomic_load_explicit(&b->shared, memory_order_acquire))
+        atomic_store_explicit(&b->shared, 1, memory_order_release);
+    return TACK_OK;
+}

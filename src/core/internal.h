@@ -90,6 +90,25 @@ struct tack_backend_ops {
     tack_status (*kernel_launch)(tack_device *device, void *kernel, int64_t n, void *const *args);
     /* optional: nothing to free. Frees what kernel_load made. */
     void (*kernel_unload)(tack_device *device, void *kernel);
+
+    /* optional: wait on the host (share()). Orders `consumer_stream` (a
+     * stream value of the array API's __dlpack__: 1 legacy default stream,
+     * 2 per-thread default stream, else a native stream handle; never -1)
+     * after the launches queued on `buffer`, without waiting on the host.
+     * TACK_EVALUE for a value that is no stream of the buffer's device,
+     * TACK_ERUNTIME for a driver failure; the core sets the shared mark
+     * only after success. */
+    tack_status (*order_stream)(tack_buffer *buffer, uint64_t consumer_stream);
+
+    /* optional: TACK_ERUNTIME "Backend <name> does not support memory import".
+     * Maps the allocation an export describes (made in this or another
+     * process; exported->handle stays the caller's) as alloc would: *data
+     * and *alloc_ctx go to free. Clears *writable when the handle allows
+     * reading only; sets *foreign along with TACK_EVALUE when the memory
+     * belongs to another device of this backend (its device_uuid), so that
+     * the caller may try the next one. On error nothing is kept. */
+    tack_status (*import_memory)(tack_device *device, const tack_exported_memory *exported, void **data,
+                                 void **alloc_ctx, int *writable, int *foreign);
 };
 
 struct tack_device {

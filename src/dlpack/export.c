@@ -9,8 +9,10 @@
 long tack_dlpack_live_exports(void) { return tack_count_total(TACK_COUNT_EXPORTS); }
 
 /* Allocates `head` bytes of managed-tensor struct followed by room for the
- * shape and the strides, and fills `t` (which lies inside the block). */
-static tack_status export_block(tack_array *a, size_t head, void **block, DLTensor *(*locate)(void *))
+ * shape and the strides, and fills `t` (which lies inside the block).
+ * `stream` is the consumer's stream value, or NULL for none given. */
+static tack_status export_block(tack_array *a, size_t head, void **block, DLTensor *(*locate)(void *),
+                                const int64_t *stream)
 {
     if (!a)
         return tack_error_set(TACK_EVALUE, "cannot export a NULL array");
@@ -18,15 +20,20 @@ static tack_status export_block(tack_array *a, size_t head, void **block, DLTens
     tack_status st = tack_dtype_to_dlpack(a->dtype, &code, &bits);
     if (st != TACK_OK)
         return st;
-    /* The consumer may read the memory at once on its own queue and keep
-     * reading after later launches: finish queued work, mark the buffer. */
-    st = tack_buffer_share(a->buffer);
-    if (st != TACK_OK)
-        return st;
     size_t nd = (size_t)a->ndim;
     char *p = malloc(head + 2 * nd * sizeof(int64_t) + 1);
     if (!p)
         return tack_error_set(TACK_ENOMEM, "out of memory exporting an array");
+    /* The consumer may read the memory at once on its own queue and keep
+     * reading after later launches: finish queued work (or order the
+     * consumer's stream after it), mark the buffer. Last of what can fail,
+     * so that a failed export has enqueued nothing on the consumer's
+     * stream. */
+    st = stream ? tack_buffer_share_with_stream(a->buffer, *stream) : tack_buffer_share(a->buffer);
+    if (st != TACK_OK) {
+        free(p);
+        return st;
+    }
     memset(p, 0, head);
     int64_t *shape = (int64_t *)(void *)(p + head);
     int64_t *strides = shape + nd;
@@ -67,10 +74,10 @@ static void versioned_deleter(DLManagedTensorVersioned *m) { export_done(m, m->m
 static DLTensor *legacy_tensor(void *p) { return &((DLManagedTensor *)p)->dl_tensor; }
 static DLTensor *versioned_tensor(void *p) { return &((DLManagedTensorVersioned *)p)->dl_tensor; }
 
-tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out)
+static tack_status to_legacy(tack_array *a, const int64_t *stream, DLManagedTensor **out)
 {
     void *block = NULL;
-    tack_status st = export_block(a, sizeof(DLManagedTensor), &block, legacy_tensor);
+    tack_status st = export_block(a, sizeof(DLManagedTensor), &block, legacy_tensor, stream);
     if (st != TACK_OK)
         return st;
     DLManagedTensor *m = block;
@@ -80,10 +87,10 @@ tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out)
     return TACK_OK;
 }
 
-tack_status tack_array_to_dlpack_versioned(tack_array *a, DLManagedTensorVersioned **out)
+static tack_status to_versioned(tack_array *a, const int64_t *stream, DLManagedTensorVersioned **out)
 {
     void *block = NULL;
-    tack_status st = export_block(a, sizeof(DLManagedTensorVersioned), &block, versioned_tensor);
+    tack_status st = export_block(a, sizeof(DLManagedTensorVersioned), &block, versioned_tensor, stream);
     if (st != TACK_OK)
         return st;
     DLManagedTensorVersioned *m = block;
@@ -94,4 +101,23 @@ tack_status tack_array_to_dlpack_versioned(tack_array *a, DLManagedTensorVersion
     m->flags = a->writable ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
     *out = m;
     return TACK_OK;
+}
+
+tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out) { return to_legacy(a, NULL, out); }
+
+tack_status tack_array_to_dlpack_versioned(tack_array *a, DLManagedTensorVersioned **out)
+{
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_array_to_dlpack_versioned: out is NULL");
+    return to_versioned(a, NULL, out);
+}
+
+tack_status tack_array_to_dlpack_stream(tack_array *a, int64_t stream, DLManagedTensor **out)
+{
+    return to_legacy(a, &stream, out);
+}
+
+tack_status tack_array_to_dlpack_versioned_stream(tack_array *a, int64_t stream, DLManagedTensorVersioned **out)
+{
+    return to_versioned(a, &stream, out);
 }

@@ -38,6 +38,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef struct CUevent_st *CUevent;
 
 typedef struct CUuuid_st {
     char bytes[16];
@@ -100,6 +101,13 @@ enum {
 enum {
     CU_STREAM_DEFAULT = 0,
     CU_STREAM_NON_BLOCKING = 1,
+};
+
+/* CUevent_flags, CUevent_wait_flags */
+enum {
+    CU_EVENT_DEFAULT = 0,
+    CU_EVENT_DISABLE_TIMING = 2,
+    CU_EVENT_WAIT_DEFAULT = 0,
 };
 
 /* Virtual memory management: CUmemAllocationType, CUmemAllocationHandleType,
@@ -180,6 +188,12 @@ typedef struct CUmemAccessDesc_st {
     X(cuStreamCreate, cuStreamCreate, 1, (CUstream * stream, unsigned int flags))                          \
     X(cuStreamDestroy, cuStreamDestroy_v2, 1, (CUstream stream))                                           \
     X(cuStreamSynchronize, cuStreamSynchronize, 1, (CUstream stream))                                      \
+    /* Stream-ordered DLPack export: a consumer's stream waits for an event on Tack's. */                     \
+    X(cuStreamGetCtx, cuStreamGetCtx, 1, (CUstream stream, CUcontext * ctx))                               \
+    X(cuEventCreate, cuEventCreate, 1, (CUevent * event, unsigned int flags))                              \
+    X(cuEventRecord, cuEventRecord, 1, (CUevent event, CUstream stream))                                   \
+    X(cuEventDestroy, cuEventDestroy_v2, 1, (CUevent event))                                               \
+    X(cuStreamWaitEvent, cuStreamWaitEvent, 1, (CUstream stream, CUevent event, unsigned int flags))       \
     X(cuMemAlloc, cuMemAlloc_v2, 1, (CUdeviceptr * ptr, size_t size))                                      \
     X(cuMemFree, cuMemFree_v2, 1, (CUdeviceptr ptr))                                                       \
     /* CUDA 11.2: stream-ordered allocation; without it Tack uses cuMemAlloc. */                             \
@@ -211,6 +225,9 @@ typedef struct CUmemAccessDesc_st {
     X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 0,                                       \
       (void *handle_out, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,                \
        unsigned long long flags))                                                                            \
+    /* Cross-process arrays: maps another process's exported allocation. */                                  \
+    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 0,                                   \
+      (CUmemGenericAllocationHandle * handle, void *os_handle, CUmemAllocationHandleType type))              \
     /* Kernels: PTX modules loaded and launched on Tack's stream. */                                         \
     X(cuModuleLoadData, cuModuleLoadData, 1, (CUmodule * module, const void *image))                       \
     X(cuModuleUnload, cuModuleUnload, 1, (CUmodule module))                                                \

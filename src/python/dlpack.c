@@ -2,6 +2,8 @@
  * src/dlpack/; this file only moves tensors in and out of capsules. */
 #include "ext.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 static PyObject *str_dlpack_device, *kwnames_max_version_stream, *kwnames_stream, *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
@@ -39,7 +41,31 @@ PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
     PyObject *vals[4] = {NULL, NULL, NULL, NULL};
     if (tack_py_keywords("__dlpack__", kwnames, args, dlpack_kwnames, vals) < 0)
         return NULL;
-    PyObject *max_version = vals[1], *copy = vals[3];
+    PyObject *stream_obj = vals[0], *max_version = vals[1], *copy = vals[3];
+    /* stream= as the array API gives it: None (share(): a host wait), -1
+     * (no synchronisation), or the consumer's stream (on CUDA: 1 legacy
+     * default, 2 per-thread default, else a CUstream), which waits for
+     * Tack's queued launches on the GPU instead. */
+    int with_stream = 0;
+    int64_t stream = 0;
+    if (stream_obj && stream_obj != Py_None) {
+        if (!PyLong_Check(stream_obj) || PyBool_Check(stream_obj)) {
+            PyErr_Format(PyExc_TypeError,
+                         "stream must be None or an integer (-1, or the consumer's stream), not %s",
+                         Py_TYPE(stream_obj)->tp_name);
+            return NULL;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(stream_obj, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow) {
+            PyErr_Format(PyExc_ValueError, "stream=%R is no stream handle: it is out of range", stream_obj);
+            return NULL;
+        }
+        with_stream = 1;
+        stream = (int64_t)v;
+    }
     if (copy && copy != Py_None) {
         int want = PyObject_IsTrue(copy);
         if (want < 0)
@@ -67,7 +93,7 @@ PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
     PyObject *capsule;
     if (versioned) {
         DLManagedTensorVersioned *m;
-        st = tack_array_to_dlpack_versioned(a, &m);
+        st = with_stream ? tack_array_to_dlpack_versioned_stream(a, stream, &m) : tack_array_to_dlpack_versioned(a, &m);
         if (st != TACK_OK)
             return tack_py_raise(st);
         capsule = PyCapsule_New(m, "dltensor_versioned", capsule_destructor_versioned);
@@ -75,7 +101,7 @@ PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
             m->deleter(m);
     } else {
         DLManagedTensor *m;
-        st = tack_array_to_dlpack(a, &m);
+        st = with_stream ? tack_array_to_dlpack_stream(a, stream, &m) : tack_array_to_dlpack(a, &m);
         if (st != TACK_OK)
             return tack_py_raise(st);
         capsule = PyCapsule_New(m, "dltensor", capsule_destructor_legacy);
@@ -92,20 +118,43 @@ PyObject *tack_py_array_dlpack_device(PyObject *self, PyObject *unused)
     return Py_BuildValue("(ii)", (int)dl.device_type, (int)dl.device_id);
 }
 
-/* The C exchange table a type publishes as __dlpack_c_exchange_api__, or
- * NULL. The attribute lives on the type and the table for the process, so
- * the last type looked up is remembered. */
-static const DLPackExchangeAPI *exchange_api(PyTypeObject *type)
+/* What an import needs to know of a producer's type, looked up once per
+ * type: its C exchange table (type.__dlpack_c_exchange_api__), and how to
+ * read requires_grad (PyTorch's table exports tensors that require grad,
+ * which its __dlpack__ refuses; such tensors are sent to __dlpack__, so
+ * that both paths behave alike). Both live on the type, so an entry stays
+ * good while the type's version tag is unchanged (CPython renews the tag
+ * when the type or a base is modified). */
+struct producer_type {
+    PyTypeObject *type; /* strong reference: the address is not reused */
+    unsigned int version;
+    const DLPackExchangeAPI *api;
+    /* The type's requires_grad attribute (strong), NULL when it has none:
+     * then there is no attribute lookup, and no AttributeError to make and
+     * clear, on every import. */
+    PyObject *requires_grad;
+    /* Set when requires_grad is a C getter reached by generic attribute
+     * lookup: it is called directly, as that lookup would. */
+    getter grad_get;
+    void *grad_closure;
+};
+
+/* A few types in turn (PyTorch's, NumPy's, Tack's own), so that imports
+ * from a mix of producers do not look their types up every time. */
+#define PRODUCER_TYPES 4
+static struct producer_type producer_types[PRODUCER_TYPES];
+static int producer_types_next;
+
+static int producer_type_current(const struct producer_type *p, PyTypeObject *type)
 {
-    static PyTypeObject *cached_type;
-    static const DLPackExchangeAPI *cached_api;
-    if (type == cached_type)
-        return cached_api;
+    return p->type == type && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && type->tp_version_tag == p->version;
+}
+
+static const DLPackExchangeAPI *read_exchange_api(PyTypeObject *type)
+{
     const DLPackExchangeAPI *api = NULL;
     PyObject *cap = PyObject_GetAttr((PyObject *)type, str_exchange_api);
-    if (!cap) {
-        PyErr_Clear();
-    } else {
+    if (cap) {
         if (PyCapsule_IsValid(cap, "dlpack_exchange_api"))
             api = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
         Py_DECREF(cap);
@@ -114,9 +163,64 @@ static const DLPackExchangeAPI *exchange_api(PyTypeObject *type)
             api = NULL;
     }
     PyErr_Clear();
-    Py_XSETREF(cached_type, (PyTypeObject *)Py_NewRef(type));
-    cached_api = api;
     return api;
+}
+
+/* The entry for `type` (a copy, holding no references: the cache keeps
+ * them, and the type keeps its attributes). Never fails: what cannot be
+ * read counts as absent. */
+static struct producer_type producer_type(PyTypeObject *type)
+{
+    for (int i = 0; i < PRODUCER_TYPES; i++)
+        if (producer_type_current(&producer_types[i], type))
+            return producer_types[i];
+    struct producer_type fresh = {.type = type};
+    fresh.api = read_exchange_api(type);
+    /* On the class, a getset descriptor comes back as itself. */
+    fresh.requires_grad = PyObject_GetAttr((PyObject *)type, str_requires_grad);
+    if (!fresh.requires_grad)
+        PyErr_Clear();
+    else if (Py_IS_TYPE(fresh.requires_grad, &PyGetSetDescr_Type) && type->tp_getattro == PyObject_GenericGetAttr &&
+             PyType_IsSubtype(type, PyDescr_TYPE(fresh.requires_grad))) {
+        /* A descriptor of the type's own (not one a metaclass answered
+         * with), so that its getter may be given the type's instances. */
+        PyGetSetDef *def = ((PyGetSetDescrObject *)fresh.requires_grad)->d_getset;
+        fresh.grad_get = def->get;
+        fresh.grad_closure = def->closure;
+    }
+    /* Read after the lookups above, which assign it if the type had none. */
+    fresh.version = type->tp_version_tag;
+    /* The lookups may have run Python code that filled a slot meanwhile:
+     * choose the slot now. */
+    int slot = -1;
+    for (int i = 0; i < PRODUCER_TYPES && slot < 0; i++)
+        if (producer_types[i].type == type)
+            slot = i;
+    if (slot < 0) {
+        slot = producer_types_next;
+        producer_types_next = (producer_types_next + 1) % PRODUCER_TYPES;
+    }
+    struct producer_type old = producer_types[slot];
+    Py_INCREF(type);
+    producer_types[slot] = fresh;
+    Py_XDECREF(old.requires_grad);
+    Py_XDECREF(old.type);
+    return fresh;
+}
+
+/* 1 when `source` requires grad; a failed read counts as no. */
+static int requires_grad(const struct producer_type *p, PyObject *source)
+{
+    if (!p->requires_grad)
+        return 0;
+    PyObject *v = p->grad_get ? p->grad_get(source, p->grad_closure) : PyObject_GetAttr(source, str_requires_grad);
+    int r = v == Py_False ? 0 : v == Py_True ? 1 : v ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
+    if (r < 0) {
+        PyErr_Clear();
+        r = 0;
+    }
+    return r;
 }
 
 /* The stream= a producer should order its pending writes before, as a
@@ -263,16 +367,10 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
     /* A producer's C table skips the Python-level __dlpack__ call. The
      * table does not synchronise streams, so it serves host memory only;
      * device memory takes __dlpack__, which orders the producer's work. */
-    const DLPackExchangeAPI *api = PyCapsule_CheckExact(source) ? NULL : exchange_api(Py_TYPE(source));
-    if (api) {
-        /* PyTorch's table exports tensors that require grad, which its
-         * __dlpack__ refuses; keep one behaviour by sending those there. */
-        PyObject *rg = PyObject_GetAttr(source, str_requires_grad);
-        int needs_grad = rg ? PyObject_IsTrue(rg) : 0;
-        Py_XDECREF(rg);
-        PyErr_Clear();
-        if (needs_grad)
-            api = NULL;
+    const DLPackExchangeAPI *api = NULL;
+    if (!PyCapsule_CheckExact(source)) {
+        struct producer_type producer = producer_type(Py_TYPE(source));
+        api = producer.api && !requires_grad(&producer, source) ? producer.api : NULL;
     }
     if (api) {
         DLManagedTensorVersioned *m = NULL;
@@ -333,6 +431,231 @@ done:
     return result;
 }
 
+/* ---- the C exchange API Tack's Array publishes ------------------------------
+ *
+ * type(a).__dlpack_c_exchange_api__: a capsule named "dlpack_exchange_api"
+ * over the static table below, for consumers that exchange tensors from C
+ * without a Python call (DLPack 1.3). The functions are called with the GIL
+ * held and, unlike __dlpack__, synchronise nothing: a consumer runs its work
+ * on the stream current_work_stream names, which is Tack's own. */
+
+/* The table's layout is DLPack 1.3's; the tensors it makes are 1.1's. */
+#define EXCHANGE_API_MINOR_VERSION 3
+
+static const char *status_kind(tack_status st)
+{
+    switch (st) {
+    case TACK_EVALUE: return "ValueError";
+    case TACK_ETYPE: return "TypeError";
+    case TACK_EBUFFER: return "BufferError";
+    case TACK_ENOMEM: return "MemoryError";
+    default: return "RuntimeError";
+    }
+}
+
+/* Reports through the consumer's SetError, which needs no Python state of
+ * ours: the allocator may be called where the caller has no exception to
+ * receive. */
+static int allocator_fail(void *error_ctx, DLPackSetError set_error, tack_status st)
+{
+    if (set_error)
+        set_error(error_ctx, status_kind(st), tack_last_error());
+    return -1;
+}
+
+/* A ValueError of the allocator's own. */
+static int allocator_refuse(void *error_ctx, DLPackSetError set_error, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static int allocator_refuse(void *error_ctx, DLPackSetError set_error, const char *fmt, ...)
+{
+    char message[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    if (set_error)
+        set_error(error_ctx, "ValueError", message);
+    return -1;
+}
+
+/* A new zeroed Tack array of the prototype's dtype and shape on the
+ * prototype's device, exported as a versioned tensor the caller owns. */
+static int exchange_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                              DLPackSetError set_error)
+{
+    if (!prototype || !out)
+        return allocator_refuse(error_ctx, set_error, "managed_tensor_allocator: prototype and out must not be NULL");
+    if (prototype->ndim < 0 || prototype->ndim > TACK_MAX_NDIM || (prototype->ndim && !prototype->shape))
+        return allocator_refuse(error_ctx, set_error,
+                                "managed_tensor_allocator: the prototype has ndim %d and %s shape; Tack arrays "
+                                "have 0 to %d dimensions",
+                                (int)prototype->ndim, prototype->shape ? "a" : "no", TACK_MAX_NDIM);
+    tack_dtype dtype;
+    tack_status st = tack_dtype_from_dlpack(prototype->dtype.code, prototype->dtype.bits, prototype->dtype.lanes,
+                                            &dtype);
+    if (st != TACK_OK)
+        return allocator_fail(error_ctx, set_error, st);
+    tack_device *device = NULL;
+    st = tack_device_for_dlpack(prototype->device, &device);
+    if (st != TACK_OK)
+        return allocator_fail(error_ctx, set_error, st);
+    /* Pinned host memory asked for is not plain host memory: say so rather
+     * than hand back memory of another kind under the prototype's label. */
+    DLDevice got = tack_device_dl_device(device);
+    if (got.device_type != prototype->device.device_type ||
+        (got.device_type != kDLCPU && got.device_id != prototype->device.device_id)) {
+        tack_device_release(device);
+        return allocator_refuse(error_ctx, set_error,
+                                "managed_tensor_allocator: Tack allocates that memory as DLPack device (%d, %d), "
+                                "not as the prototype's (%d, %d)",
+                                (int)got.device_type, (int)got.device_id, (int)prototype->device.device_type,
+                                (int)prototype->device.device_id);
+    }
+    tack_array *a = NULL;
+    st = tack_array_empty(device, dtype, (int)prototype->ndim, prototype->shape, 0, &a);
+    tack_device_release(device);
+    if (st != TACK_OK)
+        return allocator_fail(error_ctx, set_error, st);
+    /* A fresh allocation has no queued work to order. */
+    st = tack_array_to_dlpack_versioned_stream(a, -1, out);
+    tack_array_release(a);
+    return st == TACK_OK ? 0 : allocator_fail(error_ctx, set_error, st);
+}
+
+static int not_an_array(void *py_object, const char *function)
+{
+    PyErr_Format(PyExc_TypeError, "%s: expected a tack.Array, not %s", function,
+                 py_object ? Py_TYPE((PyObject *)py_object)->tp_name : "NULL");
+    return -1;
+}
+
+/* __dlpack__(max_version=(1, 0), stream=-1): the consumer orders its work
+ * after Tack's queued launches itself (on Tack's stream, from
+ * current_work_stream); the buffer is still marked shared, because the
+ * consumer may keep the tensor and read it after later launches. */
+static int exchange_from_py_object(void *py_object, DLManagedTensorVersioned **out)
+{
+    if (!py_object || !PyObject_TypeCheck((PyObject *)py_object, &TackArray_Type))
+        return not_an_array(py_object, "managed_tensor_from_py_object_no_sync");
+    if (!out) {
+        PyErr_SetString(PyExc_ValueError, "managed_tensor_from_py_object_no_sync: out must not be NULL");
+        return -1;
+    }
+    tack_status st = tack_array_to_dlpack_versioned_stream(TACK_PY_ARRAY(py_object), -1, out);
+    return st == TACK_OK ? 0 : tack_py_fail(st);
+}
+
+/* Adopts the tensor as tack.from_dlpack does without device=. The tensor
+ * is the callee's from the call on, as the DLPack header says ("stolen"):
+ * on failure its deleter has been called. */
+static int exchange_to_py_object(DLManagedTensorVersioned *tensor, void **out_py_object)
+{
+    if (!tensor || !out_py_object) {
+        if (tensor && tensor->deleter)
+            tensor->deleter(tensor);
+        PyErr_SetString(PyExc_ValueError, "managed_tensor_to_py_object_no_sync: tensor and out_py_object must "
+                                          "not be NULL");
+        return -1;
+    }
+    tack_device *fallback = tack_py_default_device();
+    if (!fallback) {
+        if (tensor->deleter)
+            tensor->deleter(tensor);
+        return -1;
+    }
+    tack_array *a = NULL;
+    int deleter_called = 0;
+    tack_status st = tack_array_from_dlpack_versioned(tensor, NULL, fallback, &a, &deleter_called);
+    if (st != TACK_OK) {
+        if (!deleter_called && tensor->deleter)
+            tensor->deleter(tensor);
+        return tack_py_fail(st);
+    }
+    PyObject *obj = tack_py_array_new(a);
+    if (!obj)
+        return -1;
+    *out_py_object = obj;
+    return 0;
+}
+
+/* A view for the length of the consumer's call: the shape is the array's
+ * own record, and NULL strides say C-contiguous, which every Tack array is.
+ * Nothing is marked or waited for: the view does not outlive the call. */
+static int exchange_dltensor_from_py_object(void *py_object, DLTensor *out)
+{
+    if (!py_object || !PyObject_TypeCheck((PyObject *)py_object, &TackArray_Type))
+        return not_an_array(py_object, "dltensor_from_py_object_no_sync");
+    if (!out) {
+        PyErr_SetString(PyExc_ValueError, "dltensor_from_py_object_no_sync: out must not be NULL");
+        return -1;
+    }
+    tack_array *a = TACK_PY_ARRAY(py_object);
+    uint8_t code, bits;
+    tack_status st = tack_dtype_to_dlpack(tack_array_dtype(a), &code, &bits);
+    if (st != TACK_OK)
+        return tack_py_fail(st);
+    out->data = tack_array_data(a);
+    out->device = tack_device_dl_device(tack_array_device(a));
+    out->ndim = (int32_t)tack_array_ndim(a);
+    out->dtype.code = code;
+    out->dtype.bits = bits;
+    out->dtype.lanes = 1;
+    out->shape = (int64_t *)tack_array_shape(a);
+    out->strides = NULL;
+    out->byte_offset = 0;
+    return 0;
+}
+
+/* Tack's stream on that device (the one its launches are queued on), NULL
+ * for host memory. */
+static int exchange_current_work_stream(DLDeviceType device_type, int32_t device_id, void **out_current_stream)
+{
+    if (!out_current_stream) {
+        PyErr_SetString(PyExc_ValueError, "current_work_stream: out_current_stream must not be NULL");
+        return -1;
+    }
+    if (device_type == kDLCPU || device_type == kDLCUDAHost || device_type == kDLROCMHost) {
+        *out_current_stream = NULL;
+        return 0;
+    }
+    DLDevice dl = {device_type, device_id};
+    tack_device *d = NULL;
+    tack_status st = tack_device_for_dlpack(dl, &d);
+    if (st != TACK_OK)
+        return tack_py_fail(st);
+    *out_current_stream = (void *)(uintptr_t)tack_device_stream_handle(d);
+    tack_device_release(d);
+    return 0;
+}
+
+/* Process lifetime, as the DLPack header requires of a published table. */
+static DLPackExchangeAPI tack_exchange_api = {
+    .header = {.version = {DLPACK_MAJOR_VERSION, EXCHANGE_API_MINOR_VERSION}, .prev_api = NULL},
+    .managed_tensor_allocator = exchange_allocator,
+    .managed_tensor_from_py_object_no_sync = exchange_from_py_object,
+    .managed_tensor_to_py_object_no_sync = exchange_to_py_object,
+    .dltensor_from_py_object_no_sync = exchange_dltensor_from_py_object,
+    .current_work_stream = exchange_current_work_stream,
+};
+
+/* Array is a static type, immutable to setattr: the capsule goes into its
+ * dictionary directly, and the type's attribute cache is told. */
+static int publish_exchange_api(void)
+{
+    PyObject *cap = PyCapsule_New(&tack_exchange_api, "dlpack_exchange_api", NULL);
+    if (!cap)
+        return -1;
+    int r = PyDict_SetItem(TackArray_Type.tp_dict, str_exchange_api, cap);
+    Py_DECREF(cap);
+    if (r == 0)
+        PyType_Modified(&TackArray_Type);
+    return r;
+}
+
 int tack_py_dlpack_init(PyObject *m)
 {
     (void)m;
@@ -345,7 +668,9 @@ int tack_py_dlpack_init(PyObject *m)
     str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
     kwnames_max_version_stream = Py_BuildValue("(ss)", "max_version", "stream");
     kwnames_stream = Py_BuildValue("(s)", "stream");
-    if (!str_dlpack_device || !kwnames_max_version_stream || !kwnames_stream)
+    if (!str_dlpack_device || !kwnames_max_version_stream || !kwnames_stream || !str_exchange_api)
+        return -1;
+    if (publish_exchange_api() < 0)
         return -1;
     return str_dlpack && kwnames_max_version && version_1_0 ? 0 : -1;
 }

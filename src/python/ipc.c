@@ -1,8 +1,278 @@
-/* Cross-process arrays: registered by tack_py_ipc_init. */
+/* Cross-process arrays: tack.import_memory, tack.send_array and
+ * tack.receive_array, over the C API's tack_array_import_memory,
+ * tack_array_send and tack_array_receive (src/core/ipc.c). */
 #include "ext.h"
 
-int tack_py_ipc_init(PyObject *module)
+#include <string.h>
+
+#if !defined(_WIN32)
+#include <errno.h>
+#include <poll.h>
+#endif
+
+/* device=None means the device the record names, not the default device:
+ * the memory lives where it was exported. NULL device then. */
+static int optional_device(PyObject *obj, tack_device **out)
 {
-    (void)module;
-    return 0;
+    *out = NULL;
+    if (!obj || obj == Py_None)
+        return 1;
+    return tack_py_device_converter(obj, out);
 }
+
+/* ExportedMemory, or any 6-sequence of its fields, as the C record. */
+static int parse_record(PyObject *obj, tack_exported_memory *e)
+{
+    PyObject *seq = PySequence_Fast(obj, "exported must be a tack.ExportedMemory (from Array.export_memory())");
+    if (!seq)
+        return 0;
+    int ok = 0;
+    if (PySequence_Fast_GET_SIZE(seq) != 6) {
+        PyErr_Format(PyExc_TypeError,
+                     "exported must be a tack.ExportedMemory: (backend, size, allocation_size, handle, handle_type, "
+                     "device_uuid), not a sequence of %zd items",
+                     PySequence_Fast_GET_SIZE(seq));
+        goto done;
+    }
+    PyObject **f = PySequence_Fast_ITEMS(seq);
+    memset(e, 0, sizeof *e);
+    const char *names[2] = {"backend", "handle_type"};
+    PyObject *strs[2] = {f[0], f[4]};
+    char *dsts[2] = {e->backend, e->handle_type};
+    for (int i = 0; i < 2; i++) {
+        if (!PyUnicode_Check(strs[i])) {
+            PyErr_Format(PyExc_TypeError, "exported.%s must be a str, not %s", names[i], Py_TYPE(strs[i])->tp_name);
+            goto done;
+        }
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(strs[i], &len);
+        if (!s)
+            goto done;
+        if (len >= 16 || (Py_ssize_t)strlen(s) != len) {
+            PyErr_Format(PyExc_ValueError, "exported.%s %R is no backend or handle type Tack knows", names[i],
+                         strs[i]);
+            goto done;
+        }
+        memcpy(dsts[i], s, (size_t)len);
+    }
+    PyObject *ints[3] = {f[1], f[2], f[3]};
+    const char *int_names[3] = {"size", "allocation_size", "handle"};
+    long long vals[3];
+    for (int i = 0; i < 3; i++) {
+        if (!PyLong_Check(ints[i]) || PyBool_Check(ints[i])) {
+            PyErr_Format(PyExc_TypeError, "exported.%s must be an int, not %s", int_names[i],
+                         Py_TYPE(ints[i])->tp_name);
+            goto done;
+        }
+        vals[i] = PyLong_AsLongLong(ints[i]);
+        if (vals[i] == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "exported.%s %R is out of range", int_names[i], ints[i]);
+            goto done;
+        }
+        if (i < 2 && vals[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "exported.%s must be >= 0, not %lld", int_names[i], vals[i]);
+            goto done;
+        }
+    }
+    if (!PyBytes_Check(f[5]) || PyBytes_GET_SIZE(f[5]) != 16) {
+        PyErr_Format(PyExc_TypeError, "exported.device_uuid must be 16 bytes, not %R", f[5]);
+        goto done;
+    }
+    memcpy(e->device_uuid, PyBytes_AS_STRING(f[5]), 16);
+    e->size = (size_t)vals[0];
+    e->allocation_size = (size_t)vals[1];
+    e->handle = vals[2];
+    ok = 1;
+done:
+    Py_DECREF(seq);
+    return ok;
+}
+
+static PyObject *py_import_memory(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    (void)m;
+    static char *kwlist[] = {"exported", "dtype", "shape", "device", NULL};
+    PyObject *exported, *dtype_obj, *shape_obj, *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$O:import_memory", kwlist, &exported, &dtype_obj, &shape_obj,
+                                     &device_obj))
+        return NULL;
+    tack_exported_memory e;
+    tack_dtype dtype;
+    int ndim;
+    int64_t shape[TACK_MAX_NDIM];
+    tack_device *device;
+    if (!parse_record(exported, &e) || !tack_py_dtype_converter(dtype_obj, &dtype) ||
+        !tack_py_parse_shape(shape_obj, &ndim, shape) || !optional_device(device_obj, &device))
+        return NULL;
+    tack_array *a;
+    tack_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_array_import_memory(device, &e, dtype, ndim, shape, &a);
+    Py_END_ALLOW_THREADS
+    tack_device_release(device);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    return tack_py_array_new(a);
+}
+
+/* A socket object's descriptor and timeout (seconds; < 0: none), or an int
+ * descriptor (no timeout). */
+static int socket_fd(PyObject *obj, int *fd, double *timeout)
+{
+    *timeout = -1;
+    if (PyLong_Check(obj)) {
+        if (PyBool_Check(obj)) {
+            PyErr_SetString(PyExc_TypeError, "a socket or a file descriptor is needed, not a bool");
+            return 0;
+        }
+        long v = PyLong_AsLong(obj);
+        if (v == -1 && PyErr_Occurred())
+            return 0;
+        if (v < 0 || v > INT_MAX) {
+            PyErr_Format(PyExc_ValueError, "file descriptor %ld is out of range", v);
+            return 0;
+        }
+        *fd = (int)v;
+        return 1;
+    }
+    PyObject *r = PyObject_CallMethod(obj, "fileno", NULL);
+    if (!r) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "a socket or a file descriptor is needed, not %s", Py_TYPE(obj)->tp_name);
+        }
+        return 0;
+    }
+    long v = PyLong_Check(r) ? PyLong_AsLong(r) : -1;
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred())
+        return 0;
+    if (v < 0 || v > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the socket is closed (fileno() is -1)");
+        return 0;
+    }
+    *fd = (int)v;
+    /* socket.socket: honour its timeout, as its own send and recv do. */
+    if (PyObject_HasAttrString(obj, "gettimeout")) {
+        PyObject *t = PyObject_CallMethod(obj, "gettimeout", NULL);
+        if (!t)
+            return 0;
+        if (t != Py_None) {
+            *timeout = PyFloat_AsDouble(t);
+            if (*timeout == -1 && PyErr_Occurred()) {
+                Py_DECREF(t);
+                return 0;
+            }
+        }
+        Py_DECREF(t);
+    }
+    return 1;
+}
+
+/* Waits, without the GIL, until the socket is ready, so that the blocking
+ * C call after it returns promptly; Ctrl-C and the socket's timeout are
+ * seen meanwhile. 0 with an exception (KeyboardInterrupt, TimeoutError). */
+static int wait_socket(int fd, int writing, double timeout)
+{
+#if defined(_WIN32)
+    (void)fd;
+    (void)writing;
+    (void)timeout;
+    return 1;
+#else
+    const int slice_ms = 100;
+    double waited = 0;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
+        int ms = slice_ms;
+        if (timeout >= 0 && (timeout - waited) * 1000 < ms)
+            ms = (int)((timeout - waited) * 1000);
+        int n, err;
+        Py_BEGIN_ALLOW_THREADS
+        n = poll(&p, 1, ms);
+        err = errno;
+        Py_END_ALLOW_THREADS
+        if (n > 0)
+            return 1; /* readable, writable, or an error the call will report */
+        if (n < 0 && err != EINTR) {
+            errno = err;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return 0;
+        }
+        if (PyErr_CheckSignals() < 0)
+            return 0;
+        waited += ms / 1000.0;
+        if (timeout >= 0 && waited >= timeout) {
+            PyErr_SetString(PyExc_TimeoutError, "timed out");
+            return 0;
+        }
+    }
+#endif
+}
+
+static PyObject *py_send_array(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    (void)m;
+    static char *kwlist[] = {"sock", "array", NULL};
+    PyObject *sock, *array;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!:send_array", kwlist, &sock, &TackArray_Type, &array))
+        return NULL;
+    int fd;
+    double timeout;
+    if (!socket_fd(sock, &fd, &timeout) || !wait_socket(fd, 1, timeout))
+        return NULL;
+    tack_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_array_send(fd, TACK_PY_ARRAY(array));
+    Py_END_ALLOW_THREADS
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    (void)m;
+    static char *kwlist[] = {"sock", "device", NULL};
+    PyObject *sock, *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:receive_array", kwlist, &sock, &device_obj))
+        return NULL;
+    int fd;
+    double timeout;
+    tack_device *device;
+    if (!socket_fd(sock, &fd, &timeout) || !optional_device(device_obj, &device))
+        return NULL;
+    if (!wait_socket(fd, 0, timeout)) {
+        tack_device_release(device);
+        return NULL;
+    }
+    tack_array *a;
+    tack_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_array_receive(fd, device, &a);
+    Py_END_ALLOW_THREADS
+    tack_device_release(device);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    return tack_py_array_new(a);
+}
+
+static PyMethodDef ipc_functions[] = {
+    {"import_memory", (PyCFunction)(void (*)(void))py_import_memory, METH_VARARGS | METH_KEYWORDS,
+     "import_memory(exported, dtype, shape, *, device=None)\n--\n\n"
+     "Maps memory another array exported (Array.export_memory(), in this process or one whose descriptor\n"
+     "reached this one) as a new array over the start of it. The descriptor stays the caller's.\n"
+     "device=None: the device the record names (for CUDA, by device UUID)."},
+    {"send_array", (PyCFunction)(void (*)(void))py_send_array, METH_VARARGS | METH_KEYWORDS,
+     "send_array(sock, array)\n--\n\n"
+     "Sends an exportable array's descriptor and a versioned header over a connected Unix-domain socket\n"
+     "(a socket.socket or a file descriptor) with SCM_RIGHTS; receive_array maps it in the other process."},
+    {"receive_array", (PyCFunction)(void (*)(void))py_receive_array, METH_VARARGS | METH_KEYWORDS,
+     "receive_array(sock, *, device=None)\n--\n\n"
+     "Receives an array send_array sent and maps it: writes on either side are seen by the other.\n"
+     "A header of a newer version, a bad magic or sizes that disagree are refused (ValueError)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int tack_py_ipc_init(PyObject *module) { return PyModule_AddFunctions(module, ipc_functions); }

@@ -13,7 +13,7 @@ struct cuda_abi_fact {
 
 #define CUDA_ABI_FACTS(SIZE, OFFSET, VALUE)                                                                    \
     SIZE(CUresult) SIZE(CUdevice) SIZE(CUdeviceptr) SIZE(CUmemGenericAllocationHandle) SIZE(CUcontext)         \
-    SIZE(CUstream) SIZE(CUmodule) SIZE(CUfunction) SIZE(CUuuid) SIZE(CUdevice_attribute)                       \
+    SIZE(CUstream) SIZE(CUevent) SIZE(CUmodule) SIZE(CUfunction) SIZE(CUuuid) SIZE(CUdevice_attribute)                       \
     SIZE(CUpointer_attribute) SIZE(CUmemAllocationType) SIZE(CUmemAllocationHandleType) SIZE(CUmemLocationType) \
     SIZE(CUmemAccess_flags) SIZE(CUmemAllocationGranularity_flags) SIZE(CUmemLocation)                          \
     SIZE(CUmemAllocationProp) SIZE(CUmemAccessDesc)                                                            \
@@ -40,7 +40,8 @@ struct cuda_abi_fact {
     VALUE(CU_POINTER_ATTRIBUTE_MEMORY_TYPE) VALUE(CU_POINTER_ATTRIBUTE_IS_MANAGED)                             \
     VALUE(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) VALUE(CU_MEMORYTYPE_HOST) VALUE(CU_MEMORYTYPE_DEVICE)           \
     VALUE(CU_MEMORYTYPE_ARRAY) VALUE(CU_MEMORYTYPE_UNIFIED) VALUE(CU_STREAM_DEFAULT)                           \
-    VALUE(CU_STREAM_NON_BLOCKING) VALUE(CU_MEM_ALLOCATION_TYPE_PINNED) VALUE(CU_MEM_HANDLE_TYPE_NONE)          \
+    VALUE(CU_STREAM_NON_BLOCKING) VALUE(CU_EVENT_DEFAULT) VALUE(CU_EVENT_DISABLE_TIMING)                       \
+    VALUE(CU_EVENT_WAIT_DEFAULT) VALUE(CU_MEM_ALLOCATION_TYPE_PINNED) VALUE(CU_MEM_HANDLE_TYPE_NONE)           \
     VALUE(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) VALUE(CU_MEM_HANDLE_TYPE_WIN32)                            \
     VALUE(CU_MEM_HANDLE_TYPE_WIN32_KMT) VALUE(CU_MEM_LOCATION_TYPE_DEVICE)                                     \
     VALUE(CU_MEM_ACCESS_FLAGS_PROT_READWRITE) VALUE(CU_MEM_ALLOC_GRANULARITY_MINIMUM)                          \

@@ -8,7 +8,9 @@ Tack imports a tensor without passing a stream to its producer (it relies
 on the pointer alone), so these tests wait for the producer's queued work
 (torch.cuda.synchronize, cupy's Device.synchronize) before handing its
 memory to Tack. The other direction needs no wait: an export completes
-Tack's queued launches first.
+Tack's queued launches first, or, when the consumer passes stream= (as
+torch.from_dlpack does), orders the consumer's stream after them on the GPU
+with an event.
 """
 
 import ctypes
@@ -18,6 +20,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -296,3 +299,134 @@ def test_plain_array_exports_a_copy_that_later_writes_miss():
     got = import_elsewhere(e)
     assert got[:4] == ["0.0", "1.0", "2.0", "3.0"]
     assert float(got[4]) == float((np.arange(1 << 16) % 5).sum())
+
+
+# --------------------------------------------------------------------------
+# Stream-ordered export: the consumer's stream waits for Tack's queued
+# launches on the GPU; the host waits for nothing.
+
+CU = ctypes.CDLL("libcuda.so.1")
+CUDA_ERROR_NOT_READY = 600
+# A spin long enough (about 0.1 s) that nothing the host does meanwhile can
+# see it finish: work queued behind it is certainly still pending.
+SPIN_CYCLES = 200_000_000
+FILL = "void fill(tack_index i, float v, float *y) { y[i] = v + (float)(i % 7); }"
+
+
+def tack_stream():
+    """Tack's stream on cuda:0, as its C exchange table names it."""
+    from test_dlpack_c_exchange import TACK, kDLCUDA
+
+    s = ctypes.c_void_p()
+    assert TACK.stream(kDLCUDA, 0, ctypes.byref(s)) == 0
+    assert s.value
+    return s.value
+
+
+def pending(stream):
+    return CU.cuStreamQuery(ctypes.c_void_p(stream)) == CUDA_ERROR_NOT_READY
+
+
+def hold(stream):
+    """Keeps `stream` busy on the GPU for SPIN_CYCLES: a spin PyTorch
+    queues on it."""
+    if not hasattr(torch.cuda, "_sleep"):
+        pytest.skip("this PyTorch has no torch.cuda._sleep to hold a stream with")
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+        torch.cuda._sleep(SPIN_CYCLES)
+
+
+def expected_fill(n, v, stream=None):
+    with torch.cuda.stream(stream or torch.cuda.current_stream()):
+        return (torch.arange(n, device="cuda") % 7).float() + v
+
+
+@pytest.mark.parametrize("own_stream", [True, False], ids=["torch-stream", "legacy-default-stream"])
+def test_torch_reads_queued_results_with_no_host_wait(own_stream):
+    n = 1 << 24
+    fill = tack.Kernel(FILL, device="cuda")
+    y = tack.zeros(n, device="cuda")
+    fill(1.0, y)  # compiled and loaded before anything is timed
+    torch.from_dlpack(tack.zeros(1, device="cuda"))  # PyTorch's first-call work, too
+    torch.cuda.synchronize()
+    stream = tack_stream()
+    s = torch.cuda.Stream() if own_stream else torch.cuda.default_stream()
+    expected = expected_fill(n, 5.0, s)
+    s.synchronize()
+    hold(stream)
+    fill(5.0, y)  # queued behind the spin
+    with torch.cuda.stream(s):
+        start = time.perf_counter()
+        # PyTorch passes its current stream: s, or 1 for the legacy default.
+        t = torch.from_dlpack(y)
+        took = time.perf_counter() - start
+        # Nothing waited on the host: Tack's launch has not even started.
+        assert pending(stream)
+        same = torch.equal(t, expected)  # PyTorch reads on s, after the event
+    assert same
+    assert took < 0.05, f"the export took {took:.3f} s: it waited for the GPU"
+    assert t.data_ptr() == y.ptr
+
+
+def test_a_named_stream_is_ordered_through_dunder_dlpack():
+    n = 1 << 20
+    fill = tack.Kernel(FILL, device="cuda")
+    y = tack.zeros(n, device="cuda")
+    fill(1.0, y)
+    torch.cuda.synchronize()
+    stream = tack_stream()
+    s = torch.cuda.Stream()
+    expected = expected_fill(n, 2.0, s)
+    s.synchronize()
+    hold(stream)
+    fill(2.0, y)
+    capsule = y.__dlpack__(stream=s.cuda_stream, max_version=(1, 0))
+    assert pending(stream)
+    with torch.cuda.stream(s):
+        t = torch.from_dlpack(capsule)
+        assert torch.equal(t, expected)
+    # Shared from the export on: a later launch is complete when it returns.
+    fill(3.0, y)
+    assert not pending(stream)
+    assert torch.equal(t, expected_fill(n, 3.0))
+
+
+def test_table_export_waits_for_nothing_and_names_tacks_stream():
+    # The exchange table's pattern: the consumer works on the producer's
+    # current work stream, so queued work is in order without any wait.
+    from test_dlpack_c_exchange import TACK, Table
+
+    n = 1 << 20
+    fill = tack.Kernel(FILL, device="cuda")
+    y = tack.zeros(n, device="cuda")
+    fill(1.0, y)
+    torch.cuda.synchronize()
+    stream = tack_stream()
+    on_tack = torch.cuda.ExternalStream(stream)
+    expected = expected_fill(n, 4.0, on_tack)
+    hold(stream)
+    fill(4.0, y)
+    address = TACK.export(y)
+    assert pending(stream)
+    t = Table(torch.Tensor).adopt(address)  # a torch tensor over Tack's memory
+    with torch.cuda.stream(on_tack):
+        assert torch.equal(t, expected)
+    del t
+
+
+def test_stream_values_tack_refuses_on_the_gpu():
+    y = tack.zeros(16, device="cuda")
+    with pytest.raises(ValueError, match="ambiguous"):
+        y.__dlpack__(stream=0)
+    with pytest.raises(ValueError, match="not a stream value"):
+        y.__dlpack__(stream=-7)
+    # -1: the consumer orders its own work; accepted.
+    y.__dlpack__(stream=-1, max_version=(1, 0))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_a_stream_of_another_gpu_is_refused():
+    y = tack.zeros(16, device="cuda:0")
+    other = torch.cuda.Stream(device=1)
+    with pytest.raises(ValueError, match="device 1"):
+        y.__dlpack__(stream=other.cuda_stream)

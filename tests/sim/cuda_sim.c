@@ -24,6 +24,13 @@
  *   missing wait shows up as a wrong answer; a queued operation on memory
  *   freed meanwhile faults, and the context's sync then reports
  *   CUDA_ERROR_ILLEGAL_ADDRESS;
+ * - events: one recorded on a deferred stream completes when that stream's
+ *   work queued up to the record has run; cuStreamWaitEvent queues on the
+ *   waiting stream a dependency that, when reached, first runs the recorded
+ *   stream's work up to the record (the order a GPU keeps without the host
+ *   waiting). Event waits are counted apart from host syncs (event_waits
+ *   and event_waits_done vs stream_syncs and ctx_syncs), so a test can tell
+ *   stream ordering from a host wait;
  * - VMM allocations backed by memfd, so the descriptor from
  *   cuMemExportToShareableHandle can be mmapped, or imported with
  *   cuMemImportFromShareableHandle, by another process and shows the same
@@ -69,6 +76,8 @@ SIM_API CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev
 SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx);
 SIM_API CUresult cuCtxSetCurrent(CUcontext ctx);
 SIM_API CUresult cuStreamQuery(CUstream stream);
+SIM_API CUresult cuEventQuery(CUevent event);
+SIM_API CUresult cuEventSynchronize(CUevent event);
 SIM_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n);
 SIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n);
 SIM_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n);
@@ -80,8 +89,6 @@ SIM_API CUresult cuMemFreeHost(void *p);
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned int flags);
 SIM_API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags);
 SIM_API CUresult cuMemHostUnregister(void *p);
-SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
-                                                CUmemAllocationHandleType type);
 
 /* Test hooks, described where they are defined. */
 typedef void *(*sim_capture_fn)(const char *name, void **params, const unsigned grid[3], const unsigned block[3]);
@@ -107,7 +114,9 @@ SIM_API void tack_sim_cuda_set_kernel_hook(sim_capture_fn capture, sim_run_fn ru
                 X(memsets) X(copies_htod) X(copies_dtoh) X(copies_dtod) X(vmm_creates) X(vmm_releases)        \
                     X(vmm_maps) X(vmm_unmaps) X(vmm_live) X(exports) X(imports) X(pointer_queries)            \
                         X(host_allocs) X(host_registers) X(managed_allocs) X(modules_loaded) X(launches)      \
-                            X(launches_done) X(pending_ops) X(faults) X(injected_failures)
+                            X(launches_done) X(pending_ops) X(faults) X(injected_failures)  \
+                                X(events_created) X(events_destroyed) X(event_records) X(event_waits)          \
+                                    X(event_waits_done) X(event_syncs)
 
 enum {
 #define SIM_STAT_ENUM(n) STAT_##n,
@@ -171,7 +180,9 @@ struct sim_reservation {
     struct sim_reservation *next;
 };
 
-enum op_type { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_FREE, OP_LAUNCH };
+enum op_type { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_FREE, OP_LAUNCH, OP_WAIT };
+
+struct sim_stream;
 
 struct sim_op {
     enum op_type type;
@@ -179,6 +190,10 @@ struct sim_op {
     size_t n;
     unsigned char value;
     void *closure; /* OP_LAUNCH: what the kernel hook captured */
+    /* OP_WAIT: run `on` up to its operation number `upto` first. */
+    struct sim_stream *on;
+    unsigned long long upto;
+    unsigned long long seq; /* this operation's number on its stream */
     struct sim_op *next;
 };
 
@@ -187,7 +202,20 @@ struct sim_stream {
     unsigned flags;
     int live;
     struct sim_op *head, *tail;
+    /* Operations queued and run so far, numbered from 1: an event records
+     * the first, and is complete once the second reaches it. */
+    unsigned long long queued, done;
     struct sim_stream *next;
+};
+
+/* An event: the point `seq` of stream `stream` it was last recorded at
+ * (stream NULL: never recorded, or recorded where work runs at once). */
+struct sim_event {
+    struct sim_ctx *ctx;
+    int live;
+    struct sim_stream *stream;
+    unsigned long long seq;
+    struct sim_event *next;
 };
 
 struct sim_module {
@@ -217,6 +245,7 @@ static struct sim_alloc *allocs;
 static struct sim_reservation *reservations;
 static struct sim_phys *physicals;
 static struct sim_stream *streams; /* never freed, like contexts */
+static struct sim_event *events;   /* never freed, so stale handles stay readable */
 static struct sim_module *modules;
 static struct sim_function *functions;
 
@@ -469,6 +498,8 @@ static void fault(struct sim_ctx *c)
         c->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+static void drain_until(struct sim_stream *s, unsigned long long upto);
+
 static void execute(struct sim_op *op, struct sim_ctx *c)
 {
     char *d = NULL, *s = NULL;
@@ -507,6 +538,10 @@ static void execute(struct sim_op *op, struct sim_ctx *c)
         }
         COUNT(launches_done);
         break;
+    case OP_WAIT:
+        drain_until(op->on, op->upto);
+        COUNT(event_waits_done);
+        break;
     }
     /* Memory freed (or never mapped for the device) by the time the work
      * runs: the context's next sync reports it, as a GPU fault would be. */
@@ -514,18 +549,24 @@ static void execute(struct sim_op *op, struct sim_ctx *c)
         fault(c);
 }
 
-static void drain(struct sim_stream *s)
+/* Runs the stream's queued work up to operation number `upto`. */
+static void drain_until(struct sim_stream *s, unsigned long long upto)
 {
-    while (s->head) {
+    while (s->head && s->head->seq <= upto) {
         struct sim_op *op = s->head;
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
         UNCOUNT(pending_ops);
+        /* Counted done before it runs: a wait inside it that comes back to
+         * this stream sees it taken. */
+        s->done = op->seq;
         execute(op, s->ctx);
         free(op);
     }
 }
+
+static void drain(struct sim_stream *s) { drain_until(s, s->queued); }
 
 static void drop(struct sim_stream *s)
 {
@@ -537,6 +578,7 @@ static void drop(struct sim_stream *s)
         free(op);
     }
     s->tail = NULL;
+    s->done = s->queued;
 }
 
 /* The legacy default stream waits for the context's blocking streams, but
@@ -561,6 +603,7 @@ static CUresult enqueue(struct sim_stream *s, struct sim_ctx *c, struct sim_op *
         free(op);
         return CUDA_SUCCESS;
     }
+    op->seq = ++s->queued;
     if (s->tail)
         s->tail->next = op;
     else
@@ -1038,6 +1081,157 @@ SIM_API CUresult cuStreamQuery(CUstream stream)
     if (!s)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     RETURN(s->head ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
+    LEAVE();
+}
+
+/* A stream's context, without needing it current; a null stream stands for
+ * the current context's. */
+SIM_API CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx)
+{
+    ENTER();
+    if (!ctx)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (is_null_stream(stream)) {
+        struct sim_ctx *c;
+        CUresult r = require_context(&c);
+        if (r)
+            RETURN(r);
+        *ctx = (CUcontext)c;
+        RETURN(CUDA_SUCCESS);
+    }
+    struct sim_stream *s = find_stream(stream);
+    if (!s)
+        RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!s->ctx->live)
+        RETURN(CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    *ctx = (CUcontext)s->ctx;
+    LEAVE();
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+static struct sim_event *find_event(CUevent h)
+{
+    for (struct sim_event *e = events; e; e = e->next)
+        if ((CUevent)e == h && e->live)
+            return e;
+    return NULL;
+}
+
+/* Complete: never recorded, recorded where work runs at once, or the
+ * recorded stream has run up to the record. */
+static int event_complete(const struct sim_event *e) { return !e->stream || e->stream->done >= e->seq; }
+
+SIM_API CUresult cuEventCreate(CUevent *event, unsigned int flags)
+{
+    ENTER();
+    struct sim_ctx *c;
+    CUresult r = require_context(&c);
+    if (r)
+        RETURN(r);
+    /* CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS */
+    if (!event || flags & ~7u)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct sim_event *e = calloc(1, sizeof *e);
+    if (!e)
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    e->ctx = c;
+    e->live = 1;
+    e->next = events;
+    events = e;
+    COUNT(events_created);
+    *event = (CUevent)e;
+    LEAVE();
+}
+
+SIM_API CUresult cuEventDestroy_v2(CUevent event)
+{
+    ENTER();
+    struct sim_event *e = find_event(event);
+    if (!e)
+        RETURN(CUDA_ERROR_INVALID_HANDLE);
+    /* Waits already queued on it keep their point: they copied it. */
+    e->live = 0;
+    COUNT(events_destroyed);
+    LEAVE();
+}
+
+/* The event and the stream must share a context, as the driver requires. */
+SIM_API CUresult cuEventRecord(CUevent event, CUstream stream)
+{
+    ENTER();
+    struct sim_ctx *c;
+    struct sim_stream *s = NULL;
+    CUresult r = require_context(&c);
+    if (!r)
+        r = check_stream(stream, c, &s);
+    if (r)
+        RETURN(r);
+    struct sim_event *e = find_event(event);
+    if (!e || e->ctx != c)
+        RETURN(CUDA_ERROR_INVALID_HANDLE);
+    COUNT(event_records);
+    if (!s) {
+        /* The legacy stream runs work at once, after the blocking streams. */
+        drain_blocking(c);
+        e->stream = NULL;
+        e->seq = 0;
+    } else {
+        e->stream = s;
+        e->seq = s->queued;
+    }
+    LEAVE();
+}
+
+/* The event may come from another context, as the driver allows; the
+ * waiting stream must be usable in the current one. */
+SIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
+{
+    ENTER();
+    struct sim_ctx *c;
+    struct sim_stream *s = NULL;
+    CUresult r = require_context(&c);
+    if (!r)
+        r = check_stream(stream, c, &s);
+    if (r)
+        RETURN(r);
+    struct sim_event *e = find_event(event);
+    if (!e)
+        RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (flags)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    COUNT(event_waits);
+    if (event_complete(e))
+        RETURN(CUDA_SUCCESS);
+    /* On a deferred stream, a dependency; on the legacy stream, which runs
+     * work at once, the recorded work runs now. */
+    struct sim_op op = {.type = OP_WAIT, .on = e->stream, .upto = e->seq};
+    RETURN(enqueue(s, c, &op));
+    LEAVE();
+}
+
+SIM_API CUresult cuEventQuery(CUevent event)
+{
+    ENTER();
+    struct sim_event *e = find_event(event);
+    if (!e)
+        RETURN(CUDA_ERROR_INVALID_HANDLE);
+    RETURN(event_complete(e) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
+    LEAVE();
+}
+
+/* A host wait for the event: counted as one. */
+SIM_API CUresult cuEventSynchronize(CUevent event)
+{
+    ENTER();
+    struct sim_event *e = find_event(event);
+    if (!e)
+        RETURN(CUDA_ERROR_INVALID_HANDLE);
+    COUNT(event_syncs);
+    if (e->stream) {
+        drain_until(e->stream, e->seq);
+        RETURN(e->stream->ctx->sticky);
+    }
     LEAVE();
 }
 
