@@ -252,6 +252,210 @@ static PyObject *array_export_memory(PyObject *self, PyObject *unused)
     return r;
 }
 
+/* ------------------------------------------------------------ host protocols */
+
+/* The struct-module format of a dtype, as NumPy itself exports it (NumPy's
+ * int64 is 'l' where a long has 64 bits, so a round trip keeps the type). */
+static const char *buffer_format(tack_dtype dtype)
+{
+    switch (dtype) {
+    case TACK_I8: return "b";
+    case TACK_U8: return "B";
+    case TACK_I16: return "h";
+    case TACK_U16: return "H";
+    case TACK_I32: return "i";
+    case TACK_U32: return "I";
+    case TACK_I64: return sizeof(long) == 8 ? "l" : "q";
+    case TACK_U64: return sizeof(long) == 8 ? "L" : "Q";
+    case TACK_F32: return "f";
+    case TACK_F64: return "d";
+    default: return NULL;
+    }
+}
+
+/* The keys of the array-interface dictionaries and each dtype's typestr
+ * ("<f4", "|u1"), made once: exports are per-call hot paths. */
+enum { KEY_SHAPE, KEY_TYPESTR, KEY_DATA, KEY_STRIDES, KEY_VERSION, KEY_STREAM, N_KEYS };
+static PyObject *interface_keys[N_KEYS], *typestrs[TACK_NDTYPES], *version_3;
+
+static int interface_init(void)
+{
+    static const char *const names[N_KEYS] = {"shape", "typestr", "data", "strides", "version", "stream"};
+    for (int i = 0; i < N_KEYS; i++)
+        if (!(interface_keys[i] = PyUnicode_InternFromString(names[i])))
+            return -1;
+    for (int d = 0; d < TACK_NDTYPES; d++) {
+        size_t size = tack_dtype_size((tack_dtype)d);
+        char kind = d == TACK_F32 || d == TACK_F64                                       ? 'f'
+                    : d == TACK_U8 || d == TACK_U16 || d == TACK_U32 || d == TACK_U64 ? 'u'
+                                                                                      : 'i';
+#if PY_LITTLE_ENDIAN
+        char order = size == 1 ? '|' : '<';
+#else
+        char order = size == 1 ? '|' : '>';
+#endif
+        char text[4] = {order, kind, (char)('0' + size), '\0'};
+        if (!(typestrs[d] = PyUnicode_InternFromString(text)))
+            return -1;
+    }
+    return (version_3 = PyLong_FromLong(3)) ? 0 : -1;
+}
+
+static int is_host(const tack_array *a)
+{
+    return tack_device_dl_device(tack_array_device(a)).device_type == kDLCPU;
+}
+
+/* The buffer protocol (memoryview, np.asarray, struct, mpi4py...). The view
+ * holds the Python object, and so the tack_array, until it is released. */
+static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    tack_array *a = ARR(self);
+    view->obj = NULL;
+    if (!is_host(a)) {
+        /* A device pointer read as host memory is a crash at best. */
+        PyErr_Format(PyExc_BufferError,
+                     "a %s array is device memory, which the buffer protocol cannot describe; copy it to the "
+                     "host with a.to_numpy(), or share it with DLPack (torch.from_dlpack(a), cupy.from_dlpack(a))",
+                     tack_device_name(tack_array_device(a)));
+        return -1;
+    }
+    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && !tack_array_writable(a)) {
+        PyErr_SetString(PyExc_BufferError,
+                        "the array is read-only, so it exports read-only buffers only; ask for a read-only "
+                        "buffer, or copy it (tack.array(a)) to get a writable one");
+        return -1;
+    }
+    tack_dtype dtype = tack_array_dtype(a);
+    int nd = tack_array_ndim(a);
+    Py_ssize_t item = (Py_ssize_t)tack_dtype_size(dtype);
+    Py_ssize_t *dims = NULL;
+    if (nd > 0 && (flags & PyBUF_ND) == PyBUF_ND) {
+        /* Shape then C-contiguous byte strides, freed by array_releasebuffer. */
+        dims = PyMem_Malloc(2 * (size_t)nd * sizeof *dims);
+        if (!dims) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        const int64_t *shape = tack_array_shape(a);
+        Py_ssize_t step = item;
+        for (int i = nd - 1; i >= 0; i--) {
+            dims[i] = (Py_ssize_t)shape[i];
+            dims[nd + i] = step;
+            step *= (Py_ssize_t)shape[i];
+        }
+    }
+    /* CPU launches complete before they return; sharing records that a
+     * reader outside Tack now holds the memory. */
+    tack_status st = tack_buffer_share(tack_array_buffer(a));
+    if (st != TACK_OK) {
+        PyMem_Free(dims);
+        return tack_py_fail(st);
+    }
+    view->buf = tack_array_data(a);
+    view->obj = Py_NewRef(self);
+    view->len = (Py_ssize_t)tack_array_nbytes(a);
+    view->readonly = !tack_array_writable(a);
+    view->itemsize = item;
+    view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? (char *)buffer_format(dtype) : NULL;
+    view->ndim = nd;
+    view->shape = dims;
+    view->strides = dims && (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? dims + nd : NULL;
+    view->suboffsets = NULL;
+    view->internal = dims;
+    return 0;
+}
+
+static void array_releasebuffer(PyObject *self, Py_buffer *view)
+{
+    (void)self;
+    PyMem_Free(view->internal);
+}
+
+static PyBufferProcs array_as_buffer = {
+    .bf_getbuffer = array_getbuffer,
+    .bf_releasebuffer = array_releasebuffer,
+};
+
+/* The dictionary both array interfaces share: shape, typestr, data,
+ * strides (None: C-contiguous) and version 3. */
+static PyObject *interface_dict(tack_array *a, void *data)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    PyObject *shape = shape_tuple(a);
+    PyObject *address = PyLong_FromVoidPtr(data);
+    PyObject *pair = shape && address ? PyTuple_Pack(2, address, tack_array_writable(a) ? Py_False : Py_True) : NULL;
+    int failed = !pair || PyDict_SetItem(d, interface_keys[KEY_SHAPE], shape) < 0 ||
+                 PyDict_SetItem(d, interface_keys[KEY_TYPESTR], typestrs[tack_array_dtype(a)]) < 0 ||
+                 PyDict_SetItem(d, interface_keys[KEY_DATA], pair) < 0 ||
+                 PyDict_SetItem(d, interface_keys[KEY_STRIDES], Py_None) < 0 ||
+                 PyDict_SetItem(d, interface_keys[KEY_VERSION], version_3) < 0;
+    Py_XDECREF(shape);
+    Py_XDECREF(address);
+    Py_XDECREF(pair);
+    if (failed)
+        Py_CLEAR(d);
+    return d;
+}
+
+static PyObject *get_array_interface(PyObject *self, void *c)
+{
+    (void)c;
+    tack_array *a = ARR(self);
+    if (!is_host(a)) {
+        PyErr_Format(PyExc_AttributeError,
+                     "a %s array has no __array_interface__: its memory is not host memory (it speaks "
+                     "DLPack%s)",
+                     tack_device_name(tack_array_device(a)),
+                     tack_device_dl_device(tack_array_device(a)).device_type == kDLCUDA
+                         ? " and __cuda_array_interface__"
+                         : "");
+        return NULL;
+    }
+    tack_status st = tack_buffer_share(tack_array_buffer(a));
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    return interface_dict(a, tack_array_data(a));
+}
+
+/* __cuda_array_interface__ version 3 (Numba, CuPy, Warp). An export must
+ * not race the launches queued on the array: the buffer is shared first,
+ * as for DLPack, so there is no pending work when the consumer reads and
+ * later launches complete before they return. The stream is still given:
+ * a consumer that synchronises on it finds it idle. */
+static PyObject *get_cuda_array_interface(PyObject *self, void *c)
+{
+    (void)c;
+    tack_array *a = ARR(self);
+    tack_device *d = tack_array_device(a);
+    if (tack_device_dl_device(d).device_type != kDLCUDA) {
+        PyErr_Format(PyExc_AttributeError,
+                     "a %s array has no __cuda_array_interface__: its memory is not CUDA memory%s", tack_device_name(d),
+                     is_host(a) ? " (it speaks the buffer protocol and __array_interface__)" : "");
+        return NULL;
+    }
+    tack_status st = tack_buffer_share(tack_array_buffer(a));
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    /* The interface asks for a 0 pointer for zero-size arrays. */
+    PyObject *r = interface_dict(a, tack_array_size(a) ? tack_array_data(a) : NULL);
+    if (!r)
+        return NULL;
+    /* 0 is not a valid stream value in the interface (it is ambiguous);
+     * a device without a stream of its own has nothing to wait on. */
+    uint64_t stream = tack_device_stream_handle(d);
+    PyObject *s = stream ? PyLong_FromUnsignedLongLong(stream) : Py_NewRef(Py_None);
+    if (!s || PyDict_SetItem(r, interface_keys[KEY_STREAM], s) < 0) {
+        Py_XDECREF(s);
+        Py_DECREF(r);
+        return NULL;
+    }
+    Py_DECREF(s);
+    return r;
+}
+
 static PyGetSetDef array_getset[] = {
     {"shape", get_shape, NULL, "the extents, a tuple", NULL},
     {"dtype", get_dtype, NULL, "the element type, a tack.DType", NULL},
@@ -261,6 +465,10 @@ static PyGetSetDef array_getset[] = {
     {"device", get_device, NULL, "the tack.Device the memory is on", NULL},
     {"writable", get_writable, NULL, "False for arrays wrapped or imported read-only", NULL},
     {"ptr", get_ptr, NULL, "the address of the first element, an int", NULL},
+    {"__array_interface__", get_array_interface, NULL,
+     "NumPy's array interface (version 3) of a host array; AttributeError for device arrays", NULL},
+    {"__cuda_array_interface__", get_cuda_array_interface, NULL,
+     "the CUDA Array Interface (version 3, with the stream) of a CUDA array; AttributeError for others", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -295,13 +503,14 @@ PyTypeObject TackArray_Type = {
     .tp_dealloc = array_dealloc,
     .tp_repr = array_repr,
     .tp_as_sequence = &array_as_sequence,
+    .tp_as_buffer = &array_as_buffer,
     .tp_getset = array_getset,
     .tp_methods = array_methods,
 };
 
 int tack_py_array_init(PyObject *m)
 {
-    if (PyType_Ready(&TackArray_Type) < 0)
+    if (interface_init() < 0 || PyType_Ready(&TackArray_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(m, "Array", (PyObject *)&TackArray_Type);
 }

@@ -1,6 +1,8 @@
 /* tack._tack: module functions, status mapping, and the pieces the types share. */
 #include "ext.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 PyTypeObject *TackExportedMemory_Type;
@@ -379,6 +381,482 @@ static PyObject *py_array_from_ptr(PyObject *m, PyObject *args, PyObject *kwargs
     return tack_py_array_new(a);
 }
 
+/* ------------------------------------------------------------------ asarray */
+
+/* What keeps the memory of an imported buffer or CUDA Array Interface alive:
+ * the exporter's Py_buffer (buffer protocol) or a reference to the producer
+ * (CAI). It is released once, by tack_buffer_wrap's callback, when the last
+ * array over the memory goes: on any thread, maybe from a C consumer of a
+ * DLPack export long after Python has stopped. */
+typedef struct {
+    Py_buffer view; /* view.obj is NULL when unused */
+    PyObject *owner;
+} py_hold;
+
+static int interpreter_gone(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+    return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+static void hold_release(void *context)
+{
+    py_hold *h = context;
+    /* Objects of a finalizing interpreter may be gone already, and taking
+     * the GIL then can hang or end the calling thread: the references are
+     * left to the process's end. */
+    if (interpreter_gone()) {
+        free(h);
+        return;
+    }
+    PyGILState_STATE gil = PyGILState_Ensure();
+    /* The last array may go while an exception is propagating; the
+     * exporter's release code must neither see nor clear it. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *pending = PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+#endif
+    if (h->view.obj)
+        PyBuffer_Release(&h->view);
+    Py_XDECREF(h->owner);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(pending);
+#else
+    PyErr_Restore(type, value, traceback);
+#endif
+    PyGILState_Release(gil);
+    free(h);
+}
+
+/* The device that wraps memory of kind `dl` for tack.asarray: device= if it
+ * can (RuntimeError naming the right device otherwise: an import never
+ * copies), else the default device, else the process-wide device for `dl`.
+ * CUDA memory carries no device ordinal here, so any CUDA device may try
+ * (the backend's pointer check refuses another device's memory). New
+ * reference, or NULL with an exception. */
+static tack_device *asarray_device(PyObject *device_obj, DLDevice dl, const char *what)
+{
+    tack_device *d;
+    if (device_obj != Py_None) {
+        if (!tack_py_device_converter(device_obj, &d))
+            return NULL;
+        DLDevice own = tack_device_dl_device(d);
+        if (own.device_type == dl.device_type || tack_device_can_wrap(d, dl))
+            return d;
+        PyErr_Format(PyExc_RuntimeError,
+                     "tack.asarray: %s cannot be wrapped by device %s; import it on %s, or copy it with "
+                     "tack.array(obj, device=...)",
+                     what, tack_device_name(d), dl.device_type == kDLCPU ? "the cpu device" : "a cuda device");
+        tack_device_release(d);
+        return NULL;
+    }
+    tack_device *fallback = tack_py_default_device();
+    if (!fallback)
+        return NULL;
+    DLDevice own = tack_device_dl_device(fallback);
+    if (own.device_type == dl.device_type || tack_device_can_wrap(fallback, dl))
+        return tack_device_retain(fallback);
+    tack_status st = tack_device_for_dlpack(dl, &d);
+    if (st != TACK_OK) {
+        tack_py_raise(st);
+        return NULL;
+    }
+    return d;
+}
+
+/* Wraps `nbytes` at `data` on `device` as an array held by `h` (which is
+ * released, once, whatever happens). */
+static PyObject *wrap_held(tack_device *device, void *data, size_t nbytes, py_hold *h, tack_dtype dtype, int ndim,
+                           const int64_t *shape, int writable)
+{
+    tack_buffer *buf;
+    tack_status st = tack_buffer_wrap(device, data, nbytes, hold_release, h, &buf);
+    if (st != TACK_OK) {
+        /* The callback is not called on failure. */
+        tack_py_raise(st);
+        hold_release(h);
+        return NULL;
+    }
+    tack_array *a;
+    st = tack_array_from_buffer(buf, dtype, ndim, shape, writable, &a);
+    if (st != TACK_OK)
+        tack_py_raise(st);
+    /* On success the array holds the buffer; on failure this runs the hold's
+     * release (the pending exception survives it). */
+    tack_buffer_release(buf);
+    return st == TACK_OK ? tack_py_array_new(a) : NULL;
+}
+
+/* A dtype from an element kind ('i', 'u', 'f') and a size in bytes. */
+static int dtype_of(char kind, Py_ssize_t size, tack_dtype *out)
+{
+    static const struct {
+        char kind;
+        Py_ssize_t size;
+        tack_dtype dtype;
+    } table[] = {
+        {'i', 1, TACK_I8},  {'u', 1, TACK_U8},  {'i', 2, TACK_I16}, {'u', 2, TACK_U16}, {'i', 4, TACK_I32},
+        {'u', 4, TACK_U32}, {'i', 8, TACK_I64}, {'u', 8, TACK_U64}, {'f', 4, TACK_F32}, {'f', 8, TACK_F64},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        if (table[i].kind == kind && table[i].size == size) {
+            *out = table[i].dtype;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The dtype of a struct-module format with the exporter's itemsize: one
+ * optional byte-order mark and one integer or float code. */
+static int dtype_from_format(const char *format, Py_ssize_t itemsize, tack_dtype *out)
+{
+    const char *f = format ? format : "B";
+    char order = '@';
+    if (*f && strchr("@=<>!", *f))
+        order = *f++;
+    char kind = 0;
+    if (f[0] && !f[1]) {
+        if (strchr("bhilqn", f[0]))
+            kind = 'i';
+        else if (strchr("BHILQN", f[0]))
+            kind = 'u';
+        else if (strchr("fd", f[0]))
+            kind = 'f';
+    }
+#if PY_LITTLE_ENDIAN
+    int foreign = order == '>' || order == '!';
+#else
+    int foreign = order == '<';
+#endif
+    if (kind && foreign && itemsize > 1) {
+        PyErr_Format(PyExc_TypeError,
+                     "tack.asarray: the buffer's format '%s' is of the other byte order; Tack arrays are in the "
+                     "machine's order: byte-swap it first (np.asarray(obj).astype(...))",
+                     format);
+        return 0;
+    }
+    if (!kind || !dtype_of(kind, itemsize, out)) {
+        PyErr_Format(PyExc_TypeError,
+                     "tack.asarray: the buffer's format '%s' (%zd-byte items) has no Tack dtype; Tack arrays hold "
+                     "signed or unsigned integers of 8 to 64 bits and 32- or 64-bit floats",
+                     format ? format : "B", itemsize);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
+{
+    py_hold *h = calloc(1, sizeof *h);
+    if (!h)
+        return PyErr_NoMemory();
+    /* Strides are asked for so that any exporter answers, contiguous or
+     * not; contiguity is checked here so that it is a ValueError as for
+     * DLPack, not the exporter's BufferError. */
+    if (PyObject_GetBuffer(obj, &h->view, PyBUF_RECORDS_RO) < 0) {
+        free(h);
+        return NULL;
+    }
+    Py_buffer *v = &h->view;
+    tack_dtype dtype;
+    int64_t shape[TACK_MAX_NDIM];
+    if (v->ndim > TACK_MAX_NDIM) {
+        PyErr_Format(PyExc_ValueError, "tack.asarray: the buffer has %d dimensions; Tack arrays have at most %d",
+                     v->ndim, TACK_MAX_NDIM);
+        goto fail;
+    }
+    if (v->suboffsets || !PyBuffer_IsContiguous(v, 'C')) {
+        PyErr_SetString(PyExc_ValueError,
+                        "tack.asarray: the buffer is not C-contiguous; Tack arrays cannot describe strided memory: "
+                        "make it contiguous first (np.ascontiguousarray), or copy it with tack.array(obj)");
+        goto fail;
+    }
+    if (!dtype_from_format(v->format, v->itemsize, &dtype))
+        goto fail;
+    if (v->len && (uintptr_t)v->buf % (uintptr_t)v->itemsize) {
+        PyErr_Format(PyExc_ValueError,
+                     "tack.asarray: the buffer's memory (%p) is not aligned to its %zd-byte elements; copy it with "
+                     "tack.array(obj)",
+                     v->buf, v->itemsize);
+        goto fail;
+    }
+    if (!v->shape && v->ndim > 1) {
+        PyErr_Format(PyExc_ValueError, "tack.asarray: the %s buffer has %d dimensions but no shape",
+                     Py_TYPE(obj)->tp_name, v->ndim);
+        goto fail;
+    }
+    /* A 1-D exporter may leave the shape out: its length then says it. */
+    for (int i = 0; i < v->ndim; i++)
+        shape[i] = v->shape ? (int64_t)v->shape[i] : (int64_t)(v->len / v->itemsize);
+    tack_device *device = asarray_device(device_obj, (DLDevice){kDLCPU, 0}, "host memory (a buffer)");
+    if (!device)
+        goto fail;
+    PyObject *r = wrap_held(device, v->buf, (size_t)v->len, h, dtype, v->ndim, shape, !v->readonly);
+    tack_device_release(device);
+    return r;
+fail:
+    hold_release(h);
+    return NULL;
+}
+
+/* The keys read from a __cuda_array_interface__ dictionary, interned once. */
+enum { CAI_VERSION, CAI_TYPESTR, CAI_SHAPE, CAI_DATA, CAI_STRIDES, CAI_MASK, CAI_STREAM, CAI_KEYS };
+static PyObject *cai_keys[CAI_KEYS];
+
+static int cai_init(void)
+{
+    static const char *const names[CAI_KEYS] = {"version", "typestr", "shape", "data", "strides", "mask", "stream"};
+    for (int i = 0; i < CAI_KEYS; i++)
+        if (!(cai_keys[i] = PyUnicode_InternFromString(names[i])))
+            return -1;
+    return 0;
+}
+
+/* One entry of a __cuda_array_interface__ dictionary (borrowed), NULL if
+ * absent or None (str keys: the lookup cannot fail). */
+static PyObject *cai_item(PyObject *cai, int key)
+{
+    PyObject *v = PyDict_GetItemWithError(cai, cai_keys[key]);
+    return v == Py_None ? NULL : v;
+}
+
+static PyObject *asarray_cai(PyObject *obj, PyObject *cai, PyObject *device_obj)
+{
+    const char *tname = Py_TYPE(obj)->tp_name;
+    if (!PyDict_Check(cai)) {
+        PyErr_Format(PyExc_TypeError, "tack.asarray: %s.__cuda_array_interface__ is a %s, not a dict", tname,
+                     Py_TYPE(cai)->tp_name);
+        return NULL;
+    }
+    PyObject *version = cai_item(cai, CAI_VERSION), *typestr = cai_item(cai, CAI_TYPESTR);
+    PyObject *shape_obj = cai_item(cai, CAI_SHAPE), *data = cai_item(cai, CAI_DATA);
+    PyObject *strides = cai_item(cai, CAI_STRIDES), *mask = cai_item(cai, CAI_MASK);
+    PyObject *stream = cai_item(cai, CAI_STREAM);
+    int overflow = 0;
+    long ver = version && PyLong_Check(version) ? PyLong_AsLongAndOverflow(version, &overflow) : -1;
+    if (overflow)
+        ver = -1;
+    if (ver < 0 || ver > 3) {
+        PyErr_Format(PyExc_ValueError,
+                     "tack.asarray: %s.__cuda_array_interface__ has version %R; Tack reads versions 0 to 3", tname,
+                     version ? version : Py_None);
+        return NULL;
+    }
+    if (!shape_obj || !typestr || !PyUnicode_Check(typestr) || !data || !PyTuple_Check(data) ||
+        PyTuple_GET_SIZE(data) != 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "tack.asarray: %s.__cuda_array_interface__ lacks a shape, a typestr (str) or data "
+                     "(a (pointer, read_only) tuple)",
+                     tname);
+        return NULL;
+    }
+    if (mask) {
+        PyErr_Format(PyExc_ValueError, "tack.asarray: %s has a mask; Tack arrays cannot describe masked memory",
+                     tname);
+        return NULL;
+    }
+    int ndim;
+    int64_t shape[TACK_MAX_NDIM];
+    if (!tack_py_parse_shape(shape_obj, &ndim, shape))
+        return NULL;
+    if (PyLong_Check(shape_obj)) {
+        PyErr_Format(PyExc_ValueError, "tack.asarray: %s.__cuda_array_interface__'s shape is not a tuple", tname);
+        return NULL;
+    }
+    /* typestr: a byte order, a kind and a size ("<f4", "|u1"). */
+    const char *ts = PyUnicode_AsUTF8(typestr);
+    if (!ts)
+        return NULL;
+    tack_dtype dtype;
+    char order = ts[0];
+    long size = ts[0] && ts[1] && ts[2] ? strtol(ts + 2, NULL, 10) : 0;
+#if PY_LITTLE_ENDIAN
+    int foreign = order == '>';
+#else
+    int foreign = order == '<';
+#endif
+    if (!strchr("<>|=", order) || (foreign && size > 1) || !ts[1] || !dtype_of(ts[1], size, &dtype) ||
+        strlen(ts) != 2 + (size >= 10 ? 2u : 1u)) {
+        PyErr_Format(PyExc_TypeError,
+                     "tack.asarray: typestr '%s' has no Tack dtype; Tack arrays hold signed or unsigned integers of "
+                     "8 to 64 bits and 32- or 64-bit floats, in the machine's byte order",
+                     ts);
+        return NULL;
+    }
+    size_t item = tack_dtype_size(dtype), count = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "tack.asarray: shape[%d] is negative (%lld)", i, (long long)shape[i]);
+            return NULL;
+        }
+        if (shape[i] && count > SIZE_MAX / item / (size_t)shape[i]) {
+            PyErr_SetString(PyExc_ValueError, "tack.asarray: the shape's bytes overflow");
+            return NULL;
+        }
+        count *= (size_t)shape[i];
+    }
+    if (strides) {
+        PyObject *seq = PySequence_Fast(strides, "__cuda_array_interface__ strides must be None or a tuple");
+        if (!seq)
+            return NULL;
+        int ok = PySequence_Fast_GET_SIZE(seq) == ndim;
+        long long expect = (long long)item;
+        for (int i = ndim - 1; ok && i >= 0; i--) {
+            long long s = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (s == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            /* An extent of 1 is never stepped over, so its stride is free. */
+            ok = shape[i] == 1 || s == expect || count == 0;
+            expect *= shape[i];
+        }
+        Py_DECREF(seq);
+        if (!ok) {
+            PyErr_Format(PyExc_ValueError,
+                         "tack.asarray: %s is not C-contiguous (strides %R for shape %R); Tack arrays cannot "
+                         "describe strided memory: make it contiguous first",
+                         tname, strides, shape_obj);
+            return NULL;
+        }
+    }
+    PyObject *ptr = PyTuple_GET_ITEM(data, 0);
+    if (!PyLong_Check(ptr) || PyBool_Check(ptr)) {
+        PyErr_Format(PyExc_TypeError, "tack.asarray: %s's data pointer is a %s, not an int", tname,
+                     Py_TYPE(ptr)->tp_name);
+        return NULL;
+    }
+    unsigned long long address = PyLong_AsUnsignedLongLong(ptr);
+    if (address == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "tack.asarray: %s's data pointer %R is not an address in [0, 2**64)", tname,
+                     ptr);
+        return NULL;
+    }
+    if (address > UINTPTR_MAX || (address == 0 && count)) {
+        PyErr_Format(PyExc_ValueError, "tack.asarray: %s's data pointer %R is not a valid address", tname, ptr);
+        return NULL;
+    }
+    int read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
+    if (read_only < 0)
+        return NULL;
+    if (stream && (!PyLong_Check(stream) || PyBool_Check(stream))) {
+        PyErr_Format(PyExc_TypeError, "tack.asarray: %s's stream is a %s, not an int or None", tname,
+                     Py_TYPE(stream)->tp_name);
+        return NULL;
+    }
+    unsigned long long stream_handle = stream ? PyLong_AsUnsignedLongLong(stream) : 0;
+    if (stream && ((stream_handle == (unsigned long long)-1 && PyErr_Occurred()) || stream_handle == 0)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError,
+                     "tack.asarray: %s's stream %R is not a stream: the CUDA Array Interface disallows 0 and takes "
+                     "None for no synchronisation",
+                     tname, stream);
+        return NULL;
+    }
+    tack_device *device = asarray_device(device_obj, (DLDevice){kDLCUDA, 0}, "CUDA memory (__cuda_array_interface__)");
+    if (!device)
+        return NULL;
+    /* The interface says to synchronise the producer's stream before use.
+     * Tack's own stream is waited for here; another library's stream is
+     * the producer's to have completed (see tack.asarray's documentation). */
+    if (stream && stream_handle == tack_device_stream_handle(device)) {
+        tack_status st = tack_device_synchronize(device);
+        if (st != TACK_OK) {
+            tack_device_release(device);
+            return tack_py_raise(st);
+        }
+    }
+    py_hold *h = calloc(1, sizeof *h);
+    if (!h) {
+        tack_device_release(device);
+        return PyErr_NoMemory();
+    }
+    h->owner = Py_NewRef(obj);
+    PyObject *r = wrap_held(device, (void *)(uintptr_t)address, count * item, h, dtype, ndim, shape, !read_only);
+    tack_device_release(device);
+    return r;
+}
+
+static PyObject *str_dlpack_attr, *str_cai_attr;
+
+/* getattr(obj, name, None) without raising and clearing an AttributeError
+ * for an absent attribute, which would cost more than the rest of an
+ * import: 1 and *out set if found, 0 and *out NULL if absent, -1 with the
+ * producer's exception if looking it up failed otherwise. */
+static int lookup_optional(PyObject *obj, PyObject *name, PyObject **out)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyObject_GetOptionalAttr(obj, name, out);
+#else
+    return _PyObject_LookupAttr(obj, name, out);
+#endif
+}
+
+static const char *const asarray_kwnames[] = {"device", NULL};
+
+static PyObject *py_asarray(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "asarray() takes exactly one positional argument (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *vals[1] = {NULL};
+    if (tack_py_keywords("asarray", kwnames, args + nargs, asarray_kwnames, vals) < 0)
+        return NULL;
+    PyObject *obj = args[0], *device_obj = vals[0] ? vals[0] : Py_None;
+    if (PyObject_TypeCheck(obj, &TackArray_Type)) {
+        /* A Tack array already on the device asked for is its own answer,
+         * as np.asarray returns an ndarray unchanged. */
+        if (device_obj == Py_None)
+            return Py_NewRef(obj);
+        tack_device *d;
+        if (!tack_py_device_converter(device_obj, &d))
+            return NULL;
+        int same = d == tack_array_device(TACK_PY_ARRAY(obj));
+        tack_device_release(d);
+        if (same)
+            return Py_NewRef(obj);
+        /* Otherwise DLPack says why it cannot move (it never copies). */
+    }
+    /* Builtin exporters speak the buffer protocol alone: skip the lookups. */
+    if (PyByteArray_CheckExact(obj) || PyBytes_CheckExact(obj) || PyMemoryView_Check(obj))
+        return asarray_buffer(obj, device_obj);
+    /* DLPack first: it carries the device, the read-only flag and the
+     * producer's deleter, and orders the producer's stream. */
+    PyObject *attr;
+    /* A method on the type (NumPy, PyTorch, CuPy, JAX, Warp) is found
+     * without binding it; an instance attribute still counts. */
+    if (PyCapsule_CheckExact(obj) || _PyType_Lookup(Py_TYPE(obj), str_dlpack_attr))
+        return tack_py_from_dlpack(m, args, nargs, kwnames);
+    if (lookup_optional(obj, str_dlpack_attr, &attr) < 0)
+        return NULL;
+    if (attr) {
+        Py_DECREF(attr);
+        return tack_py_from_dlpack(m, args, nargs, kwnames);
+    }
+    if (lookup_optional(obj, str_cai_attr, &attr) < 0)
+        return NULL;
+    if (attr) {
+        PyObject *r = asarray_cai(obj, attr, device_obj);
+        Py_DECREF(attr);
+        return r;
+    }
+    if (PyObject_CheckBuffer(obj))
+        return asarray_buffer(obj, device_obj);
+    PyErr_Format(PyExc_TypeError,
+                 "tack.asarray: a %s speaks none of DLPack (__dlpack__), the CUDA Array Interface or the buffer "
+                 "protocol, so its memory cannot be shared; tack.array(obj) copies anything NumPy reads",
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+}
+
 static PyObject *py_live_counts(PyObject *m, PyObject *unused)
 {
     (void)m;
@@ -400,6 +878,12 @@ static PyMethodDef module_methods[] = {
     {"from_dlpack", (PyCFunction)(void (*)(void))tack_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "from_dlpack(source, *, device=None, copy=False)\n--\n\n"
      "Imports a DLPack tensor (an object with __dlpack__, or a capsule) without copying."},
+    {"asarray", (PyCFunction)(void (*)(void))py_asarray, METH_FASTCALL | METH_KEYWORDS,
+     "asarray(obj, *, device=None)\n--\n\n"
+     "Shares obj's memory without copying: through DLPack, else the CUDA Array Interface, else the buffer "
+     "protocol. The array keeps obj's memory alive; read-only memory gives a read-only array. A Tack array is "
+     "returned as it is. With the CUDA Array Interface, a stream of another library must have completed the "
+     "producer's work: only Tack's own stream is synchronised."},
     {"live_counts", py_live_counts, METH_NOARGS, "Live C objects: arrays, buffers and DLPack exports."},
     {NULL, NULL, 0, NULL},
 };
@@ -438,6 +922,10 @@ PyMODINIT_FUNC PyInit__tack(void)
         tack_py_dlpack_init(m) < 0 || tack_py_kernel_init(m) < 0 || tack_py_ipc_init(m) < 0)
         goto fail;
     if (PyModule_AddStringConstant(m, "__version__", TACK_VERSION_STRING) < 0)
+        goto fail;
+    str_dlpack_attr = PyUnicode_InternFromString("__dlpack__");
+    str_cai_attr = PyUnicode_InternFromString("__cuda_array_interface__");
+    if (!str_dlpack_attr || !str_cai_attr || cai_init() < 0)
         goto fail;
     return m;
 fail:
