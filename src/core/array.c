@@ -156,6 +156,11 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
         return st;
     if (address == 0 && nbytes)
         return tack_error_set(TACK_EVALUE, "address is NULL; pass the address of the memory to wrap");
+    /* Kernels read elements through typed pointers, and DLPack imports
+     * refuse the same: misaligned elements are undefined behaviour in C. */
+    if (address % itemsize)
+        return tack_error_set(TACK_EVALUE, "address 0x%llx is not aligned to its %zu-byte elements",
+                              (unsigned long long)address, itemsize);
     return tack_array_wrap_memory(device, (void *)(uintptr_t)address, dtype, ndim, shape, size, nbytes, writable, out);
 }
 

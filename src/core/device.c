@@ -62,7 +62,9 @@ static tack_status parse_name(const char *name, const struct tack_backend_ops **
         char *end;
         errno = 0;
         ord = strtol(colon + 1, &end, 10);
-        if (colon[1] == 0 || *end != 0 || errno || ord < 0 || ord > 1 << 20)
+        /* Digits only, no sign, space or leading zero: one spelling per device. */
+        int canonical = colon[1] >= '0' && colon[1] <= '9' && !(colon[1] == '0' && colon[2] != 0);
+        if (!canonical || *end != 0 || errno || ord < 0 || ord > 1 << 20)
             return tack_error_set(TACK_EVALUE,
                                   "malformed device name '%s'; write \"<backend>\" or \"<backend>:<index>\"",
                                   name);

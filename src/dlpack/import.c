@@ -65,8 +65,11 @@ static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, 
             expect *= t->shape[i];
         }
     }
+    if (*size && t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data)
+        return tack_error_set(TACK_EVALUE, "DLPack tensor's byte_offset %llu runs past the end of the address space",
+                              (unsigned long long)t->byte_offset);
     uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    if (*size && (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data || addr % item))
+    if (*size && addr % item)
         return tack_error_set(TACK_EVALUE,
                               "DLPack tensor data (%p + byte_offset %llu) is not aligned to its %zu-byte "
                               "elements",

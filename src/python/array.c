@@ -11,6 +11,7 @@ PyObject *tack_py_array_new(tack_array *array)
         return NULL;
     }
     o->array = array;
+    o->weakrefs = NULL;
     return (PyObject *)o;
 }
 
@@ -18,6 +19,8 @@ PyObject *tack_py_array_new(tack_array *array)
 
 static void array_dealloc(PyObject *self)
 {
+    if (((TackArrayObject *)self)->weakrefs)
+        PyObject_ClearWeakRefs(self);
     tack_array_release(ARR(self));
     PyObject_Free(self);
 }
@@ -501,6 +504,7 @@ PyTypeObject TackArray_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A C-contiguous array on a Tack device.",
     .tp_dealloc = array_dealloc,
+    .tp_weaklistoffset = offsetof(TackArrayObject, weakrefs),
     .tp_repr = array_repr,
     .tp_as_sequence = &array_as_sequence,
     .tp_as_buffer = &array_as_buffer,

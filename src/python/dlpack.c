@@ -83,10 +83,12 @@ PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
             PyErr_SetString(PyExc_TypeError, "max_version must be a (major, minor) tuple or None");
             return NULL;
         }
-        long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+        int overflow;
+        long major = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(max_version, 0), &overflow);
         if (major == -1 && PyErr_Occurred())
             return NULL;
-        versioned = major >= 1;
+        /* A consumer from the far future still reads 1.x. */
+        versioned = overflow > 0 || major >= 1;
     }
     tack_array *a = TACK_PY_ARRAY(self);
     tack_status st;
@@ -313,6 +315,13 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
     Py_DECREF(ndarray);
     if (is_nd < 0)
         return NULL;
+    if (!is_nd && !PyCapsule_CheckExact(source) && !PyObject_HasAttrString(source, "__dlpack__")) {
+        PyErr_Format(PyExc_TypeError,
+                     "from_dlpack(copy=True) needs an object with __dlpack__ or a DLPack capsule, not %s; "
+                     "tack.array(obj) copies anything NumPy can read",
+                     Py_TYPE(source)->tp_name);
+        return NULL;
+    }
     PyObject *host = is_nd ? Py_NewRef(source) : PyObject_CallMethod(np, "from_dlpack", "O", source);
     if (!host)
         return NULL;

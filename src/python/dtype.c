@@ -45,7 +45,8 @@ int tack_py_dtype_converter(PyObject *obj, void *out)
         *(tack_dtype *)out = ((TackDTypeObject *)obj)->dtype;
         return 1;
     }
-    if (lookup(obj, out) == 0)
+    /* None is not passed to NumPy, which would read it as float64. */
+    if (obj != Py_None && lookup(obj, out) == 0)
         return 1;
     PyErr_Format(PyExc_TypeError,
                  "unsupported dtype %R; use tack.i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, their names "

@@ -10,6 +10,7 @@
 typedef struct {
     PyObject_HEAD
     tack_array *array;
+    PyObject *weakrefs;
 } TackArrayObject;
 
 typedef struct {

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 PyTypeObject *TackExportedMemory_Type;
@@ -87,6 +88,11 @@ int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwval
 
 int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape)
 {
+    /* bytes and str are sequences, but not of extents. */
+    if (PyBytes_Check(obj) || PyByteArray_Check(obj) || PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "shape must be an int or a sequence of ints, not %s", Py_TYPE(obj)->tp_name);
+        return 0;
+    }
     if (PyLong_Check(obj) || PyIndex_Check(obj)) {
         PyObject *idx = PyNumber_Index(obj);
         if (!idx)
@@ -144,8 +150,13 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
     if (dtype == TACK_F32 || dtype == TACK_F64) {
         double v = PyFloat_AsDouble(obj);
         if (v == -1.0 && PyErr_Occurred()) {
-            PyErr_Format(PyExc_TypeError, "expected a number for a %s value, got %s", tack_dtype_name(dtype),
-                         Py_TYPE(obj)->tp_name);
+            int too_big = PyErr_ExceptionMatches(PyExc_OverflowError);
+            PyErr_Clear();
+            if (too_big)
+                PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
+            else
+                PyErr_Format(PyExc_TypeError, "expected a number for a %s value, got %s", tack_dtype_name(dtype),
+                             Py_TYPE(obj)->tp_name);
             return -1;
         }
         if (dtype == TACK_F32) {
@@ -159,10 +170,10 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
     PyObject *idx;
     if (PyFloat_Check(obj)) {
         double d = PyFloat_AS_DOUBLE(obj);
-        if (d != d || d == d + 1.0) /* NaN or infinite (or beyond exact range) */
-            idx = NULL;
-        else
-            idx = PyLong_FromDouble(d);
+        /* NaN and infinities have no integer value; finite values truncate
+         * toward zero as NumPy's casts do, and the range check below
+         * decides whether the result fits. */
+        idx = isfinite(d) ? PyLong_FromDouble(d) : NULL;
         if (!idx) {
             PyErr_Clear();
             PyErr_Format(PyExc_ValueError, "%R cannot be stored in %s", obj, tack_dtype_name(dtype));
@@ -363,6 +374,8 @@ static PyObject *py_array_from_ptr(PyObject *m, PyObject *args, PyObject *kwargs
         PyErr_Format(PyExc_TypeError, "ptr %R is not an address: it must be an integer in [0, 2**64)", ptr);
         return NULL;
     }
+    /* The converter refuses None: memory Tack did not allocate has no
+     * default type, and a wrong guess reads plausible garbage. */
     tack_dtype dtype;
     if (!tack_py_dtype_converter(dtype_obj, &dtype))
         return NULL;
