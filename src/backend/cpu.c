@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,10 @@ static tack_status shared_alloc(size_t nbytes, void **data, void **ctx)
 }
 #endif
 
+/* calloc aligns to 16 bytes; the gap up to the next 64 always holds the
+ * 8-byte pointer to free. */
+#define CPU_ALIGN 64
+
 static tack_status cpu_alloc(tack_device *device, size_t nbytes, int exportable, void **data, void **ctx)
 {
     (void)device;
@@ -119,11 +124,18 @@ static tack_status cpu_alloc(tack_device *device, size_t nbytes, int exportable,
 #else
     (void)exportable;
 #endif
-    /* calloc: large requests come as fresh zero pages, so zeroing is free. */
-    void *p = calloc(1, nbytes);
+    /* 64-byte alignment: a cache line for the kernels' vector loads, and
+     * what JAX and XLA need to wrap memory without copying it. calloc keeps
+     * zeroing free for large requests (fresh zero pages); the pointer it
+     * returned is kept just below the aligned one, for cpu_free. */
+    if (nbytes > SIZE_MAX - CPU_ALIGN)
+        return tack_error_set(TACK_ENOMEM, "out of host memory allocating %zu bytes", nbytes);
+    char *p = calloc(1, nbytes + CPU_ALIGN);
     if (!p)
         return tack_error_set(TACK_ENOMEM, "out of host memory allocating %zu bytes", nbytes);
-    *data = p;
+    char *aligned = (char *)(((uintptr_t)p + CPU_ALIGN) & ~(uintptr_t)(CPU_ALIGN - 1));
+    memcpy(aligned - sizeof p, &p, sizeof p);
+    *data = aligned;
     *ctx = NULL;
     return TACK_OK;
 }
@@ -142,7 +154,9 @@ static void cpu_free(tack_device *device, void *data, void *ctx)
 #else
     (void)ctx;
 #endif
-    free(data);
+    void *p;
+    memcpy(&p, (char *)data - sizeof p, sizeof p);
+    free(p);
 }
 
 #if !defined(_WIN32)

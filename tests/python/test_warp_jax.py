@@ -154,6 +154,20 @@ def test_jax_wraps_a_tack_array_in_place(jax):
     assert live() == before
 
 
+@pytest.mark.parametrize("n", [1, 3, 1000, 300_000])
+def test_jax_wraps_tack_allocations_in_place(jax, n):
+    # Tack's own allocations are 64-byte aligned, so XLA wraps them without
+    # copying whatever their size.
+    a = tack.zeros(n, tack.f32)
+    assert a.ptr % 64 == 0
+    y = jax.dlpack.from_dlpack(a)
+    assert y.unsafe_buffer_pointer() == a.ptr
+    a.fill(3.0)
+    assert float(y[n - 1]) == 3.0
+    del y, a
+    gc.collect()
+
+
 def test_jax_reads_any_tack_array(jax):
     # An allocation of any alignment arrives with the right values (in place
     # or, below 64-byte alignment, as XLA's copy).
