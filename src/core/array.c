@@ -42,18 +42,12 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
     return TACK_OK;
 }
 
-/* Makes an array over `buffer`, taking over the caller's reference to it
- * (released on failure too). size and nbytes are the checked shape's. */
-static tack_status array_adopt(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
-                               size_t size, size_t nbytes, int writable, tack_array **out)
+/* Fills a fresh array record `a` over `buffer`, whose reference it takes. */
+static tack_array *array_init(tack_array *a, int in_buffer, tack_buffer *buffer, void *data, tack_dtype dtype,
+                              int ndim, const int64_t *shape, size_t size, size_t nbytes, int writable)
 {
-    tack_array *a = malloc(sizeof *a + (size_t)ndim * sizeof *shape);
-    if (!a) {
-        tack_buffer_release(buffer);
-        return tack_error_set(TACK_ENOMEM, "out of memory allocating an array record");
-    }
     atomic_init(&a->refs, 1);
-    a->in_buffer = 0;
+    a->in_buffer = in_buffer;
     a->buffer = buffer;
     a->data = data;
     a->dtype = dtype;
@@ -64,7 +58,20 @@ static tack_status array_adopt(tack_buffer *buffer, void *data, tack_dtype dtype
     if (ndim)
         memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
     tack_count_add(TACK_COUNT_ARRAYS, 1);
-    *out = a;
+    return a;
+}
+
+/* Makes an array over `buffer`, taking over the caller's reference to it
+ * (released on failure too). size and nbytes are the checked shape's. */
+static tack_status array_adopt(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
+                               size_t size, size_t nbytes, int writable, tack_array **out)
+{
+    tack_array *a = malloc(sizeof *a + (size_t)ndim * sizeof *shape);
+    if (!a) {
+        tack_buffer_release(buffer);
+        return tack_error_set(TACK_ENOMEM, "out of memory allocating an array record");
+    }
+    *out = array_init(a, 0, buffer, data, dtype, ndim, shape, size, nbytes, writable);
     return TACK_OK;
 }
 
@@ -81,20 +88,7 @@ tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype d
     tack_status st = tack_buffer_wrap_extra(device, data, nbytes, sizeof(tack_array) + (size_t)ndim * sizeof *shape, &b);
     if (st != TACK_OK)
         return st;
-    tack_array *a = (tack_array *)(void *)(b + 1);
-    atomic_init(&a->refs, 1);
-    a->in_buffer = 1;
-    a->buffer = b;
-    a->data = data;
-    a->dtype = dtype;
-    a->ndim = ndim;
-    a->writable = writable ? 1 : 0;
-    a->size = size;
-    a->nbytes = nbytes;
-    if (ndim)
-        memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
-    tack_count_add(TACK_COUNT_ARRAYS, 1);
-    *out = a;
+    *out = array_init((tack_array *)(void *)(b + 1), 1, b, data, dtype, ndim, shape, size, nbytes, writable);
     return TACK_OK;
 }
 
