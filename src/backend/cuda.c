@@ -379,6 +379,37 @@ static tack_status stream_alloc(tack_device *d, struct cuda_device *cd, size_t n
     return TACK_OK;
 }
 
+/* Maps a physical allocation (a->handle) at an address of its own with
+ * read-write access from the device: cuMemAddressReserve, cuMemMap,
+ * cuMemSetAccess. On failure undoes what it did (the handle stays the
+ * caller's) and names the failing step in *step. */
+static CUresult vmm_map(struct cuda_device *cd, struct cuda_alloc *a, size_t size, const char **step)
+{
+    const struct tack_cuda_api *cu = cd->cu;
+    *step = "cuMemAddressReserve";
+    CUresult r = cu->cuMemAddressReserve(&a->ptr, size, 0, 0, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    *step = "cuMemMap";
+    r = cu->cuMemMap(a->ptr, size, 0, a->handle, 0);
+    if (r != CUDA_SUCCESS) {
+        cu->cuMemAddressFree(a->ptr, size);
+        return r;
+    }
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = (int)cd->dev;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    *step = "cuMemSetAccess";
+    r = cu->cuMemSetAccess(a->ptr, size, &access, 1);
+    if (r != CUDA_SUCCESS) {
+        cu->cuMemUnmap(a->ptr, size);
+        cu->cuMemAddressFree(a->ptr, size);
+    }
+    return r;
+}
+
 /* Exportable memory: a physical allocation that can be exported as an OS
  * handle (cuMemCreate), mapped at an address of its own. Memory from
  * cuMemAllocAsync or cuMemAlloc cannot be exported this way. */
@@ -399,34 +430,20 @@ static tack_status vmm_alloc(tack_device *d, struct cuda_device *cd, size_t nbyt
     CUresult r = cu->cuMemCreate(&a->handle, size, &prop, 0);
     if (r != CUDA_SUCCESS)
         return out_of_memory(d, r, size, "cuMemCreate");
-    const char *step = "cuMemAddressReserve";
-    r = cu->cuMemAddressReserve(&a->ptr, size, 0, 0, 0);
-    if (r != CUDA_SUCCESS)
-        goto release;
-    step = "cuMemMap";
-    r = cu->cuMemMap(a->ptr, size, 0, a->handle, 0);
-    if (r != CUDA_SUCCESS)
-        goto unreserve;
-    CUmemAccessDesc access;
-    memset(&access, 0, sizeof access);
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    step = "cuMemSetAccess";
-    r = cu->cuMemSetAccess(a->ptr, size, &access, 1);
+    const char *step;
+    r = vmm_map(cd, a, size, &step);
     if (r == CUDA_SUCCESS) {
         step = "zero-filling";
         /* The whole allocation: an importer sees allocation_size bytes. */
         r = zero_fill(cd, a->ptr, size);
+        if (r == CUDA_SUCCESS) {
+            a->kind = ALLOC_VMM;
+            a->size = size;
+            return TACK_OK;
+        }
+        cu->cuMemUnmap(a->ptr, size);
+        cu->cuMemAddressFree(a->ptr, size);
     }
-    if (r == CUDA_SUCCESS) {
-        a->kind = ALLOC_VMM;
-        a->size = size;
-        return TACK_OK;
-    }
-    cu->cuMemUnmap(a->ptr, size);
-unreserve:
-    cu->cuMemAddressFree(a->ptr, size);
-release:
     cu->cuMemRelease(a->handle);
     return out_of_memory(d, r, size, step);
 }
@@ -775,21 +792,8 @@ static tack_status cuda_import_memory(tack_device *d, const tack_exported_memory
                                                                                              : TACK_ERUNTIME,
                             r, "cuMemImportFromShareableHandle", d);
     }
-    const char *step = "cuMemAddressReserve";
-    r = cu->cuMemAddressReserve(&a->ptr, size, 0, 0, 0);
-    if (r != CUDA_SUCCESS)
-        goto release;
-    step = "cuMemMap";
-    r = cu->cuMemMap(a->ptr, size, 0, a->handle, 0);
-    if (r != CUDA_SUCCESS)
-        goto unreserve;
-    CUmemAccessDesc access;
-    memset(&access, 0, sizeof access);
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = (int)cd->dev;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    step = "cuMemSetAccess";
-    r = cu->cuMemSetAccess(a->ptr, size, &access, 1);
+    const char *step;
+    r = vmm_map(cd, a, size, &step);
     if (r == CUDA_SUCCESS) {
         leave(cd, pushed);
         a->kind = ALLOC_VMM;
@@ -800,10 +804,6 @@ static tack_status cuda_import_memory(tack_device *d, const tack_exported_memory
         *ctx = a;
         return TACK_OK;
     }
-    cu->cuMemUnmap(a->ptr, size);
-unreserve:
-    cu->cuMemAddressFree(a->ptr, size);
-release:
     cu->cuMemRelease(a->handle);
     leave(cd, pushed);
     free(a);
