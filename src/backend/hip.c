@@ -11,9 +11,12 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core/internal.h"
+#include "../core/queue.h"
 #include "../driver/hip.h"
+#include "../kernel/kernel.h"
 
 struct hip_device_state {
     const struct tack_hip_api *hip;
@@ -203,6 +206,97 @@ static tack_status hip_synchronize(tack_device *device)
     return st;
 }
 
+/* ---- kernels --------------------------------------------------------- */
+
+/* Launches go on the null stream: hipMemcpy and hipMemset, which Tack's
+ * copies and zero-fills use, are ordered with it, and hipDeviceSynchronize
+ * (synchronize) waits for it. */
+#define BLOCK 256u
+
+struct hip_loaded_kernel {
+    tack_hip_module module;
+    tack_hip_function function;
+    int nargs;
+};
+
+static tack_status hip_kernel_load(tack_device *device, const struct tack_kernel_code *code, void **out)
+{
+    const struct tack_hip_api *hip = HIP(device);
+    if (strcmp(code->format, "hip"))
+        return tack_error_set(TACK_ERUNTIME, "%s runs HIP kernels compiled by hipRTC; it was given %s code",
+                              device->name, code->format);
+    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
+        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
+                              code->nargs);
+    struct hip_loaded_kernel *k = calloc(1, sizeof *k);
+    if (!k)
+        return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
+    /* hipRTC compiles for the current device, and a module belongs to it. */
+    int previous;
+    tack_status st = enter(device, &previous);
+    if (st != TACK_OK) {
+        free(k);
+        return st;
+    }
+    char *image = NULL;
+    size_t size = 0;
+    st = tack_hip_compile(code->name, code->data, &image, &size);
+    if (st == TACK_OK) {
+        tack_hip_error e = hip->hipModuleLoadData(&k->module, image);
+        if (e != TACK_HIP_SUCCESS) {
+            st = tack_error_set(TACK_ERUNTIME, "loading kernel '%s' on %s failed: %s (hipError_t %d)", code->name,
+                                device->name, tack_hip_error_string(hip, e), e);
+        } else if ((e = hip->hipModuleGetFunction(&k->function, k->module, code->entry)) != TACK_HIP_SUCCESS) {
+            st = tack_error_set(TACK_ERUNTIME, "kernel '%s' has no entry %s on %s: %s (hipError_t %d)", code->name,
+                                code->entry, device->name, tack_hip_error_string(hip, e), e);
+            (void)hip->hipModuleUnload(k->module);
+        }
+    }
+    free(image);
+    leave(device, previous);
+    if (st != TACK_OK) {
+        free(k);
+        return st;
+    }
+    k->nargs = code->nargs;
+    *out = k;
+    return TACK_OK;
+}
+
+static tack_status hip_kernel_launch(tack_device *device, void *kernel, int64_t n, void *const *args)
+{
+    const struct tack_hip_api *hip = HIP(device);
+    struct hip_loaded_kernel *k = kernel;
+    /* The entry takes n first, then the kernel's parameters; the runtime
+     * copies the values before returning. */
+    void *params[TACK_KERNEL_MAX_PARAMS + 1];
+    params[0] = &n;
+    for (int i = 0; i < k->nargs; i++)
+        params[i + 1] = args[i];
+    uint64_t grid = ((uint64_t)n + BLOCK - 1) / BLOCK;
+    if (grid > 65536)
+        grid = 65536; /* enough to fill any GPU; the grid-stride loop does the rest */
+    int previous;
+    tack_status st = enter(device, &previous);
+    if (st != TACK_OK)
+        return st;
+    tack_hip_error e = hip->hipModuleLaunchKernel(k->function, (unsigned)grid, 1, 1, BLOCK, 1, 1, 0, NULL, params,
+                                                  NULL);
+    if (e != TACK_HIP_SUCCESS)
+        st = hip_fail(hip, "hipModuleLaunchKernel", e);
+    leave(device, previous);
+    return st;
+}
+
+static void hip_kernel_unload(tack_device *device, void *kernel)
+{
+    /* The kernel layer synchronized first: nothing queued runs this code.
+     * HIP modules are Tack's own, unlike any context. */
+    struct hip_loaded_kernel *k = kernel;
+    (void)HIP(device)->hipModuleUnload(k->module);
+    free(k);
+}
+
 /* kDLROCMHost (pinned host memory) is host-addressable and stays with cpu. */
 static const DLDeviceType hip_wraps[] = {kDLROCM, 0};
 
@@ -218,4 +312,7 @@ const struct tack_backend_ops tack_hip_backend = {
     .copy_to_host = hip_copy_to_host,
     .copy_from_host = hip_copy_from_host,
     .synchronize = hip_synchronize,
+    .kernel_load = hip_kernel_load,
+    .kernel_launch = hip_kernel_launch,
+    .kernel_unload = hip_kernel_unload,
 };

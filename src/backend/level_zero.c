@@ -20,7 +20,9 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/queue.h"
 #include "../driver/level_zero.h"
+#include "../kernel/kernel.h"
 
 struct ze_device_state {
     const struct tack_ze_api *ze;
@@ -36,6 +38,7 @@ struct ze_device_state {
      * (zeMemFreeExt with the deferred policy). */
     int deferred_free;
     int fp64;
+    uint32_t device_id; /* PCI device id: what ocloc compiles for */
     tack_ze_device_compute_properties compute;
     char device_name[TACK_ZE_MAX_DEVICE_NAME];
 };
@@ -226,6 +229,7 @@ static tack_status query_device(struct ze_device_state *s)
     if (r != TACK_ZE_SUCCESS)
         return ze_fail("zeDeviceGetProperties", r);
     memcpy(s->device_name, props.name, sizeof s->device_name);
+    s->device_id = props.deviceId;
     s->device_name[sizeof s->device_name - 1] = 0;
 
     memset(&s->compute, 0, sizeof s->compute);
@@ -495,6 +499,144 @@ static uint64_t ze_context_handle(const tack_device *device)
     return (uint64_t)(uintptr_t)STATE(device)->context;
 }
 
+/* ---- kernels --------------------------------------------------------- */
+
+/* A loaded kernel. The module and kernel objects are never destroyed (Tack
+ * destroys no Level Zero object); kernel_unload frees only this record. */
+struct ze_loaded_kernel {
+    tack_ze_kernel kernel;
+    uint32_t group; /* work-items per group, x only */
+    int nargs;
+    size_t arg_sizes[TACK_KERNEL_MAX_PARAMS];
+};
+
+/* The build log of a failed zeModuleCreate, malloc'd, or NULL. */
+static char *build_log(const struct tack_ze_api *ze, tack_ze_module_build_log log)
+{
+    size_t n = 0;
+    if (!log || ze->zeModuleBuildLogGetString(log, &n, NULL) != TACK_ZE_SUCCESS || n == 0)
+        return NULL;
+    char *text = malloc(n + 1);
+    if (text && ze->zeModuleBuildLogGetString(log, &n, text) != TACK_ZE_SUCCESS) {
+        free(text);
+        return NULL;
+    }
+    if (text)
+        text[n] = 0;
+    return text;
+}
+
+static tack_status ze_kernel_load(tack_device *device, const struct tack_kernel_code *code, void **out)
+{
+    struct ze_device_state *s = STATE(device);
+    const struct tack_ze_api *ze = s->ze;
+    if (strcmp(code->format, "opencl"))
+        return tack_error_set(TACK_ERUNTIME, "%s runs OpenCL C kernels compiled to SPIR-V; it was given %s code",
+                              device->name, code->format);
+    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
+        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
+                              code->nargs);
+    /* Checked before compiling: the device would refuse the module anyway,
+     * with a less useful message. */
+    if (code->uses_f64 && !s->fp64)
+        return tack_error_set(TACK_ERUNTIME,
+                              "kernel '%s' takes float64 values, but Level Zero device %s (%s) has no fp64 "
+                              "support (its module properties lack ZE_DEVICE_MODULE_FLAG_FP64); use float32 "
+                              "on this device",
+                              code->name, device->name, s->device_name);
+    unsigned char *spirv = NULL;
+    size_t size = 0;
+    tack_status st = tack_opencl_compile(code->name, code->data, s->device_id, &spirv, &size);
+    if (st != TACK_OK)
+        return st;
+    struct ze_loaded_kernel *k = calloc(1, sizeof *k);
+    if (!k) {
+        free(spirv);
+        return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
+    }
+    tack_ze_module_desc desc = {TACK_ZE_STRUCTURE_TYPE_MODULE_DESC, NULL, TACK_ZE_MODULE_FORMAT_IL_SPIRV, size, spirv,
+                                "", NULL};
+    tack_ze_module module = NULL;
+    tack_ze_module_build_log log = NULL;
+    tack_ze_result r = ze->zeModuleCreate(s->context, s->device, &desc, &module, &log);
+    free(spirv);
+    if (r != TACK_ZE_SUCCESS) {
+        /* The log is left to the driver with everything else Tack made. */
+        char *text = build_log(ze, log);
+        if (text)
+            tack_compile_log_set(text, strlen(text));
+        st = tack_error_set(r == TACK_ZE_ERROR_OUT_OF_HOST_MEMORY || r == TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY
+                                ? TACK_ENOMEM
+                                : TACK_ERUNTIME,
+                            "kernel '%s': Level Zero zeModuleCreate failed on %s: %s (0x%" PRIx32 ")%s%s", code->name,
+                            device->name, tack_ze_result_name(r), r, text ? ":\n" : "", text ? text : "");
+        free(text);
+        free(k);
+        return st;
+    }
+    tack_ze_kernel_desc kdesc = {TACK_ZE_STRUCTURE_TYPE_KERNEL_DESC, NULL, 0, code->entry};
+    r = ze->zeKernelCreate(module, &kdesc, &k->kernel);
+    if (r != TACK_ZE_SUCCESS) {
+        free(k);
+        return ze_fail("zeKernelCreate", r);
+    }
+    /* The driver's choice of group size for a large launch; the entry's
+     * grid-stride loop makes any group count cover [0, n). */
+    uint32_t want = s->compute.maxTotalGroupSize ? s->compute.maxTotalGroupSize : 256, x = 0, y = 0, z = 0;
+    if (want > 256)
+        want = 256;
+    r = ze->zeKernelSuggestGroupSize(k->kernel, want, 1, 1, &x, &y, &z);
+    if (r != TACK_ZE_SUCCESS || x == 0)
+        x = 1;
+    r = ze->zeKernelSetGroupSize(k->kernel, x, 1, 1);
+    if (r != TACK_ZE_SUCCESS) {
+        free(k);
+        return ze_fail("zeKernelSetGroupSize", r);
+    }
+    k->group = x;
+    k->nargs = code->nargs;
+    for (int i = 0; i < code->nargs; i++)
+        k->arg_sizes[i] = code->arg_sizes[i];
+    *out = k;
+    return TACK_OK;
+}
+
+static tack_status ze_kernel_launch(tack_device *device, void *kernel, int64_t n, void *const *args)
+{
+    struct ze_device_state *s = STATE(device);
+    const struct tack_ze_api *ze = s->ze;
+    struct ze_loaded_kernel *k = kernel;
+    uint64_t groups = ((uint64_t)n + k->group - 1) / k->group;
+    uint64_t cap = s->compute.maxGroupCountX ? s->compute.maxGroupCountX : 65535;
+    if (cap > 65536)
+        cap = 65536; /* enough to fill any GPU; the loop does the rest */
+    if (groups > cap)
+        groups = cap;
+    tack_ze_group_count count = {(uint32_t)groups, 1, 1};
+    /* Arguments live on the kernel object until the append copies them, so
+     * setting them and appending is one step for other threads. The launch
+     * goes on the synchronous immediate list the copies use: it is in order
+     * with them and complete on return, so synchronize has nothing to wait
+     * for (at the cost of the launch's own latency). */
+    pthread_mutex_lock(&s->lock);
+    tack_ze_result r = ze->zeKernelSetArgumentValue(k->kernel, 0, sizeof n, &n);
+    const char *call = "zeKernelSetArgumentValue";
+    for (int i = 0; r == TACK_ZE_SUCCESS && i < k->nargs; i++)
+        r = ze->zeKernelSetArgumentValue(k->kernel, (uint32_t)i + 1, k->arg_sizes[i], args[i]);
+    if (r == TACK_ZE_SUCCESS) {
+        call = "zeCommandListAppendLaunchKernel";
+        r = ze->zeCommandListAppendLaunchKernel(s->copies, k->kernel, &count, NULL, 0, NULL);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return r == TACK_ZE_SUCCESS ? TACK_OK : ze_fail(call, r);
+}
+
+static void ze_kernel_unload(tack_device *device, void *kernel)
+{
+    (void)device;
+    free(kernel);
+}
+
 static const char *const ze_options[] = {"external_context", NULL};
 static const DLDeviceType ze_wraps[] = {kDLOneAPI, 0};
 
@@ -512,4 +654,7 @@ const struct tack_backend_ops tack_level_zero_backend = {
     .copy_from_host = ze_copy_from_host,
     .synchronize = ze_synchronize,
     .context_handle = ze_context_handle,
+    .kernel_load = ze_kernel_load,
+    .kernel_launch = ze_kernel_launch,
+    .kernel_unload = ze_kernel_unload,
 };

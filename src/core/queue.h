@@ -26,6 +26,15 @@ struct tack_kernel_code {
     /* The kernel's parameters after the index, and each one's bytes. */
     int nargs;
     const size_t *arg_sizes;
+    /* "opencl": `data` holds NUL-terminated OpenCL C 2.0 source whose
+     * __kernel `entry` takes (int64_t n, the kernel's parameters, arrays as
+     * __global pointers) and covers [0, n); the backend compiles it for its
+     * device (tack_opencl_compile, src/kernel/kernel.h).
+     * "hip": `data` holds NUL-terminated HIP source with such an
+     * extern "C" __global__ `entry`, for tack_hip_compile.
+     * Those compiles need the device, which only the backend knows. */
+    const char *name;  /* the kernel's, for messages */
+    int uses_f64;      /* a parameter is double or double *: needs fp64 */
 };
 
 /* Hands a launch to the device's queue through ops->kernel_launch, records

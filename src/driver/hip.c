@@ -102,3 +102,91 @@ const char *tack_hip_error_string(const struct tack_hip_api *a, tack_hip_error e
     const char *s = a && a->hipGetErrorString ? a->hipGetErrorString(error) : NULL;
     return s ? s : "unknown HIP error";
 }
+
+/* ---- hipRTC ----------------------------------------------------------- */
+
+#define HIPRTC_HINT                                                                                             \
+    "Install ROCm's hipRTC (ROCm 6: the hiprtc package with libhiprtc.so; ROCm 5, e.g. Debian/Ubuntu "          \
+    "libamdhip64-5, carries it in libamdhip64.so), or set TACK_HIPRTC_LIBRARY to the library's path"
+
+static pthread_mutex_t rtc_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Every library loaded so far, by path: a loaded one is never unloaded,
+ * since compiled programs may be in flight on other threads. */
+struct rtc_entry {
+    struct tack_hiprtc_api api;
+    struct rtc_entry *next;
+};
+static struct rtc_entry *rtc_loaded;
+
+static tack_status rtc_open(const char *path, struct tack_hiprtc_api *a)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        return tack_error_set(TACK_ERUNTIME, "cannot load hipRTC '%s' (%s). " HIPRTC_HINT, path,
+                              why ? why : "unknown error");
+    }
+#define TACK_HIPRTC_RESOLVE(ret, name, params)                                                                 \
+    {                                                                                                         \
+        void *sym = dlsym(lib, #name);                                                                        \
+        if (!sym) {                                                                                           \
+            dlclose(lib);                                                                                     \
+            return tack_error_set(TACK_ERUNTIME, "'%s' has no %s; it is not hipRTC. " HIPRTC_HINT, path, #name); \
+        }                                                                                                     \
+        memcpy(&a->name, &sym, sizeof a->name);                                                               \
+    }
+    TACK_HIPRTC_FUNCTIONS(TACK_HIPRTC_RESOLVE)
+#undef TACK_HIPRTC_RESOLVE
+    if (a->hiprtcVersion(&a->major, &a->minor) != TACK_HIPRTC_SUCCESS)
+        a->major = a->minor = 0;
+    snprintf(a->path, sizeof a->path, "%s", path);
+    return TACK_OK;
+}
+
+tack_status tack_hiprtc_load(const struct tack_hiprtc_api **out)
+{
+    const char *env = getenv("TACK_HIPRTC_LIBRARY");
+    static const char *const names[] = {"libhiprtc.so",    "libhiprtc.so.6",    "libhiprtc.so.5",
+                                        "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
+    const char *const *try = names;
+    size_t ntry = sizeof names / sizeof *names;
+    if (env && *env) {
+        try = &env;
+        ntry = 1;
+    }
+    pthread_mutex_lock(&rtc_lock);
+    tack_status st = TACK_ERUNTIME;
+    for (size_t i = 0; i < ntry; i++) {
+        for (struct rtc_entry *e = rtc_loaded; e; e = e->next) {
+            if (!strcmp(e->api.path, try[i])) {
+                *out = &e->api;
+                pthread_mutex_unlock(&rtc_lock);
+                return TACK_OK;
+            }
+        }
+    }
+    /* The first failure is the one reported: the variable's, or the
+     * preferred library's name. */
+    char first[768] = "";
+    for (size_t i = 0; i < ntry; i++) {
+        struct rtc_entry *e = calloc(1, sizeof *e);
+        if (!e) {
+            st = tack_error_set(TACK_ENOMEM, "out of memory loading hipRTC");
+            break;
+        }
+        st = rtc_open(try[i], &e->api);
+        if (st == TACK_OK) {
+            e->next = rtc_loaded;
+            rtc_loaded = e;
+            *out = &e->api;
+            break;
+        }
+        free(e);
+        if (!first[0])
+            snprintf(first, sizeof first, "%s", tack_last_error());
+    }
+    pthread_mutex_unlock(&rtc_lock);
+    if (st == TACK_ERUNTIME)
+        return tack_error_set(TACK_ERUNTIME, "%s", first);
+    return st;
+}

@@ -60,6 +60,12 @@ typedef struct tack_hip_pointer_attributes {
     unsigned allocationFlags;
 } tack_hip_pointer_attributes;
 
+/* Opaque handles: hipModule_t, hipFunction_t, hipStream_t (NULL is the
+ * null stream, ordered with hipMemcpy and hipMemset). */
+typedef struct tack_hip_module_object *tack_hip_module;
+typedef struct tack_hip_function_object *tack_hip_function;
+typedef struct tack_hip_stream_object *tack_hip_stream;
+
 /* Every entry point Tack calls, listed once: X(return type, name, parameters). */
 #define TACK_HIP_FUNCTIONS(X)                                                                                   \
     X(tack_hip_error, hipInit, (unsigned int flags))                                                           \
@@ -74,7 +80,15 @@ typedef struct tack_hip_pointer_attributes {
     X(tack_hip_error, hipDeviceSynchronize, (void))                                                            \
     X(tack_hip_error, hipPointerGetAttributes, (tack_hip_pointer_attributes * attributes, const void *ptr))   \
     X(tack_hip_error, hipGetLastError, (void))                                                                 \
-    X(const char *, hipGetErrorString, (tack_hip_error error))
+    X(const char *, hipGetErrorString, (tack_hip_error error))                                                 \
+    X(tack_hip_error, hipModuleLoadData, (tack_hip_module * module, const void *image))                        \
+    X(tack_hip_error, hipModuleGetFunction, (tack_hip_function * function, tack_hip_module module,            \
+                                             const char *name))                                               \
+    X(tack_hip_error, hipModuleLaunchKernel,                                                                   \
+      (tack_hip_function f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX,   \
+       unsigned int blockY, unsigned int blockZ, unsigned int sharedMemBytes, tack_hip_stream stream,          \
+       void **kernelParams, void **extra))                                                                     \
+    X(tack_hip_error, hipModuleUnload, (tack_hip_module module))
 
 /* The loaded entry points, and the runtime's major version. */
 struct tack_hip_api {
@@ -93,5 +107,47 @@ tack_status tack_hip_load(const struct tack_hip_api **out);
 
 /* The runtime's description of an error; never NULL. Never fails. */
 const char *tack_hip_error_string(const struct tack_hip_api *api, tack_hip_error error);
+
+/* ---- hipRTC ---------------------------------------------------------------
+ * The runtime compiler, from AMD's hiprtc.h: a separate library,
+ * libhiprtc.so (then its versioned names), or the file named by
+ * TACK_HIPRTC_LIBRARY (the simulated compiler in tests/sim/). */
+
+/* hiprtcResult */
+typedef int tack_hiprtc_result;
+#define TACK_HIPRTC_SUCCESS 0
+#define TACK_HIPRTC_ERROR_OUT_OF_MEMORY 1
+#define TACK_HIPRTC_ERROR_INVALID_OPTION 5
+#define TACK_HIPRTC_ERROR_COMPILATION 6
+
+typedef struct tack_hiprtc_program_object *tack_hiprtc_program;
+
+#define TACK_HIPRTC_FUNCTIONS(X)                                                                                \
+    X(tack_hiprtc_result, hiprtcVersion, (int *major, int *minor))                                             \
+    X(const char *, hiprtcGetErrorString, (tack_hiprtc_result result))                                         \
+    X(tack_hiprtc_result, hiprtcCreateProgram,                                                                 \
+      (tack_hiprtc_program * prog, const char *src, const char *name, int numHeaders, const char **headers,    \
+       const char **includeNames))                                                                            \
+    X(tack_hiprtc_result, hiprtcCompileProgram, (tack_hiprtc_program prog, int numOptions, const char **options)) \
+    X(tack_hiprtc_result, hiprtcGetCodeSize, (tack_hiprtc_program prog, size_t * size))                        \
+    X(tack_hiprtc_result, hiprtcGetCode, (tack_hiprtc_program prog, char *code))                               \
+    X(tack_hiprtc_result, hiprtcGetProgramLogSize, (tack_hiprtc_program prog, size_t * size))                  \
+    X(tack_hiprtc_result, hiprtcGetProgramLog, (tack_hiprtc_program prog, char *log))                          \
+    X(tack_hiprtc_result, hiprtcDestroyProgram, (tack_hiprtc_program * prog))
+
+struct tack_hiprtc_api {
+#define TACK_HIPRTC_POINTER(ret, name, params) ret(*name) params;
+    TACK_HIPRTC_FUNCTIONS(TACK_HIPRTC_POINTER)
+#undef TACK_HIPRTC_POINTER
+    int major, minor;
+    char path[512];
+};
+
+/* Loads hipRTC from TACK_HIPRTC_LIBRARY when set, else the usual names.
+ * Thread-safe. A library once loaded stays loaded and is returned again for
+ * the same path; a failure is not remembered, so a later call (after the
+ * variable changed, or the package was installed) tries again. On error
+ * returns TACK_ERUNTIME saying what to install or set, *out untouched. */
+tack_status tack_hiprtc_load(const struct tack_hiprtc_api **out);
 
 #endif

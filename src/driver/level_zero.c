@@ -84,3 +84,68 @@ const char *tack_ze_result_name(tack_ze_result r)
     default: return "an unknown ze_result_t";
     }
 }
+
+/* ---- ocloc ------------------------------------------------------------ */
+
+static pthread_mutex_t ocloc_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Every library loaded so far, by path, never unloaded: outputs it
+ * returned may still be in use on another thread. */
+struct ocloc_entry {
+    struct tack_ocloc_api api;
+    struct ocloc_entry *next;
+};
+static struct ocloc_entry *ocloc_loaded;
+
+static tack_status ocloc_open(const char *path, struct tack_ocloc_api *a)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        return tack_error_set(TACK_ERUNTIME,
+                              "kernels on level_zero are compiled to SPIR-V with libocloc, which cannot be "
+                              "loaded from '%s' (%s). " TACK_OCLOC_INSTALL_HINT,
+                              path, why ? why : "unknown error");
+    }
+#define TACK_OCLOC_RESOLVE(ret, name, params)                                                                  \
+    {                                                                                                         \
+        void *sym = dlsym(lib, #name);                                                                        \
+        if (!sym) {                                                                                           \
+            dlclose(lib);                                                                                     \
+            return tack_error_set(TACK_ERUNTIME, "'%s' has no %s; it is not libocloc. " TACK_OCLOC_INSTALL_HINT, \
+                                  path, #name);                                                               \
+        }                                                                                                     \
+        memcpy(&a->name, &sym, sizeof a->name);                                                               \
+    }
+    TACK_OCLOC_FUNCTIONS(TACK_OCLOC_RESOLVE)
+#undef TACK_OCLOC_RESOLVE
+    snprintf(a->path, sizeof a->path, "%s", path);
+    return TACK_OK;
+}
+
+tack_status tack_ocloc_load(const struct tack_ocloc_api **out)
+{
+    const char *env = getenv("TACK_OCLOC_LIBRARY");
+    const char *path = env && *env ? env : "libocloc.so";
+    pthread_mutex_lock(&ocloc_lock);
+    tack_status st = TACK_OK;
+    struct ocloc_entry *e;
+    for (e = ocloc_loaded; e; e = e->next)
+        if (!strcmp(e->api.path, path))
+            break;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            st = tack_error_set(TACK_ENOMEM, "out of memory loading libocloc");
+        } else if ((st = ocloc_open(path, &e->api)) != TACK_OK) {
+            free(e);
+            e = NULL;
+        } else {
+            e->next = ocloc_loaded;
+            ocloc_loaded = e;
+        }
+    }
+    if (e)
+        *out = &e->api;
+    pthread_mutex_unlock(&ocloc_lock);
+    return st;
+}

@@ -74,6 +74,8 @@ void tack_kernel_release(tack_kernel *k)
     pthread_mutex_destroy(&k->lock);
     free(k->host_source);
     free(k->cuda_source);
+    free(k->opencl_source);
+    free(k->hip_source);
     free(k->source);
     free(k);
 }
@@ -96,11 +98,23 @@ tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_para
     return TACK_OK;
 }
 
-static tack_status generated_locked(tack_kernel *k, int cuda, const char **out)
+/* The backends with generated source, as generated_locked takes them. */
+enum { GEN_HOST, GEN_CUDA, GEN_OPENCL, GEN_HIP };
+
+static tack_status generated_locked(tack_kernel *k, int which, const char **out)
 {
-    char **slot = cuda ? &k->cuda_source : &k->host_source;
-    if (!*slot)
-        *slot = cuda ? tack_generate_cuda(&k->sig, k->source) : tack_generate_host(&k->sig, k->source);
+    char **slot = which == GEN_CUDA     ? &k->cuda_source
+                  : which == GEN_OPENCL ? &k->opencl_source
+                  : which == GEN_HIP    ? &k->hip_source
+                                        : &k->host_source;
+    if (!*slot) {
+        switch (which) {
+        case GEN_CUDA: *slot = tack_generate_cuda(&k->sig, k->source); break;
+        case GEN_OPENCL: *slot = tack_generate_opencl(&k->sig, k->source); break;
+        case GEN_HIP: *slot = tack_generate_hip(&k->sig, k->source); break;
+        default: *slot = tack_generate_host(&k->sig, k->source); break;
+        }
+    }
     if (!*slot)
         return tack_error_set(TACK_ENOMEM, "out of memory generating the source of kernel '%s'", k->sig.name);
     *out = *slot;
@@ -111,12 +125,18 @@ tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, co
 {
     if (!k || !backend || !out)
         return tack_error_set(TACK_EVALUE, "tack_kernel_generated_source: arguments must not be NULL");
-    int cuda = !strcmp(backend, "cuda");
-    if (!cuda && strcmp(backend, "cpu"))
-        return tack_error_set(TACK_EVALUE, "no generated source for backend '%s'; Tack generates 'cpu' and 'cuda'",
+    int which = !strcmp(backend, "cuda")         ? GEN_CUDA
+                : !strcmp(backend, "level_zero") ? GEN_OPENCL
+                : !strcmp(backend, "hip")        ? GEN_HIP
+                : !strcmp(backend, "cpu")        ? GEN_HOST
+                                                 : -1;
+    if (which < 0)
+        return tack_error_set(TACK_EVALUE,
+                              "no generated source for backend '%s'; Tack generates 'cpu', 'cuda', 'level_zero' "
+                              "and 'hip'",
                               backend);
     pthread_mutex_lock(&k->lock);
-    tack_status st = generated_locked(k, cuda, out);
+    tack_status st = generated_locked(k, which, out);
     pthread_mutex_unlock(&k->lock);
     return st;
 }
@@ -133,7 +153,7 @@ static tack_status ptx_locked(tack_kernel *k, const char *arch, struct tack_ptx 
     if (strlen(key) >= sizeof k->ptx->arch)
         return tack_error_set(TACK_EVALUE, "'%s' is not a CUDA architecture name such as compute_90", key);
     const char *src = NULL;
-    tack_status st = generated_locked(k, 1, &src);
+    tack_status st = generated_locked(k, GEN_CUDA, &src);
     if (st != TACK_OK)
         return st;
     struct tack_ptx *p = calloc(1, sizeof *p);
@@ -171,7 +191,7 @@ static tack_status host_locked(tack_kernel *k, tack_host_entry *out)
     tack_host_entry e = atomic_load_explicit(&k->host_entry, memory_order_acquire);
     if (!e) {
         const char *src = NULL;
-        tack_status st = generated_locked(k, 0, &src);
+        tack_status st = generated_locked(k, GEN_HOST, &src);
         if (st != TACK_OK)
             return st;
         void *handle;
@@ -200,7 +220,9 @@ static tack_status build_locked(tack_kernel *k, tack_device *d, struct tack_load
 {
     *loaded = NULL;
     struct tack_kernel_code code = {
-        .entry = TACK_ENTRY_NAME, .nargs = k->sig.nparams, .arg_sizes = k->arg_sizes};
+        .entry = TACK_ENTRY_NAME, .nargs = k->sig.nparams, .arg_sizes = k->arg_sizes, .name = k->sig.name};
+    for (int i = 0; i < k->sig.nparams; i++)
+        code.uses_f64 |= k->sig.params[i].dtype == TACK_F64;
     tack_status st;
     if (d->ops->dl_type == kDLCPU) {
         st = host_locked(k, &code.host);
@@ -215,6 +237,17 @@ static tack_status build_locked(tack_kernel *k, tack_device *d, struct tack_load
         code.format = "ptx";
         code.data = p->text;
         code.size = p->size;
+    } else if ((d->ops->dl_type == kDLOneAPI || d->ops->dl_type == kDLROCM) && d->ops->kernel_load) {
+        /* Source: the compile needs the device (its id, its architecture),
+         * so the backend runs it. */
+        int opencl = d->ops->dl_type == kDLOneAPI;
+        const char *src = NULL;
+        st = generated_locked(k, opencl ? GEN_OPENCL : GEN_HIP, &src);
+        if (st != TACK_OK)
+            return st;
+        code.format = opencl ? "opencl" : "hip";
+        code.data = src;
+        code.size = strlen(src) + 1;
     } else {
         return unsupported(d);
     }
@@ -275,6 +308,19 @@ static void describe(const struct tack_param *p, char *out, size_t cap)
         snprintf(out, cap, "%s%s *", p->writable ? "" : "const ", tack_dtype_c_type(p->dtype));
     else
         snprintf(out, cap, "%s", tack_dtype_c_type(p->dtype));
+}
+
+/* A device as a domain-mismatch message names it. A level_zero device that
+ * adopted another library's context has the same name as the plain one on
+ * the same GPU, so the context tells them apart. */
+static void domain_name(const tack_device *d, const tack_device *other, char *out, size_t cap)
+{
+    if (tack_device_shares_external_context(d))
+        snprintf(out, cap, "%s (sharing another library's context)", d->name);
+    else if (tack_device_shares_external_context(other) && !strcmp(d->name, other->name))
+        snprintf(out, cap, "%s (Tack's own context)", d->name);
+    else
+        snprintf(out, cap, "%s", d->name);
 }
 
 static tack_status count_error(const tack_kernel *k, size_t nargs)
@@ -347,15 +393,18 @@ tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, c
         if (!d) {
             d = ad;
         } else if (ad->domain != d->domain) {
+            char an[128], dn[128];
+            domain_name(ad, d, an, sizeof an);
+            domain_name(d, ad, dn, sizeof dn);
             if (first_array < 0)
                 return tack_error_set(TACK_EVALUE,
                                       "parameter '%s' of kernel '%s': the array is on %s, another memory domain "
                                       "than the launch's device %s",
-                                      p->name, k->sig.name, ad->name, d->name);
+                                      p->name, k->sig.name, an, dn);
             return tack_error_set(TACK_EVALUE,
                                   "kernel '%s' got arrays from two memory domains: '%s' is on %s and '%s' on %s; "
                                   "one launch uses one device's memory (copy with to_device first)",
-                                  k->sig.name, k->sig.params[first_array].name, d->name, p->name, ad->name);
+                                  k->sig.name, k->sig.params[first_array].name, dn, p->name, an);
         }
         if (first_array < 0)
             first_array = i;

@@ -37,6 +37,10 @@ tack_status tack_signature_parse(const char *source, const char *name, struct ta
 /* The generated source for a backend (generate.c), malloc'd. */
 char *tack_generate_host(const struct tack_signature *sig, const char *source);
 char *tack_generate_cuda(const struct tack_signature *sig, const char *source);
+/* OpenCL C 2.0 for level_zero (its generic address space lets the user's
+ * unqualified pointers take the entry's __global ones) and HIP for hip. */
+char *tack_generate_opencl(const struct tack_signature *sig, const char *source);
+char *tack_generate_hip(const struct tack_signature *sig, const char *source);
 
 /* A loaded kernel on one device whose backend loads code itself. */
 struct tack_loaded {
@@ -63,6 +67,8 @@ struct tack_kernel {
     pthread_mutex_t lock;
     char *host_source;
     char *cuda_source;
+    char *opencl_source;
+    char *hip_source;
     void *dl_handle;
     _Atomic(tack_host_entry) host_entry;
     struct tack_ptx *ptx;
@@ -81,6 +87,21 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
 /* NVRTC to PTX, through the cache (cuda.c). *ptx is malloc'd, NUL-terminated;
  * *size counts the NUL. */
 tack_status tack_cuda_compile(const char *name, const char *source, const char *arch, char **ptx, size_t *size);
+
+/* OpenCL C to SPIR-V with libocloc for the Level Zero device whose PCI
+ * device id is `device_id` (opencl.c), through the disk cache keyed by
+ * source, options and device id. *spirv is malloc'd (*size bytes).
+ * TACK_ERUNTIME when libocloc is missing (the message says what to install)
+ * or the source does not compile (the message and the thread's compile log
+ * carry ocloc's log). */
+tack_status tack_opencl_compile(const char *name, const char *source, uint32_t device_id, unsigned char **spirv,
+                                size_t *size);
+
+/* HIP source to a code object with hipRTC for the calling thread's current
+ * HIP device (hip.c). *code is malloc'd (*size bytes). TACK_ERUNTIME when
+ * hipRTC is missing or the source does not compile (with hipRTC's log, also
+ * in the thread's compile log). */
+tack_status tack_hip_compile(const char *name, const char *source, char **code, size_t *size);
 
 /* The cache directory (created), a hex digest and file helpers (cache.c). */
 tack_status tack_cache_dir(char *out, size_t cap);

@@ -212,3 +212,95 @@ def test_export_memory_is_a_runtime_error(sim, hip):
     a = tack.zeros(4, device=hip)
     with pytest.raises(RuntimeError, match="Backend hip does not support memory export"):
         a.export_memory()
+
+
+# --------------------------------------------------------------------------
+# kernels: HIP source compiled by the simulated hipRTC (tests/sim/hiprtc_sim.c)
+
+
+SAXPY = "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }"
+CAPTURE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
+                           ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint))
+RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@pytest.fixture
+def hiprtc(tmp_path, monkeypatch):
+    library, why_not = simdriver.build("hiprtc", tmp_path)
+    if library is None:
+        pytest.skip(why_not)
+    monkeypatch.setenv("TACK_HIPRTC_LIBRARY", library)
+    return library
+
+
+@pytest.fixture
+def launches(sim):
+    """Each launch's name, (n, a, x, y) and geometry; the stand-in runs saxpy."""
+    seen = []
+
+    def capture(name, params, grid, block):
+        n = ctypes.cast(params[0], ctypes.POINTER(ctypes.c_int64))[0]
+        a = ctypes.cast(params[1], ctypes.POINTER(ctypes.c_float))[0]
+        x = ctypes.cast(params[2], ctypes.POINTER(ctypes.c_uint64))[0]
+        y = ctypes.cast(params[3], ctypes.POINTER(ctypes.c_uint64))[0]
+        seen.append((name.decode(), n, a, x, y, grid[0], block[0], sim.stat("copies")))
+        return len(seen)
+
+    def run(key):
+        _, n, a, x, y, *_ = seen[key - 1]
+        xs = np.frombuffer(sim.stored(x, 4 * n), np.float32)
+        addr = sim.lib.tack_sim_hip_host_address(y, 4 * n)
+        ys = np.ctypeslib.as_array(ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)), (n,))
+        ys += a * xs
+
+    sim.lib.tack_sim_hip_set_kernel_hook.argtypes = [CAPTURE, RUN]
+    hooks = (CAPTURE(capture), RUN(run))
+    sim.lib.tack_sim_hip_set_kernel_hook(*hooks)
+    yield seen
+    sim.lib.tack_sim_hip_set_kernel_hook(CAPTURE(), RUN())
+
+
+def test_a_launch_binds_its_arguments_in_order(sim, hip, hiprtc, launches):
+    saxpy = tack.Kernel(SAXPY)
+    x = tack.array(np.arange(300, dtype=np.float32), device=hip)
+    y = tack.array(np.ones(300, np.float32), device=hip)
+    copies = sim.stat("copies")
+    saxpy(2.0, x, y)
+    name, n, a, xp, yp, grid, block, copies_then = launches[-1]
+    assert (name, n, a, xp, yp) == ("tack_kernel_entry", 300, 2.0, x.ptr, y.ptr)
+    assert grid * block >= 300 and copies_then == copies
+    np.testing.assert_array_equal(y.to_numpy(), 1 + 2 * np.arange(300, dtype=np.float32))
+    assert 'extern "C" __global__ void tack_kernel_entry' in saxpy.generated_source("hip")
+
+
+def test_zero_indices_run_nothing(sim, hip, hiprtc, launches):
+    saxpy = tack.Kernel(SAXPY)
+    x, y = tack.zeros(4, dtype="float32", device=hip), tack.zeros(4, dtype="float32", device=hip)
+    before = sim.stat("launches")
+    saxpy.launch(0, 1.0, x, y)
+    assert sim.stat("launches") == before and not launches
+
+
+def test_a_read_only_array_is_refused_where_the_kernel_stores(sim, hip, hiprtc, launches):
+    saxpy = tack.Kernel(SAXPY)
+    x, y = tack.zeros(4, dtype="float32", device=hip), tack.zeros(4, dtype="float32", device=hip)
+    ro = tack.array_from_ptr(y.ptr, "float32", (4,), device=hip)
+    with pytest.raises(ValueError, match="'y'.*read-only"):
+        saxpy(1.0, x, ro)
+    assert not launches
+
+
+def test_without_hiprtc_a_launch_says_what_to_install(sim, hip, tmp_path, monkeypatch):
+    monkeypatch.setenv("TACK_HIPRTC_LIBRARY", str(tmp_path / "libhiprtc.so"))
+    k = tack.Kernel("void one(tack_index i, int32_t *y) { y[i] = 1; }")
+    y = tack.zeros(4, dtype="int32", device=hip)
+    with pytest.raises(RuntimeError, match="hipRTC.*TACK_HIPRTC_LIBRARY"):
+        k(y)
+
+
+def test_a_compile_error_carries_the_log(sim, hip, hiprtc):
+    k = tack.Kernel("#ifdef TACK_BACKEND_HIP\n#error not on this GPU\n#endif\n"
+                    "void f(tack_index i, float *y) { y[i] = 0; }")
+    y = tack.zeros(4, dtype="float32", device=hip)
+    with pytest.raises(RuntimeError, match=r"(?s)failed to compile for HIP.*kernel:2:.*not on this GPU"):
+        k(y)

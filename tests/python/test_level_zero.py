@@ -403,3 +403,128 @@ def test_tack_destroys_no_level_zero_object(sim, plain):
     # The adopted context still serves its owner.
     ptr = sim.alloc(handles, USM_DEVICE)
     sim.free(handles["context"], ptr)
+
+
+# --------------------------------------------------------------------------
+# kernels: OpenCL C compiled by the simulated libocloc (tests/sim/ocloc_sim.c)
+
+
+SAXPY = "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }"
+
+
+@pytest.fixture
+def ocloc(tmp_path, monkeypatch):
+    """The simulated libocloc, with a fresh compile cache."""
+    library, why_not = simdriver.build("ocloc", tmp_path)
+    if library is None:
+        pytest.skip(why_not)
+    monkeypatch.setenv("TACK_OCLOC_LIBRARY", library)
+    monkeypatch.setenv("TACK_CACHE_DIR", str(tmp_path / "cache"))
+    return ctypes.CDLL(library)
+
+
+class Launches:
+    """A host stand-in for the GPU, installed as the simulator's kernel hook:
+    records each launch's arguments and runs saxpy over the device memory."""
+
+    CAPTURE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
+                               ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.POINTER(ctypes.c_uint32),
+                               ctypes.POINTER(ctypes.c_uint32))
+    RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+    def __init__(self, sim):
+        self.sim, self.seen, self.pending = sim, [], {}
+        self._capture, self._run = self.CAPTURE(self.capture), self.RUN(self.run)
+        sim.lib.tack_sim_ze_set_kernel_hook(self._capture, self._run)
+
+    def capture(self, name, args, sizes, nargs, groups, group_size):
+        values = [ctypes.string_at(args[i], sizes[i]) for i in range(nargs)]
+        self.seen.append((name.decode(), values, groups[0], group_size[0], self.sim.stat("copies")))
+        self.pending[len(self.seen)] = values
+        return len(self.seen)
+
+    def run(self, key):
+        n, a, x, y = self.pending.pop(key)
+        n = int.from_bytes(n, "little")
+        a = np.frombuffer(a, np.float32)[0]
+        x, y = int.from_bytes(x, "little"), int.from_bytes(y, "little")
+        xs = np.frombuffer(self.sim.stored(x, 4 * n), np.float32)
+        addr = self.sim.lib.tack_sim_ze_host_address(y, 4 * n)
+        ys = np.ctypeslib.as_array(ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)), (n,))
+        ys += a * xs
+
+    def close(self):
+        self.sim.lib.tack_sim_ze_set_kernel_hook(self.CAPTURE(), self.RUN())
+
+
+@pytest.fixture
+def launches(sim):
+    sim.lib.tack_sim_ze_set_kernel_hook.argtypes = [Launches.CAPTURE, Launches.RUN]
+    hook = Launches(sim)
+    yield hook
+    hook.close()
+
+
+def test_a_launch_binds_its_arguments_in_order(sim, plain, ocloc, launches):
+    saxpy = tack.Kernel(SAXPY)
+    x = tack.array(np.arange(100, dtype=np.float32), device=plain)
+    y = tack.array(np.ones(100, np.float32), device=plain)
+    copies = sim.stat("copies")
+    saxpy(2.0, x, y)
+    name, values, groups, group_size, copies_then = launches.seen[-1]
+    assert name == "tack_kernel_entry"
+    assert int.from_bytes(values[0], "little") == 100
+    assert np.frombuffer(values[1], np.float32)[0] == 2.0
+    assert int.from_bytes(values[2], "little") == x.ptr and int.from_bytes(values[3], "little") == y.ptr
+    assert groups * group_size >= 100 and copies_then == copies
+    np.testing.assert_array_equal(y.to_numpy(), 1 + 2 * np.arange(100, dtype=np.float32))
+    assert "__global float *tack_p2_" in saxpy.generated_source("level_zero")
+    ocloc.tack_sim_ocloc_last_args.restype = ctypes.c_char_p
+    assert b"-spv_only" in ocloc.tack_sim_ocloc_last_args()
+
+
+def test_zero_indices_run_nothing(sim, plain, ocloc, launches):
+    saxpy = tack.Kernel(SAXPY)
+    x, y = tack.zeros(4, dtype="float32", device=plain), tack.zeros(4, dtype="float32", device=plain)
+    before = sim.stat("launches")
+    saxpy.launch(0, 1.0, x, y)
+    assert sim.stat("launches") == before and not launches.seen
+
+
+def test_a_read_only_array_is_refused_where_the_kernel_stores(sim, plain, ocloc, launches):
+    saxpy = tack.Kernel(SAXPY)
+    x = tack.zeros(4, dtype="float32", device=plain)
+    y = tack.zeros(4, dtype="float32", device=plain)
+    ro = tack.array_from_ptr(y.ptr, "float32", (4,), device=plain)
+    with pytest.raises(ValueError, match="'y'.*read-only"):
+        saxpy(1.0, x, ro)
+    assert not launches.seen
+
+
+def test_plain_and_adopted_devices_never_meet_in_a_launch(sim, plain, ocloc, launches):
+    shared = adopt(sim.other_library())
+    saxpy = tack.Kernel(SAXPY)
+    x = tack.zeros(8, dtype="float32", device=plain)
+    y = tack.zeros(8, dtype="float32", device=shared)
+    with pytest.raises(ValueError, match=r"sharing another library's context") as info:
+        saxpy(2.0, x, y)
+    assert "Tack's own context" in str(info.value)
+    assert not launches.seen
+
+
+def test_without_libocloc_a_launch_says_what_to_install(sim, plain, tmp_path, monkeypatch):
+    monkeypatch.setenv("TACK_OCLOC_LIBRARY", str(tmp_path / "libocloc.so"))
+    monkeypatch.setenv("TACK_CACHE_DIR", str(tmp_path / "cache"))
+    k = tack.Kernel("void one(tack_index i, int32_t *y) { y[i] = 1; }")
+    y = tack.zeros(4, dtype="int32", device=plain)
+    with pytest.raises(RuntimeError, match="libocloc.*apt-get install intel-opencl-icd"):
+        k(y)
+
+
+def test_a_compile_error_carries_the_log(sim, plain, ocloc):
+    # Compiles on the host (where Kernel() first builds it), not for the GPU.
+    k = tack.Kernel("#ifdef TACK_BACKEND_LEVEL_ZERO\n#error not on this GPU\n#endif\n"
+                    "void f(tack_index i, float *y) { y[i] = 0; }")
+    y = tack.zeros(4, dtype="float32", device=plain)
+    with pytest.raises(RuntimeError, match=r"(?s)failed to compile for level_zero.*kernel:2:.*not on this GPU"):
+        k(y)

@@ -26,6 +26,17 @@
  * point fail; tack_sim_hip_host_address(ptr, n) gives the storage behind
  * device memory; tack_sim_hip_allocation_device(ptr) the device of an
  * allocation.
+ *
+ * Kernels: hipModuleLoadData accepts the code objects of the simulated
+ * hipRTC (tests/sim/hiprtc_sim.c: a header line, then the source) and
+ * refuses anything else with hipErrorInvalidImage; hipModuleGetFunction
+ * finds an extern "C" entry named in that source. The simulator cannot run
+ * GPU code: hipModuleLaunchKernel counts the launch and, when a test
+ * installed a host stand-in with tack_sim_hip_set_kernel_hook, hands it the
+ * entry's name, parameter pointers and geometry; the stand-in runs at once,
+ * since the simulated null stream, like its copies, completes each call
+ * before returning. tack_sim_hip_last_launch(grid, block) reports the last
+ * geometry.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -57,14 +68,24 @@ SIM_API long long tack_sim_hip_stats(const char *name);
 SIM_API int tack_sim_hip_fail(const char *symbol, int error, int nth);
 SIM_API void *tack_sim_hip_host_address(uint64_t ptr, size_t n);
 SIM_API int tack_sim_hip_allocation_device(uint64_t ptr);
+typedef void *(*sim_capture_fn)(const char *name, void **params, const unsigned grid[3], const unsigned block[3]);
+typedef void (*sim_run_fn)(void *closure);
+SIM_API void tack_sim_hip_set_kernel_hook(sim_capture_fn capture, sim_run_fn run);
+SIM_API void tack_sim_hip_last_launch(unsigned grid[3], unsigned block[3]);
 
 #define MAX_DEVICES 16
+#define HIP_ERROR_INVALID_IMAGE 200
+#define HIP_ERROR_NOT_FOUND 500
+#define HIP_ERROR_INVALID_HANDLE 400
+/* What hiprtc_sim.c puts before the source in a code object. */
+#define SIM_CODE_OBJECT_MAGIC "TACK-SIM-HIP-CODE-OBJECT\n"
 
 /* ---- counters ---------------------------------------------------------- */
 
 #define SIM_STATS(X)                                                                                          \
     X(init) X(set_device) X(allocs) X(live_allocs) X(frees) X(invalid_frees) X(memsets) X(copies)             \
-        X(device_syncs) X(pointer_queries) X(host_allocs) X(managed_allocs) X(faults) X(injected_failures)
+        X(device_syncs) X(pointer_queries) X(host_allocs) X(managed_allocs) X(faults) X(injected_failures)   \
+            X(modules_loaded) X(modules_unloaded) X(launches) X(launches_done)
 
 enum {
 #define SIM_STAT_ENUM(n) STAT_##n,
@@ -106,6 +127,27 @@ static int version = 60200000;
 static struct sim_alloc *allocs;
 static _Thread_local int current_device;
 static _Thread_local tack_hip_error last_error;
+
+/* Modules and functions are listed, never freed, so that a stale handle
+ * stays readable. */
+struct tack_hip_module_object {
+    char *image;
+    int device;
+    int live;
+    struct tack_hip_module_object *next;
+};
+
+struct tack_hip_function_object {
+    struct tack_hip_module_object *module;
+    char name[128];
+    struct tack_hip_function_object *next;
+};
+static struct tack_hip_module_object *modules;
+static struct tack_hip_function_object *functions;
+
+static sim_capture_fn kernel_capture;
+static sim_run_fn kernel_run;
+static unsigned last_grid[3], last_block[3];
 
 /* ---- failure injection --------------------------------------------------- */
 
@@ -463,11 +505,118 @@ SIM_API const char *hipGetErrorString(tack_hip_error error)
     case TACK_HIP_ERROR_NOT_INITIALIZED: return "initialization error";
     case TACK_HIP_ERROR_NO_DEVICE: return "no ROCm-capable device is detected";
     case TACK_HIP_ERROR_INVALID_DEVICE: return "invalid device ordinal";
+    case HIP_ERROR_INVALID_IMAGE: return "device kernel image is invalid";
+    case HIP_ERROR_INVALID_HANDLE: return "invalid resource handle";
+    case HIP_ERROR_NOT_FOUND: return "named symbol not found";
     default: return "unknown error";
     }
 }
 
+/* ---- modules and launches ------------------------------------------------ */
+
+SIM_API tack_hip_error hipModuleLoadData(tack_hip_module *module, const void *image)
+{
+    ENTER();
+    if (!module || !image)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    if (strncmp(image, SIM_CODE_OBJECT_MAGIC, strlen(SIM_CODE_OBJECT_MAGIC)))
+        RETURN(HIP_ERROR_INVALID_IMAGE);
+    struct tack_hip_module_object *m = calloc(1, sizeof *m);
+    if (!m || !(m->image = strdup(image))) {
+        free(m);
+        RETURN(TACK_HIP_ERROR_OUT_OF_MEMORY);
+    }
+    m->device = current_device;
+    m->live = 1;
+    m->next = modules;
+    modules = m;
+    COUNT(modules_loaded);
+    *module = m;
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipModuleGetFunction(tack_hip_function *function, tack_hip_module module, const char *name)
+{
+    ENTER();
+    if (!function || !name || strlen(name) >= sizeof ((struct tack_hip_function_object *)0)->name)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    if (!module || !module->live)
+        RETURN(HIP_ERROR_INVALID_HANDLE);
+    /* The entry is an extern "C" __global__ function of that name. */
+    char decl[192];
+    snprintf(decl, sizeof decl, "__global__ void %s(", name);
+    if (!strstr(module->image, decl))
+        RETURN(HIP_ERROR_NOT_FOUND);
+    struct tack_hip_function_object *f = calloc(1, sizeof *f);
+    if (!f)
+        RETURN(TACK_HIP_ERROR_OUT_OF_MEMORY);
+    f->module = module;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->next = functions;
+    functions = f;
+    *function = f;
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipModuleLaunchKernel(tack_hip_function f, unsigned int gridX, unsigned int gridY,
+                                             unsigned int gridZ, unsigned int blockX, unsigned int blockY,
+                                             unsigned int blockZ, unsigned int sharedMemBytes, tack_hip_stream stream,
+                                             void **kernelParams, void **extra)
+{
+    ENTER();
+    if (!f || !f->module->live)
+        RETURN(HIP_ERROR_INVALID_HANDLE);
+    if (stream)
+        RETURN(HIP_ERROR_INVALID_HANDLE); /* the simulator has only the null stream */
+    if (!kernelParams || extra || !gridX || !gridY || !gridZ || !blockX || !blockY || !blockZ ||
+        (unsigned long long)blockX * blockY * blockZ > 1024 || sharedMemBytes > 65536)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    if (f->module->device != current_device)
+        RETURN(HIP_ERROR_INVALID_HANDLE); /* a module is loaded on one device */
+    COUNT(launches);
+    const unsigned grid[3] = {gridX, gridY, gridZ}, block[3] = {blockX, blockY, blockZ};
+    memcpy(last_grid, grid, sizeof grid);
+    memcpy(last_block, block, sizeof block);
+    void *closure = kernel_capture ? kernel_capture(f->name, kernelParams, grid, block) : NULL;
+    if (kernel_run && closure)
+        kernel_run(closure);
+    COUNT(launches_done);
+    LEAVE();
+}
+
+SIM_API tack_hip_error hipModuleUnload(tack_hip_module module)
+{
+    ENTER();
+    if (!module || !module->live)
+        RETURN(HIP_ERROR_INVALID_HANDLE);
+    module->live = 0;
+    COUNT(modules_unloaded);
+    LEAVE();
+}
+
 /* ---- test hooks ---------------------------------------------------------- */
+
+/* Installs a host stand-in for the GPU: at each launch `capture` is called
+ * with the entry's name, the parameter pointers (as hipModuleLaunchKernel
+ * got them: read them now) and the geometry, and returns a closure that
+ * `run` executes, and frees; NULL from capture runs nothing. NULL
+ * uninstalls. */
+SIM_API void tack_sim_hip_set_kernel_hook(sim_capture_fn capture, sim_run_fn run)
+{
+    pthread_mutex_lock(&lock);
+    kernel_capture = capture;
+    kernel_run = run;
+    pthread_mutex_unlock(&lock);
+}
+
+/* The grid and block of the last launch (zeros before any). */
+SIM_API void tack_sim_hip_last_launch(unsigned grid[3], unsigned block[3])
+{
+    pthread_mutex_lock(&lock);
+    memcpy(grid, last_grid, sizeof last_grid);
+    memcpy(block, last_block, sizeof last_block);
+    pthread_mutex_unlock(&lock);
+}
 
 /* The counter called `name`, or -1 for an unknown name. */
 SIM_API long long tack_sim_hip_stats(const char *name)

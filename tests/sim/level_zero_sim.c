@@ -35,7 +35,9 @@
  * as that library; tack_sim_ze_allocation_context(ptr) and
  * tack_sim_ze_allocations_in(context) say where memory lives,
  * tack_sim_ze_lists_in(context, group) where command lists were made;
- * tack_sim_ze_host_address(ptr, n) gives the storage behind device memory.
+ * tack_sim_ze_host_address(ptr, n) gives the storage behind device memory;
+ * tack_sim_ze_set_fp64(0) makes devices report no fp64 in their module
+ * properties from then on (a GPU without double precision).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -80,6 +82,7 @@ SIM_API long tack_sim_ze_allocations_in(uint64_t context);
 SIM_API void *tack_sim_ze_host_address(uint64_t ptr, size_t n);
 SIM_API void tack_sim_ze_set_free_policies(uint32_t policies);
 SIM_API long tack_sim_ze_lists_in(uint64_t context, int group);
+SIM_API void tack_sim_ze_set_fp64(int supported);
 
 #define MAX_DEVICES 16
 #define ZE_ERROR_UNSUPPORTED_ALIGNMENT 0x7800000au
@@ -208,6 +211,7 @@ struct tack_ze_kernel_object {
     int live;
     void *args[64];
     size_t arg_sizes[64];
+    struct tack_ze_kernel_object *next;
 };
 
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
@@ -217,6 +221,7 @@ static int n_drivers = 1;
 static int n_devices = 2;
 static tack_ze_result init_error;
 static uint32_t free_policies = 3;
+static int fp64 = 1;
 static struct tack_ze_driver_object driver;
 static struct tack_ze_device_object devices[MAX_DEVICES];
 static unsigned long long next_id = 1;
@@ -225,6 +230,9 @@ static struct tack_ze_context_object *contexts;
 static struct tack_ze_command_list_object *lists;
 static struct tack_ze_command_queue_object *queues;
 static struct sim_alloc *allocs;
+/* Kernels, listed like every other object (never freed), so that one whose
+ * module Tack leaves to the driver is still accounted for. */
+static struct tack_ze_kernel_object *kernels;
 
 typedef void *(*sim_capture_fn)(const char *name, void *const *args, const size_t *sizes, int nargs,
                                 const uint32_t groups[3], const uint32_t group_size[3]);
@@ -644,7 +652,7 @@ SIM_API tack_ze_result zeDeviceGetModuleProperties(tack_ze_device d, tack_ze_dev
     if (!p || p->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
     p->spirvVersionSupported = 0x10005;
-    p->flags = TACK_ZE_DEVICE_MODULE_FLAG_FP64;
+    p->flags = fp64 ? TACK_ZE_DEVICE_MODULE_FLAG_FP64 : 0;
     p->maxArgumentsSize = 2048;
     LEAVE();
 }
@@ -1126,6 +1134,8 @@ SIM_API tack_ze_result zeKernelCreate(tack_ze_module m, const tack_ze_kernel_des
     snprintf(k->name, sizeof k->name, "%s", desc->pKernelName);
     k->group[0] = k->group[1] = k->group[2] = 1;
     k->live = 1;
+    k->next = kernels;
+    kernels = k;
     COUNT(kernels_created);
     *out = k;
     LEAVE();
@@ -1400,5 +1410,12 @@ SIM_API void tack_sim_ze_set_kernel_hook(sim_capture_fn capture, sim_run_fn run)
     pthread_mutex_lock(&lock);
     kernel_capture = capture;
     kernel_run = run;
+    pthread_mutex_unlock(&lock);
+}
+
+SIM_API void tack_sim_ze_set_fp64(int supported)
+{
+    pthread_mutex_lock(&lock);
+    fp64 = supported != 0;
     pthread_mutex_unlock(&lock);
 }

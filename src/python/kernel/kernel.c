@@ -379,7 +379,7 @@ static PyMethodDef kernel_methods[] = {
      "launch(n, *args)\n--\n\nRuns the kernel for every index i in [0, n). Arrays must be tack.Arrays on one "
      "device; scalars are converted to the parameter's type. n = 0 runs nothing."},
     {"generated_source", (PyCFunction)(void (*)(void))kernel_generated_source, METH_VARARGS | METH_KEYWORDS,
-     "generated_source(backend='cpu')\n--\n\nThe source a backend compiles ('cpu' or 'cuda')."},
+     "generated_source(backend='cpu')\n--\n\nThe source a backend compiles ('cpu', 'cuda', 'hip' or 'level_zero')."},
     {"ptx", (PyCFunction)(void (*)(void))kernel_ptx, METH_VARARGS | METH_KEYWORDS,
      "ptx(arch=None)\n--\n\nPTX for CUDA, compiled by NVRTC for the virtual architecture arch ('compute_90'; "
      "None: the oldest NVRTC supports)."},

@@ -1,0 +1,252 @@
+/*
+ * Kernels on the HIP backend, end to end, against the simulated runtime
+ * (tests/sim/hip_sim.c) and the simulated hipRTC (tests/sim/hiprtc_sim.c).
+ * The simulator cannot run GPU code, so a host implementation of saxpy,
+ * installed as its kernel hook, stands in for the GPU when the launch runs;
+ * what is checked is what Tack does: the source it generates, the
+ * arguments it binds and their order, the geometry, the order against
+ * copies, and the checks and errors around them.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tack/kernel.h"
+#include "tack/tack.h"
+
+typedef void *(*capture_fn)(const char *name, void **params, const unsigned grid[3], const unsigned block[3]);
+typedef void (*run_fn)(void *closure);
+
+static long long (*sim_stats)(const char *name);
+static void *(*sim_host_address)(uint64_t ptr, size_t n);
+static void (*sim_set_kernel_hook)(capture_fn capture, run_fn run);
+static void (*sim_last_launch)(unsigned grid[3], unsigned block[3]);
+static long long (*rtc_stats)(const char *name);
+static const char *(*rtc_last_source)(void);
+
+#define SIM_SYMBOL(lib, var, name)                                                                            \
+    do {                                                                                                      \
+        void *p_ = dlsym(lib, name);                                                                          \
+        if (!p_) {                                                                                            \
+            fprintf(stderr, "the simulator has no %s\n", name);                                               \
+            exit(2);                                                                                          \
+        }                                                                                                     \
+        memcpy(&var, &p_, sizeof p_);                                                                         \
+    } while (0)
+
+static void sim_open(void)
+{
+    const char *path = getenv("TACK_HIP_LIBRARY"), *rtc = getenv("TACK_HIPRTC_LIBRARY");
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *rlib = rtc ? dlopen(rtc, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!lib || !rlib) {
+        fprintf(stderr, "TACK_HIP_LIBRARY and TACK_HIPRTC_LIBRARY must name the simulators\n");
+        exit(2);
+    }
+    SIM_SYMBOL(lib, sim_stats, "tack_sim_hip_stats");
+    SIM_SYMBOL(lib, sim_host_address, "tack_sim_hip_host_address");
+    SIM_SYMBOL(lib, sim_set_kernel_hook, "tack_sim_hip_set_kernel_hook");
+    SIM_SYMBOL(lib, sim_last_launch, "tack_sim_hip_last_launch");
+    SIM_SYMBOL(rlib, rtc_stats, "tack_sim_hiprtc_stats");
+    SIM_SYMBOL(rlib, rtc_last_source, "tack_sim_hiprtc_last_source");
+}
+
+/* ---- the GPU's stand-in for saxpy ------------------------------------------ */
+
+static const char saxpy_source[] =
+    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
+
+struct saxpy_launch {
+    int64_t n;
+    float a;
+    uint64_t x, y;
+    long long copies_before; /* copies the runtime had done when the launch ran */
+};
+static struct saxpy_launch seen;
+
+/* The generated entry takes (int64 n, then the kernel's parameters). */
+static void *saxpy_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
+{
+    (void)grid;
+    (void)block;
+    struct saxpy_launch *c = malloc(sizeof *c);
+    if (!c || strcmp(name, "tack_kernel_entry")) {
+        free(c);
+        return NULL;
+    }
+    c->n = *(int64_t *)params[0];
+    c->a = *(float *)params[1];
+    c->x = (uint64_t)(uintptr_t) * (void **)params[2];
+    c->y = (uint64_t)(uintptr_t) * (void **)params[3];
+    c->copies_before = sim_stats("copies");
+    seen = *c;
+    return c;
+}
+
+static void saxpy_run(void *p)
+{
+    struct saxpy_launch *c = p;
+    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
+    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
+    if (x && y)
+        for (int64_t i = 0; i < c->n; i++)
+            y[i] = c->a * x[i] + y[i];
+    free(c);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static tack_device *hip;
+static tack_kernel *saxpy;
+
+static tack_array *ramp(int64_t n, float scale)
+{
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_empty(hip, TACK_F32, 1, &n, 0, &a));
+    if (!a)
+        exit(1);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)i * scale;
+    CHECK_OK(tack_array_copy_from_host(a, v, (size_t)n * sizeof *v));
+    free(v);
+    return a;
+}
+
+static float element(tack_array *a, size_t i)
+{
+    size_t n = tack_array_size(a);
+    float *v = malloc(n * sizeof *v), r;
+    CHECK_OK(tack_array_copy_to_host(a, v, n * sizeof *v));
+    r = v[i];
+    free(v);
+    return r;
+}
+
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
+{
+    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
+    return tack_kernel_call(saxpy, args, 3);
+}
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static void test_generated_source_is_hip(void)
+{
+    const char *src = NULL;
+    CHECK_OK(tack_kernel_generated_source(saxpy, "hip", &src));
+    CHECK(src && strstr(src, "extern \"C\" __global__ void tack_kernel_entry(tack_index tack_n_, float tack_p0_, "
+                             "const float *tack_p1_, float *tack_p2_)"));
+    CHECK(src && strstr(src, "blockDim.x * gridDim.x"));
+    /* What hipRTC compiled is that source. */
+    CHECK(src && rtc_last_source() && !strcmp(rtc_last_source(), src));
+}
+
+static void test_launch_binds_arguments_in_order(void)
+{
+    tack_array *x = ramp(1000, 1.0f), *y = ramp(1000, 2.0f);
+    long long launches = sim_stats("launches"), copies = sim_stats("copies");
+    CHECK_OK(call_saxpy(3.0f, x, y));
+    CHECK(sim_stats("launches") == launches + 1);
+    CHECK(seen.n == 1000 && seen.a == 3.0f);
+    CHECK(seen.x == (uint64_t)(uintptr_t)tack_array_data(x));
+    CHECK(seen.y == (uint64_t)(uintptr_t)tack_array_data(y));
+    /* The launch ran after the copies that filled x and y, before the read. */
+    CHECK(seen.copies_before == copies);
+    unsigned grid[3], block[3];
+    sim_last_launch(grid, block);
+    CHECK(block[0] * grid[0] >= 1000 && grid[1] == 1 && block[1] == 1);
+    CHECK(element(y, 10) == 3.0f * 10.0f + 20.0f);
+    /* Compiled and loaded once for every launch. */
+    CHECK(sim_stats("modules_loaded") == 1 && rtc_stats("compiles") == 1);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_zero_indices_run_nothing(void)
+{
+    tack_array *x = ramp(8, 1.0f), *y = ramp(8, 1.0f);
+    long long launches = sim_stats("launches");
+    tack_arg args[3] = {tack_arg_f32(1.0f), tack_arg_array(x), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_launch(saxpy, NULL, 0, args, 3));
+    CHECK(sim_stats("launches") == launches);
+    CHECK_STATUS(tack_kernel_launch(saxpy, NULL, -1, args, 3), TACK_EVALUE);
+    CHECK(sim_stats("launches") == launches);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_read_only_binding_is_refused(void)
+{
+    tack_array *x = ramp(16, 1.0f), *y = ramp(16, 1.0f), *ro = NULL;
+    int64_t n = 16;
+    CHECK_OK(tack_array_wrap(hip, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
+    long long launches = sim_stats("launches");
+    CHECK_STATUS(call_saxpy(1.0f, x, ro), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "'y'") && strstr(tack_last_error(), "read-only"));
+    CHECK(sim_stats("launches") == launches);
+    tack_array_release(ro);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_compile_error_carries_the_log(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_STATUS(tack_kernel_compile("// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n",
+                                     NULL, hip, &k),
+                 TACK_ERUNTIME);
+    CHECK(k == NULL);
+    const char *e = tack_last_error();
+    CHECK(strstr(e, "failed to compile for HIP") && strstr(e, "no such thing"));
+    /* The log names the user's own line. */
+    CHECK(strstr(e, "kernel:2:"));
+    CHECK(strstr(tack_kernel_compile_log(), "no such thing"));
+}
+
+static void test_missing_hiprtc_says_what_to_install(void)
+{
+    char *saved = strdup(getenv("TACK_HIPRTC_LIBRARY"));
+    setenv("TACK_HIPRTC_LIBRARY", "/nonexistent/libhiprtc.so", 1);
+    tack_kernel *k = NULL;
+    CHECK_STATUS(tack_kernel_compile("void g(tack_index i, int32_t *y) { y[i] = 1; }", NULL, hip, &k), TACK_ERUNTIME);
+    CHECK(strstr(tack_last_error(), "hipRTC") && strstr(tack_last_error(), "TACK_HIPRTC_LIBRARY"));
+    /* Not remembered: with the compiler back, the same kernel builds. */
+    setenv("TACK_HIPRTC_LIBRARY", saved, 1);
+    CHECK_OK(tack_kernel_compile("void g(tack_index i, int32_t *y) { y[i] = 1; }", NULL, hip, &k));
+    tack_kernel_release(k);
+    free(saved);
+}
+
+static void test_release_unloads_the_module(void)
+{
+    tack_kernel *k = NULL;
+    long long unloaded = sim_stats("modules_unloaded");
+    CHECK_OK(tack_kernel_compile("void h(tack_index i, double *y) { y[i] = 2.0; }", NULL, hip, &k));
+    tack_kernel_release(k);
+    CHECK(sim_stats("modules_unloaded") == unloaded + 1);
+}
+
+int main(void)
+{
+    sim_open();
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    CHECK_OK(tack_device_open("hip", NULL, 0, &hip));
+    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, hip, &saxpy));
+    if (!hip || !saxpy)
+        CHECK_DONE();
+    RUN(test_generated_source_is_hip);
+    RUN(test_launch_binds_arguments_in_order);
+    RUN(test_zero_indices_run_nothing);
+    RUN(test_read_only_binding_is_refused);
+    RUN(test_compile_error_carries_the_log);
+    RUN(test_missing_hiprtc_says_what_to_install);
+    RUN(test_release_unloads_the_module);
+    tack_kernel_release(saxpy);
+    CHECK_OK(tack_device_synchronize(hip));
+    tack_device_release(hip);
+    CHECK_DONE();
+}

@@ -1,0 +1,326 @@
+/*
+ * Kernels on the Level Zero backend, end to end, against the simulated
+ * driver (tests/sim/level_zero_sim.c) and the simulated libocloc
+ * (tests/sim/ocloc_sim.c). The simulator cannot run SPIR-V, so a host
+ * implementation of saxpy, installed as its kernel hook, stands in for the
+ * GPU when the command list reaches the launch; what is checked is what
+ * Tack does: the OpenCL C it generates, how it calls ocloc, the arguments
+ * it binds and their order, the group geometry, the order against copies,
+ * and the checks and errors around them.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tack/kernel.h"
+#include "tack/tack.h"
+
+typedef void *(*capture_fn)(const char *name, void *const *args, const size_t *sizes, int nargs,
+                            const uint32_t groups[3], const uint32_t group_size[3]);
+typedef void (*run_fn)(void *closure);
+
+static long long (*sim_stats)(const char *name);
+static void *(*sim_host_address)(uint64_t ptr, size_t n);
+static void (*sim_set_kernel_hook)(capture_fn capture, run_fn run);
+static uint32_t (*sim_create_context)(int device_index, uint64_t handles[3]);
+static void (*sim_set_fp64)(int supported);
+static long long (*ocloc_stats)(const char *name);
+static const char *(*ocloc_last_args)(void);
+
+#define SIM_SYMBOL(lib, var, name)                                                                            \
+    do {                                                                                                      \
+        void *p_ = dlsym(lib, name);                                                                          \
+        if (!p_) {                                                                                            \
+            fprintf(stderr, "the simulator has no %s\n", name);                                               \
+            exit(2);                                                                                          \
+        }                                                                                                     \
+        memcpy(&var, &p_, sizeof p_);                                                                         \
+    } while (0)
+
+static void sim_open(void)
+{
+    const char *path = getenv("TACK_LEVEL_ZERO_LIBRARY"), *oc = getenv("TACK_OCLOC_LIBRARY");
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *olib = oc ? dlopen(oc, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!lib || !olib) {
+        fprintf(stderr, "TACK_LEVEL_ZERO_LIBRARY and TACK_OCLOC_LIBRARY must name the simulators\n");
+        exit(2);
+    }
+    SIM_SYMBOL(lib, sim_stats, "tack_sim_ze_stats");
+    SIM_SYMBOL(lib, sim_host_address, "tack_sim_ze_host_address");
+    SIM_SYMBOL(lib, sim_set_kernel_hook, "tack_sim_ze_set_kernel_hook");
+    SIM_SYMBOL(lib, sim_create_context, "tack_sim_ze_create_context");
+    SIM_SYMBOL(lib, sim_set_fp64, "tack_sim_ze_set_fp64");
+    SIM_SYMBOL(olib, ocloc_stats, "tack_sim_ocloc_stats");
+    SIM_SYMBOL(olib, ocloc_last_args, "tack_sim_ocloc_last_args");
+}
+
+/* ---- the GPU's stand-in for saxpy ------------------------------------------ */
+
+static const char saxpy_source[] =
+    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
+
+struct saxpy_launch {
+    int64_t n;
+    float a;
+    uint64_t x, y;
+    int nargs;
+    size_t sizes[4];
+    uint32_t groups, group_size;
+    long long copies_before;
+};
+static struct saxpy_launch seen;
+
+/* The entry's arguments: (int64 n, then the kernel's parameters), each as
+ * the bytes zeKernelSetArgumentValue was given. */
+static void *saxpy_capture(const char *name, void *const *args, const size_t *sizes, int nargs,
+                           const uint32_t groups[3], const uint32_t group_size[3])
+{
+    struct saxpy_launch *c = calloc(1, sizeof *c);
+    if (!c || strcmp(name, "tack_kernel_entry") || nargs != 4) {
+        free(c);
+        return NULL;
+    }
+    memcpy(&c->n, args[0], sizeof c->n);
+    memcpy(&c->a, args[1], sizeof c->a);
+    memcpy(&c->x, args[2], sizeof c->x);
+    memcpy(&c->y, args[3], sizeof c->y);
+    c->nargs = nargs;
+    memcpy(c->sizes, sizes, sizeof c->sizes);
+    c->groups = groups[0];
+    c->group_size = group_size[0];
+    c->copies_before = sim_stats("copies");
+    seen = *c;
+    return c;
+}
+
+static void saxpy_run(void *p)
+{
+    struct saxpy_launch *c = p;
+    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
+    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
+    if (x && y)
+        for (int64_t i = 0; i < c->n; i++)
+            y[i] = c->a * x[i] + y[i];
+    free(c);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static tack_device *ze;
+static tack_kernel *saxpy;
+
+static tack_array *ramp(tack_device *d, int64_t n, float scale)
+{
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
+    if (!a)
+        exit(1);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)i * scale;
+    CHECK_OK(tack_array_copy_from_host(a, v, (size_t)n * sizeof *v));
+    free(v);
+    return a;
+}
+
+static float element(tack_array *a, size_t i)
+{
+    size_t n = tack_array_size(a);
+    float *v = malloc(n * sizeof *v), r;
+    CHECK_OK(tack_array_copy_to_host(a, v, n * sizeof *v));
+    r = v[i];
+    free(v);
+    return r;
+}
+
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
+{
+    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
+    return tack_kernel_call(saxpy, args, 3);
+}
+
+static tack_device *adopt_new_context(void)
+{
+    uint64_t h[3];
+    CHECK(sim_create_context(0, h) == 0);
+    tack_option o[3] = {{"external_context", "driver", h[0]},
+                        {"external_context", "device", h[1]},
+                        {"external_context", "context", h[2]}};
+    tack_device *d = NULL;
+    CHECK_OK(tack_device_open("level_zero", o, 3, &d));
+    return d;
+}
+
+/* ---- cases ----------------------------------------------------------------- */
+
+static void test_generated_source_is_opencl(void)
+{
+    const char *src = NULL;
+    CHECK_OK(tack_kernel_generated_source(saxpy, "level_zero", &src));
+    CHECK(src && strstr(src, "__kernel void tack_kernel_entry(tack_index tack_n_, float tack_p0_, "
+                             "__global const float *tack_p1_, __global float *tack_p2_)"));
+    CHECK(src && strstr(src, "get_global_id(0)") && strstr(src, "typedef long int64_t;"));
+    /* ocloc compiled it to SPIR-V only, for the device's PCI id. */
+    const char *args = ocloc_last_args();
+    CHECK(strstr(args, "compile") && strstr(args, "-spv_only") && strstr(args, "-device 0x0bd5") &&
+          strstr(args, "-cl-std=CL2.0"));
+}
+
+static void test_launch_binds_arguments_in_order(void)
+{
+    tack_array *x = ramp(ze, 1000, 1.0f), *y = ramp(ze, 1000, 2.0f);
+    long long launches = sim_stats("launches"), copies = sim_stats("copies");
+    CHECK_OK(call_saxpy(3.0f, x, y));
+    CHECK(sim_stats("launches") == launches + 1);
+    CHECK(seen.n == 1000 && seen.a == 3.0f);
+    CHECK(seen.x == (uint64_t)(uintptr_t)tack_array_data(x));
+    CHECK(seen.y == (uint64_t)(uintptr_t)tack_array_data(y));
+    CHECK(seen.sizes[0] == 8 && seen.sizes[1] == 4 && seen.sizes[2] == 8 && seen.sizes[3] == 8);
+    CHECK(seen.group_size > 0 && (uint64_t)seen.groups * seen.group_size >= 1000);
+    /* After the copies that filled x and y; done before the read below. */
+    CHECK(seen.copies_before == copies);
+    CHECK(element(y, 10) == 3.0f * 10.0f + 20.0f);
+    CHECK(sim_stats("modules_created") == 1 && sim_stats("kernels_created") == 1);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_compile_is_memoised_by_source_and_device(void)
+{
+    long long before = ocloc_stats("invocations");
+    tack_kernel *again = NULL;
+    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, ze, &again));
+    /* The same source for the same device comes from the cache. */
+    CHECK(ocloc_stats("invocations") == before);
+    tack_kernel_release(again);
+    CHECK(ocloc_stats("freed") == ocloc_stats("invocations"));
+}
+
+static void test_zero_indices_run_nothing(void)
+{
+    tack_array *x = ramp(ze, 8, 1.0f), *y = ramp(ze, 8, 1.0f);
+    long long launches = sim_stats("launches");
+    tack_arg args[3] = {tack_arg_f32(1.0f), tack_arg_array(x), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_launch(saxpy, NULL, 0, args, 3));
+    CHECK(sim_stats("launches") == launches);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_read_only_binding_is_refused(void)
+{
+    tack_array *x = ramp(ze, 16, 1.0f), *y = ramp(ze, 16, 1.0f), *ro = NULL;
+    int64_t n = 16;
+    CHECK_OK(tack_array_wrap(ze, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
+    long long launches = sim_stats("launches");
+    CHECK_STATUS(call_saxpy(1.0f, x, ro), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "'y'") && strstr(tack_last_error(), "read-only"));
+    CHECK(sim_stats("launches") == launches);
+    tack_array_release(ro);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
+static void test_two_contexts_never_meet(void)
+{
+    tack_device *shared = adopt_new_context();
+    if (!shared)
+        return;
+    tack_array *x = ramp(ze, 8, 1.0f), *y = ramp(shared, 8, 1.0f);
+    long long launches = sim_stats("launches");
+    CHECK_STATUS(call_saxpy(1.0f, x, y), TACK_EVALUE);
+    /* Both are level_zero:0; the message says which shares a context. */
+    CHECK(strstr(tack_last_error(), "memory domain"));
+    CHECK(strstr(tack_last_error(), "level_zero:0 (sharing another library's context)"));
+    CHECK(strstr(tack_last_error(), "level_zero:0 (Tack's own context)"));
+    CHECK(sim_stats("launches") == launches);
+    /* Within the adopted context, kernels run. */
+    tack_array *x2 = ramp(shared, 8, 1.0f);
+    CHECK_OK(call_saxpy(2.0f, x2, y));
+    CHECK(element(y, 3) == 9.0f);
+    tack_array_release(x2);
+    tack_array_release(x);
+    tack_array_release(y);
+    tack_device_release(shared);
+}
+
+static void test_f64_needs_a_device_with_fp64(void)
+{
+    sim_set_fp64(0);
+    tack_device *no_fp64 = adopt_new_context();
+    sim_set_fp64(1);
+    if (!no_fp64)
+        return;
+    tack_kernel *k = NULL;
+    CHECK_STATUS(tack_kernel_compile("void d(tack_index i, double *y) { y[i] = 1.0; }", NULL, no_fp64, &k),
+                 TACK_ERUNTIME);
+    CHECK(strstr(tack_last_error(), "fp64") && strstr(tack_last_error(), "float64"));
+    /* float32 kernels still run there. */
+    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, no_fp64, &k));
+    tack_kernel_release(k);
+    tack_device_release(no_fp64);
+}
+
+static void test_compile_error_carries_the_log(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_STATUS(tack_kernel_compile("// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n",
+                                     NULL, ze, &k),
+                 TACK_ERUNTIME);
+    CHECK(k == NULL);
+    const char *e = tack_last_error();
+    CHECK(strstr(e, "failed to compile for level_zero") && strstr(e, "no such thing"));
+    CHECK(strstr(e, "kernel:2:"));
+    CHECK(strstr(tack_kernel_compile_log(), "no such thing"));
+}
+
+static void test_missing_libocloc_says_what_to_install(void)
+{
+    char *saved = strdup(getenv("TACK_OCLOC_LIBRARY"));
+    setenv("TACK_OCLOC_LIBRARY", "/nonexistent/libocloc.so", 1);
+    const char *src = "void g(tack_index i, int32_t *y) { y[i] = 1; }";
+    tack_kernel *k = NULL;
+    CHECK_STATUS(tack_kernel_compile(src, NULL, ze, &k), TACK_ERUNTIME);
+    CHECK(strstr(tack_last_error(), "libocloc") && strstr(tack_last_error(), "apt-get install intel-opencl-icd"));
+    setenv("TACK_OCLOC_LIBRARY", saved, 1);
+    CHECK_OK(tack_kernel_compile(src, NULL, ze, &k));
+    tack_kernel_release(k);
+    free(saved);
+}
+
+int main(void)
+{
+    char cache[] = "/tmp/tack-test-ze-kernel-XXXXXX";
+    if (!mkdtemp(cache))
+        return 1;
+    setenv("TACK_CACHE_DIR", cache, 1);
+    sim_open();
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    CHECK_OK(tack_device_open("level_zero", NULL, 0, &ze));
+    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, ze, &saxpy));
+    if (!ze || !saxpy)
+        CHECK_DONE();
+    RUN(test_generated_source_is_opencl);
+    RUN(test_launch_binds_arguments_in_order);
+    RUN(test_compile_is_memoised_by_source_and_device);
+    RUN(test_zero_indices_run_nothing);
+    RUN(test_read_only_binding_is_refused);
+    RUN(test_two_contexts_never_meet);
+    RUN(test_f64_needs_a_device_with_fp64);
+    RUN(test_compile_error_carries_the_log);
+    RUN(test_missing_libocloc_says_what_to_install);
+    tack_kernel_release(saxpy);
+    CHECK_OK(tack_device_synchronize(ze));
+    tack_device_release(ze);
+    /* Tack destroys no Level Zero object, kernels included. */
+    CHECK(sim_stats("destroys") == 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", cache);
+    CHECK_DONE();
+}
