@@ -51,6 +51,49 @@ static int check_failed_tests;
         }                                                                                             \
     } while (0)
 
+#ifndef _WIN32
+#include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs one case in a child process of its own, after `setup` (when not NULL)
+ * there too: a crash or exit in the case fails that case only, and only the
+ * case's own failures decide its exit status. */
+static inline void check_run_child(const char *name, void (*setup)(void), void (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        check_failures++;
+        return;
+    }
+    if (pid == 0) {
+        check_failures = 0; /* the parent's count is not this case's */
+        if (setup)
+            setup();
+        fn();
+        fflush(NULL);
+        exit(check_failures ? 1 : 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        check_passed++;
+    } else {
+        check_failures++;
+        check_failed_tests++;
+        if (WIFSIGNALED(status))
+            fprintf(stderr, "FAILED %s (signal %d)\n", name, WTERMSIG(status));
+        else
+            fprintf(stderr, "FAILED %s (exit %d)\n", name, WEXITSTATUS(status));
+    }
+}
+#define RUN_CHILD(test) check_run_child(#test, NULL, test)
+#define RUN_CHILD_AFTER(setup, test) check_run_child(#test, setup, test)
+#endif
+
 #define CHECK_DONE()                                                                                  \
     do {                                                                                              \
         printf("%s: %d passed, %d failed\n", __FILE__, check_passed, check_failed_tests);         \

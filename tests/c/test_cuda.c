@@ -8,7 +8,6 @@
  * The simulator defers queued work until a sync and fills fresh device
  * memory with 0xA5, so a missing wait or a missing zero-fill reads wrong.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -25,6 +24,7 @@
 #include "../../src/core/queue.h"
 #include "../../src/driver/cuda.h"
 #include "check.h"
+#include "sim.h"
 #include "tack/tack.h"
 
 /* ---- the simulator, as another library in the process sees it -------- */
@@ -67,30 +67,17 @@ static struct sim {
     CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
 } sim;
 
-#define SIM_SYMBOL(name, symbol)                                                                              \
-    do {                                                                                                      \
-        void *p_ = dlsym(sim.lib, symbol);                                                                    \
-        if (!p_) {                                                                                            \
-            fprintf(stderr, "the simulator has no %s\n", symbol);                                             \
-            exit(2);                                                                                          \
-        }                                                                                                     \
-        memcpy(&sim.name, &p_, sizeof p_);                                                                    \
-    } while (0)
-#define SIM_LOAD(name) SIM_SYMBOL(name, #name)
+#define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
 
 /* Opens the same library Tack will (one instance per process) and, like
  * any library using CUDA, initialises it. */
 static void sim_open(void)
 {
-    const char *path = getenv("TACK_CUDA_LIBRARY");
-    if (!path || !(sim.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
-        fprintf(stderr, "TACK_CUDA_LIBRARY must name the simulated driver: %s\n", path ? dlerror() : "unset");
-        exit(2);
-    }
-    SIM_SYMBOL(stats, "tack_sim_cuda_stats");
-    SIM_SYMBOL(fail, "tack_sim_cuda_fail");
-    SIM_SYMBOL(host_address, "tack_sim_cuda_host_address");
-    SIM_SYMBOL(set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
+    sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
+    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_cuda_stats");
+    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_cuda_fail");
+    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_cuda_host_address");
+    SIM_SYMBOL(sim.lib, sim.set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
     SIM_LOAD(cuInit);
     SIM_LOAD(cuCtxCreate_v2);
     SIM_LOAD(cuCtxDestroy_v2);
@@ -126,12 +113,7 @@ static void sim_open(void)
 
 static long long sim_stat(const char *name)
 {
-    long long v = sim.stats(name);
-    if (v < 0) {
-        fprintf(stderr, "the simulator has no counter %s\n", name);
-        exit(2);
-    }
-    return v;
+    return sim_counter(sim.stats, name);
 }
 
 static CUcontext current_context(void)
@@ -143,36 +125,6 @@ static CUcontext current_context(void)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void run_isolated(const char *name, void (*fn)(void))
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        check_failures++;
-        return;
-    }
-    if (pid == 0) {
-        /* Only this case's own failures decide its exit status. */
-        check_failures = 0;
-        fn();
-        fflush(NULL);
-        exit(check_failures ? 1 : 0);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        check_passed++;
-    } else {
-        check_failures++;
-        if (WIFSIGNALED(status))
-            fprintf(stderr, "FAILED %s (signal %d)\n", name, WTERMSIG(status));
-        else
-            fprintf(stderr, "FAILED %s (exit %d)\n", name, WEXITSTATUS(status));
-    }
-}
-#define RUN_ISOLATED(test) run_isolated(#test, test)
 
 static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
 
@@ -1138,34 +1090,34 @@ int main(void)
         fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
         return 1;
     }
-    RUN_ISOLATED(test_no_driver_is_a_runtime_error);
-    RUN_ISOLATED(test_no_device_is_a_runtime_error);
-    RUN_ISOLATED(test_failed_init_is_a_runtime_error);
-    RUN_ISOLATED(test_ordinals);
-    RUN_ISOLATED(test_retains_the_primary_context_without_a_current_one);
-    RUN_ISOLATED(test_adopts_the_current_context);
-    RUN_ISOLATED(test_a_current_primary_context_is_retained_not_adopted);
-    RUN_ISOLATED(test_a_context_of_another_device_is_not_adopted);
-    RUN_ISOLATED(test_works_from_any_thread);
-    RUN_ISOLATED(test_use_after_the_context_is_destroyed);
-    RUN_ISOLATED(test_use_after_the_primary_context_is_reset);
-    RUN_ISOLATED(test_allocations_are_zeroed);
-    RUN_ISOLATED(test_copies_fill_and_to_device);
-    RUN_ISOLATED(test_frees_are_stream_ordered);
-    RUN_ISOLATED(test_without_memory_pools);
-    RUN_ISOLATED(test_allocation_failures_keep_nothing);
-    RUN_ISOLATED(test_wrap_accepts_device_pinned_and_managed_memory);
-    RUN_ISOLATED(test_wrap_refuses_host_memory);
-    RUN_ISOLATED(test_wrap_refuses_another_devices_memory);
-    RUN_ISOLATED(test_dlpack_export_and_import);
-    RUN_ISOLATED(test_dlpack_import_of_pinned_and_host_tensors);
-    RUN_ISOLATED(test_launches_are_queued_and_ordered);
-    RUN_ISOLATED(test_launch_geometry_strides_over_large_ranges);
-    RUN_ISOLATED(test_kernel_load_errors);
-    RUN_ISOLATED(test_dlpack_export_waits_for_queued_launches);
-    RUN_ISOLATED(test_exportable_array_exports_its_memory);
-    RUN_ISOLATED(test_plain_array_exports_a_copy);
-    RUN_ISOLATED(test_export_memory_without_vmm);
-    RUN_ISOLATED(test_export_memory_reaches_another_process);
+    RUN_CHILD(test_no_driver_is_a_runtime_error);
+    RUN_CHILD(test_no_device_is_a_runtime_error);
+    RUN_CHILD(test_failed_init_is_a_runtime_error);
+    RUN_CHILD(test_ordinals);
+    RUN_CHILD(test_retains_the_primary_context_without_a_current_one);
+    RUN_CHILD(test_adopts_the_current_context);
+    RUN_CHILD(test_a_current_primary_context_is_retained_not_adopted);
+    RUN_CHILD(test_a_context_of_another_device_is_not_adopted);
+    RUN_CHILD(test_works_from_any_thread);
+    RUN_CHILD(test_use_after_the_context_is_destroyed);
+    RUN_CHILD(test_use_after_the_primary_context_is_reset);
+    RUN_CHILD(test_allocations_are_zeroed);
+    RUN_CHILD(test_copies_fill_and_to_device);
+    RUN_CHILD(test_frees_are_stream_ordered);
+    RUN_CHILD(test_without_memory_pools);
+    RUN_CHILD(test_allocation_failures_keep_nothing);
+    RUN_CHILD(test_wrap_accepts_device_pinned_and_managed_memory);
+    RUN_CHILD(test_wrap_refuses_host_memory);
+    RUN_CHILD(test_wrap_refuses_another_devices_memory);
+    RUN_CHILD(test_dlpack_export_and_import);
+    RUN_CHILD(test_dlpack_import_of_pinned_and_host_tensors);
+    RUN_CHILD(test_launches_are_queued_and_ordered);
+    RUN_CHILD(test_launch_geometry_strides_over_large_ranges);
+    RUN_CHILD(test_kernel_load_errors);
+    RUN_CHILD(test_dlpack_export_waits_for_queued_launches);
+    RUN_CHILD(test_exportable_array_exports_its_memory);
+    RUN_CHILD(test_plain_array_exports_a_copy);
+    RUN_CHILD(test_export_memory_without_vmm);
+    RUN_CHILD(test_export_memory_reaches_another_process);
     CHECK_DONE();
 }

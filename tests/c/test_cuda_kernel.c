@@ -8,7 +8,6 @@
  * waits, and the checks made before anything runs.
  * Skipped (exit 77) where NVRTC cannot be found.
  */
-#include <dlfcn.h>
 #include <glob.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 
 #include "../../src/driver/cuda.h"
 #include "check.h"
+#include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
 
@@ -32,31 +32,16 @@ static CUresult (*sim_cuMemFree)(CUdeviceptr);
 static CUresult (*sim_cuCtxPushCurrent)(CUcontext);
 static CUresult (*sim_cuCtxPopCurrent)(CUcontext *);
 
-#define SIM_SYMBOL(var, name)                                                                                 \
-    do {                                                                                                      \
-        void *p_ = dlsym(lib, name);                                                                          \
-        if (!p_) {                                                                                            \
-            fprintf(stderr, "the simulator has no %s\n", name);                                               \
-            exit(2);                                                                                          \
-        }                                                                                                     \
-        memcpy(&var, &p_, sizeof p_);                                                                         \
-    } while (0)
-
 static void sim_open(void)
 {
-    const char *path = getenv("TACK_CUDA_LIBRARY");
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!lib) {
-        fprintf(stderr, "TACK_CUDA_LIBRARY must name the simulated driver\n");
-        exit(2);
-    }
-    SIM_SYMBOL(sim_stats, "tack_sim_cuda_stats");
-    SIM_SYMBOL(sim_host_address, "tack_sim_cuda_host_address");
-    SIM_SYMBOL(sim_set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
-    SIM_SYMBOL(sim_cuMemAlloc, "cuMemAlloc_v2");
-    SIM_SYMBOL(sim_cuMemFree, "cuMemFree_v2");
-    SIM_SYMBOL(sim_cuCtxPushCurrent, "cuCtxPushCurrent_v2");
-    SIM_SYMBOL(sim_cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+    void *lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
+    SIM_SYMBOL(lib, sim_stats, "tack_sim_cuda_stats");
+    SIM_SYMBOL(lib, sim_host_address, "tack_sim_cuda_host_address");
+    SIM_SYMBOL(lib, sim_set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
+    SIM_SYMBOL(lib, sim_cuMemAlloc, "cuMemAlloc_v2");
+    SIM_SYMBOL(lib, sim_cuMemFree, "cuMemFree_v2");
+    SIM_SYMBOL(lib, sim_cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+    SIM_SYMBOL(lib, sim_cuCtxPopCurrent, "cuCtxPopCurrent_v2");
 }
 
 /* The project's virtual environment may carry NVRTC (nvidia-cuda-nvrtc):

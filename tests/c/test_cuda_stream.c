@@ -10,19 +10,17 @@
  * wait. Its counters tell event waits from host syncs. Each case runs in a
  * child process of its own: a process loads the driver once.
  */
-#include <dlfcn.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../src/core/internal.h"
 #include "../../src/core/queue.h"
 #include "../../src/driver/cuda.h"
 #include "check.h"
+#include "sim.h"
 #include "tack/tack.h"
 
 /* ---- the simulator, as the consumer library sees it ---------------------- */
@@ -49,28 +47,15 @@ static struct sim {
     CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
 } sim;
 
-#define SIM_SYMBOL(name, symbol)                                                                              \
-    do {                                                                                                      \
-        void *p_ = dlsym(sim.lib, symbol);                                                                    \
-        if (!p_) {                                                                                            \
-            fprintf(stderr, "the simulator has no %s\n", symbol);                                             \
-            exit(2);                                                                                          \
-        }                                                                                                     \
-        memcpy(&sim.name, &p_, sizeof p_);                                                                    \
-    } while (0)
-#define SIM_LOAD(name) SIM_SYMBOL(name, #name)
+#define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
 
 static void sim_open(void)
 {
-    const char *path = getenv("TACK_CUDA_LIBRARY");
-    if (!path || !(sim.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
-        fprintf(stderr, "TACK_CUDA_LIBRARY must name the simulated driver: %s\n", path ? dlerror() : "unset");
-        exit(2);
-    }
-    SIM_SYMBOL(stats, "tack_sim_cuda_stats");
-    SIM_SYMBOL(fail, "tack_sim_cuda_fail");
-    SIM_SYMBOL(host_address, "tack_sim_cuda_host_address");
-    SIM_SYMBOL(set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
+    sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
+    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_cuda_stats");
+    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_cuda_fail");
+    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_cuda_host_address");
+    SIM_SYMBOL(sim.lib, sim.set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
     SIM_LOAD(cuInit);
     SIM_LOAD(cuDevicePrimaryCtxRetain);
     SIM_LOAD(cuDevicePrimaryCtxRelease_v2);
@@ -90,12 +75,7 @@ static void sim_open(void)
 
 static long long sim_stat(const char *name)
 {
-    long long v = sim.stats(name);
-    if (v < 0) {
-        fprintf(stderr, "the simulator has no counter %s\n", name);
-        exit(2);
-    }
-    return v;
+    return sim_counter(sim.stats, name);
 }
 
 /* The host waits the simulator has seen: stream, context and event syncs. */
@@ -104,36 +84,6 @@ static long long host_waits(void)
     return sim_stat("stream_syncs") + sim_stat("ctx_syncs") + sim_stat("event_syncs");
 }
 
-static void run_isolated(const char *name, void (*fn)(void))
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        check_failures++;
-        return;
-    }
-    if (pid == 0) {
-        check_failures = 0;
-        fn();
-        fflush(NULL);
-        exit(check_failures ? 1 : 0);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        check_passed++;
-    } else {
-        check_failures++;
-        check_failed_tests++;
-        if (WIFSIGNALED(status))
-            fprintf(stderr, "FAILED %s (signal %d)\n", name, WTERMSIG(status));
-        else
-            fprintf(stderr, "FAILED %s (exit %d)\n", name, WEXITSTATUS(status));
-    }
-}
-#define RUN_ISOLATED(test) run_isolated(#test, test)
 
 static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
 
@@ -556,18 +506,18 @@ int main(void)
         fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
         return 1;
     }
-    RUN_ISOLATED(test_the_consumer_stream_waits_for_an_event_not_the_host);
-    RUN_ISOLATED(test_later_launches_complete_before_returning);
-    RUN_ISOLATED(test_nothing_queued_needs_no_event);
-    RUN_ISOLATED(test_the_legacy_export_takes_a_stream_too);
-    RUN_ISOLATED(test_minus_one_synchronises_nothing);
-    RUN_ISOLATED(test_legacy_default_stream);
-    RUN_ISOLATED(test_per_thread_default_stream);
-    RUN_ISOLATED(test_invalid_stream_values_are_refused);
-    RUN_ISOLATED(test_a_stream_of_another_device_is_refused);
-    RUN_ISOLATED(test_a_stream_of_another_context_on_the_device_is_ordered);
-    RUN_ISOLATED(test_a_driver_failure_keeps_nothing);
-    RUN_ISOLATED(test_a_destroyed_context_is_a_runtime_error);
-    RUN_ISOLATED(test_other_backends_wait_on_the_host);
+    RUN_CHILD(test_the_consumer_stream_waits_for_an_event_not_the_host);
+    RUN_CHILD(test_later_launches_complete_before_returning);
+    RUN_CHILD(test_nothing_queued_needs_no_event);
+    RUN_CHILD(test_the_legacy_export_takes_a_stream_too);
+    RUN_CHILD(test_minus_one_synchronises_nothing);
+    RUN_CHILD(test_legacy_default_stream);
+    RUN_CHILD(test_per_thread_default_stream);
+    RUN_CHILD(test_invalid_stream_values_are_refused);
+    RUN_CHILD(test_a_stream_of_another_device_is_refused);
+    RUN_CHILD(test_a_stream_of_another_context_on_the_device_is_ordered);
+    RUN_CHILD(test_a_driver_failure_keeps_nothing);
+    RUN_CHILD(test_a_destroyed_context_is_a_runtime_error);
+    RUN_CHILD(test_other_backends_wait_on_the_host);
     CHECK_DONE();
 }

@@ -8,17 +8,15 @@
  * pointer queries as ROCm 6 does, or as ROCm 5 did with
  * TACK_SIM_HIP_VERSION=5xxxxxxx.
  */
-#include <dlfcn.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../src/driver/hip.h"
 #include "check.h"
+#include "sim.h"
 #include "tack/tack.h"
 
 /* ---- the simulator, as another library in the process sees it -------- */
@@ -40,30 +38,17 @@ static struct sim {
     tack_hip_error (*hipGetLastError)(void);
 } sim;
 
-#define SIM_SYMBOL(name, symbol)                                                                              \
-    do {                                                                                                      \
-        void *p_ = dlsym(sim.lib, symbol);                                                                    \
-        if (!p_) {                                                                                            \
-            fprintf(stderr, "the simulator has no %s\n", symbol);                                             \
-            exit(2);                                                                                          \
-        }                                                                                                     \
-        memcpy(&sim.name, &p_, sizeof p_);                                                                    \
-    } while (0)
-#define SIM_LOAD(name) SIM_SYMBOL(name, #name)
+#define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
 
 /* Opens the same library Tack will: one instance per process. Nothing is
  * called yet, so a case may still set the simulator's environment. */
 static void sim_open(void)
 {
-    const char *path = getenv("TACK_HIP_LIBRARY");
-    if (!path || !(sim.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
-        fprintf(stderr, "TACK_HIP_LIBRARY must name the simulated runtime: %s\n", path ? dlerror() : "unset");
-        exit(2);
-    }
-    SIM_SYMBOL(stats, "tack_sim_hip_stats");
-    SIM_SYMBOL(fail, "tack_sim_hip_fail");
-    SIM_SYMBOL(host_address, "tack_sim_hip_host_address");
-    SIM_SYMBOL(allocation_device, "tack_sim_hip_allocation_device");
+    sim.lib = sim_library("TACK_HIP_LIBRARY", "the simulated runtime");
+    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_hip_stats");
+    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_hip_fail");
+    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_hip_host_address");
+    SIM_SYMBOL(sim.lib, sim.allocation_device, "tack_sim_hip_allocation_device");
     SIM_LOAD(hipInit);
     SIM_LOAD(hipGetDevice);
     SIM_LOAD(hipSetDevice);
@@ -77,46 +62,12 @@ static void sim_open(void)
 
 static long long stat(const char *name)
 {
-    long long v = sim.stats(name);
-    if (v < 0) {
-        fprintf(stderr, "the simulator has no counter %s\n", name);
-        exit(2);
-    }
-    return v;
+    return sim_counter(sim.stats, name);
 }
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void run_isolated(const char *name, void (*fn)(void))
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        check_failures++;
-        return;
-    }
-    if (pid == 0) {
-        check_failures = 0; /* the parent's count is not this case's */
-        sim_open();
-        fn();
-        fflush(NULL);
-        exit(check_failures ? 1 : 0);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        check_passed++;
-    } else {
-        check_failures++;
-        if (WIFSIGNALED(status))
-            fprintf(stderr, "FAILED %s (signal %d)\n", name, WTERMSIG(status));
-        else
-            fprintf(stderr, "FAILED %s (exit %d)\n", name, WEXITSTATUS(status));
-    }
-}
-#define RUN_ISOLATED(test) run_isolated(#test, test)
+#define RUN_ISOLATED(test) RUN_CHILD_AFTER(sim_open, test)
 
 static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
 

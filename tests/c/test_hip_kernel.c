@@ -7,13 +7,13 @@
  * arguments it binds and their order, the geometry, the order against
  * copies, and the checks and errors around them.
  */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
 
@@ -27,25 +27,10 @@ static void (*sim_last_launch)(unsigned grid[3], unsigned block[3]);
 static long long (*rtc_stats)(const char *name);
 static const char *(*rtc_last_source)(void);
 
-#define SIM_SYMBOL(lib, var, name)                                                                            \
-    do {                                                                                                      \
-        void *p_ = dlsym(lib, name);                                                                          \
-        if (!p_) {                                                                                            \
-            fprintf(stderr, "the simulator has no %s\n", name);                                               \
-            exit(2);                                                                                          \
-        }                                                                                                     \
-        memcpy(&var, &p_, sizeof p_);                                                                         \
-    } while (0)
-
 static void sim_open(void)
 {
-    const char *path = getenv("TACK_HIP_LIBRARY"), *rtc = getenv("TACK_HIPRTC_LIBRARY");
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    void *rlib = rtc ? dlopen(rtc, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!lib || !rlib) {
-        fprintf(stderr, "TACK_HIP_LIBRARY and TACK_HIPRTC_LIBRARY must name the simulators\n");
-        exit(2);
-    }
+    void *lib = sim_library("TACK_HIP_LIBRARY", "the simulated runtime");
+    void *rlib = sim_library("TACK_HIPRTC_LIBRARY", "the simulated hipRTC");
     SIM_SYMBOL(lib, sim_stats, "tack_sim_hip_stats");
     SIM_SYMBOL(lib, sim_host_address, "tack_sim_hip_host_address");
     SIM_SYMBOL(lib, sim_set_kernel_hook, "tack_sim_hip_set_kernel_hook");

@@ -11,17 +11,15 @@
  * allocations are zeroed and copied through the driver, and that Tack
  * destroys nothing.
  */
-#include <dlfcn.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../src/driver/level_zero.h"
 #include "check.h"
+#include "sim.h"
 #include "tack/tack.h"
 
 /* ---- the simulator, as another library in the process sees it -------- */
@@ -41,79 +39,32 @@ static struct sim {
     void (*set_free_policies)(uint32_t policies);
 } sim;
 
-#define SIM_SYMBOL(name, symbol)                                                                              \
-    do {                                                                                                      \
-        void *p_ = dlsym(sim.lib, symbol);                                                                    \
-        if (!p_) {                                                                                            \
-            fprintf(stderr, "the simulator has no %s\n", symbol);                                             \
-            exit(2);                                                                                          \
-        }                                                                                                     \
-        memcpy(&sim.name, &p_, sizeof p_);                                                                    \
-    } while (0)
 
 /* Opens the same library Tack will: one instance per process. */
 static void sim_open(void)
 {
-    const char *path = getenv("TACK_LEVEL_ZERO_LIBRARY");
-    if (!path || !(sim.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
-        fprintf(stderr, "TACK_LEVEL_ZERO_LIBRARY must name the simulated driver: %s\n", path ? dlerror() : "unset");
-        exit(2);
-    }
-    SIM_SYMBOL(stats, "tack_sim_ze_stats");
-    SIM_SYMBOL(fail, "tack_sim_ze_fail");
-    SIM_SYMBOL(create_context, "tack_sim_ze_create_context");
-    SIM_SYMBOL(alloc, "tack_sim_ze_alloc");
-    SIM_SYMBOL(free, "tack_sim_ze_free");
-    SIM_SYMBOL(allocation_context, "tack_sim_ze_allocation_context");
-    SIM_SYMBOL(allocation_device, "tack_sim_ze_allocation_device");
-    SIM_SYMBOL(allocations_in, "tack_sim_ze_allocations_in");
-    SIM_SYMBOL(lists_in, "tack_sim_ze_lists_in");
-    SIM_SYMBOL(host_address, "tack_sim_ze_host_address");
-    SIM_SYMBOL(set_free_policies, "tack_sim_ze_set_free_policies");
+    sim.lib = sim_library("TACK_LEVEL_ZERO_LIBRARY", "the simulated driver");
+    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_ze_stats");
+    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_ze_fail");
+    SIM_SYMBOL(sim.lib, sim.create_context, "tack_sim_ze_create_context");
+    SIM_SYMBOL(sim.lib, sim.alloc, "tack_sim_ze_alloc");
+    SIM_SYMBOL(sim.lib, sim.free, "tack_sim_ze_free");
+    SIM_SYMBOL(sim.lib, sim.allocation_context, "tack_sim_ze_allocation_context");
+    SIM_SYMBOL(sim.lib, sim.allocation_device, "tack_sim_ze_allocation_device");
+    SIM_SYMBOL(sim.lib, sim.allocations_in, "tack_sim_ze_allocations_in");
+    SIM_SYMBOL(sim.lib, sim.lists_in, "tack_sim_ze_lists_in");
+    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_ze_host_address");
+    SIM_SYMBOL(sim.lib, sim.set_free_policies, "tack_sim_ze_set_free_policies");
 }
 
 static long long stat(const char *name)
 {
-    long long v = sim.stats(name);
-    if (v < 0) {
-        fprintf(stderr, "the simulator has no counter %s\n", name);
-        exit(2);
-    }
-    return v;
+    return sim_counter(sim.stats, name);
 }
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void run_isolated(const char *name, void (*fn)(void))
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        check_failures++;
-        return;
-    }
-    if (pid == 0) {
-        check_failures = 0; /* the parent's count is not this case's */
-        sim_open();
-        fn();
-        fflush(NULL);
-        exit(check_failures ? 1 : 0);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        check_passed++;
-    } else {
-        check_failures++;
-        if (WIFSIGNALED(status))
-            fprintf(stderr, "FAILED %s (signal %d)\n", name, WTERMSIG(status));
-        else
-            fprintf(stderr, "FAILED %s (exit %d)\n", name, WEXITSTATUS(status));
-    }
-}
-#define RUN_ISOLATED(test) run_isolated(#test, test)
+#define RUN_ISOLATED(test) RUN_CHILD_AFTER(sim_open, test)
 
 static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
 

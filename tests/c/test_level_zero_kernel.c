@@ -8,13 +8,13 @@
  * it binds and their order, the group geometry, the order against copies,
  * and the checks and errors around them.
  */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
 
@@ -30,25 +30,10 @@ static void (*sim_set_fp64)(int supported);
 static long long (*ocloc_stats)(const char *name);
 static const char *(*ocloc_last_args)(void);
 
-#define SIM_SYMBOL(lib, var, name)                                                                            \
-    do {                                                                                                      \
-        void *p_ = dlsym(lib, name);                                                                          \
-        if (!p_) {                                                                                            \
-            fprintf(stderr, "the simulator has no %s\n", name);                                               \
-            exit(2);                                                                                          \
-        }                                                                                                     \
-        memcpy(&var, &p_, sizeof p_);                                                                         \
-    } while (0)
-
 static void sim_open(void)
 {
-    const char *path = getenv("TACK_LEVEL_ZERO_LIBRARY"), *oc = getenv("TACK_OCLOC_LIBRARY");
-    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    void *olib = oc ? dlopen(oc, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!lib || !olib) {
-        fprintf(stderr, "TACK_LEVEL_ZERO_LIBRARY and TACK_OCLOC_LIBRARY must name the simulators\n");
-        exit(2);
-    }
+    void *lib = sim_library("TACK_LEVEL_ZERO_LIBRARY", "the simulated driver");
+    void *olib = sim_library("TACK_OCLOC_LIBRARY", "the simulated libocloc");
     SIM_SYMBOL(lib, sim_stats, "tack_sim_ze_stats");
     SIM_SYMBOL(lib, sim_host_address, "tack_sim_ze_host_address");
     SIM_SYMBOL(lib, sim_set_kernel_hook, "tack_sim_ze_set_kernel_hook");

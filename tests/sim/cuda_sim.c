@@ -60,8 +60,7 @@
 #include <unistd.h>
 
 #include "../../src/driver/cuda.h"
-
-#define SIM_API __attribute__((visibility("default")))
+#include "sim_common.h"
 
 /* The entry points Tack resolves, declared from Tack's own list, so that a
  * definition here that disagrees with Tack's declaration fails to build. */
@@ -118,23 +117,7 @@ SIM_API void tack_sim_cuda_set_kernel_hook(sim_capture_fn capture, sim_run_fn ru
                                 X(events_created) X(events_destroyed) X(event_records) X(event_waits)          \
                                     X(event_waits_done) X(event_syncs)
 
-enum {
-#define SIM_STAT_ENUM(n) STAT_##n,
-    SIM_STATS(SIM_STAT_ENUM)
-#undef SIM_STAT_ENUM
-        STAT_COUNT
-};
-
-static const char *const stat_names[] = {
-#define SIM_STAT_NAME(n) #n,
-    SIM_STATS(SIM_STAT_NAME)
-#undef SIM_STAT_NAME
-};
-
-static atomic_llong stats[STAT_COUNT];
-
-#define COUNT(n) atomic_fetch_add(&stats[STAT_##n], 1)
-#define UNCOUNT(n) atomic_fetch_sub(&stats[STAT_##n], 1)
+SIM_DEFINE_STATS(SIM_STATS);
 
 /* ---- state ------------------------------------------------------------- */
 
@@ -257,22 +240,16 @@ static sim_run_fn kernel_run;
 
 /* ---- failure injection --------------------------------------------------- */
 
-static struct {
-    char symbol[64];
-    int error;
-    int countdown;
-} failures[16];
+static struct sim_failures failures;
 
 static int injected(const char *symbol, CUresult *r)
 {
-    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
-        if (failures[i].countdown > 0 && !strcmp(failures[i].symbol, symbol) && --failures[i].countdown == 0) {
-            *r = failures[i].error;
-            COUNT(injected_failures);
-            return 1;
-        }
-    }
-    return 0;
+    long long code;
+    if (!sim_failure_due(&failures, symbol, &code))
+        return 0;
+    *r = (CUresult)code;
+    COUNT(injected_failures);
+    return 1;
 }
 
 /* Every entry point takes the lock and may be told to fail. */
@@ -1901,10 +1878,7 @@ SIM_API CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned i
 /* The counter called `name`, or -1 for an unknown name. */
 SIM_API long long tack_sim_cuda_stats(const char *name)
 {
-    for (int i = 0; i < STAT_COUNT; i++)
-        if (name && !strcmp(name, stat_names[i]))
-            return atomic_load(&stats[i]);
-    return -1;
+    return SIM_STAT(name);
 }
 
 /* Makes the nth next call (1: the next one) of entry point `symbol` (its
@@ -1913,16 +1887,7 @@ SIM_API long long tack_sim_cuda_stats(const char *name)
 SIM_API int tack_sim_cuda_fail(const char *symbol, int error, int nth)
 {
     pthread_mutex_lock(&lock);
-    int r = -1;
-    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
-        if (failures[i].countdown <= 0) {
-            snprintf(failures[i].symbol, sizeof failures[i].symbol, "%s", symbol);
-            failures[i].error = error;
-            failures[i].countdown = nth > 0 ? nth : 1;
-            r = 0;
-            break;
-        }
-    }
+    int r = sim_failure_arm(&failures, symbol, error, nth);
     pthread_mutex_unlock(&lock);
     return r;
 }

@@ -51,8 +51,7 @@
 #include <unistd.h>
 
 #include "../../src/driver/hip.h"
-
-#define SIM_API __attribute__((visibility("default")))
+#include "sim_common.h"
 
 /* The entry points, declared from the same list Tack loads, so a signature
  * that drifts from Tack's table does not compile. */
@@ -87,23 +86,7 @@ SIM_API void tack_sim_hip_last_launch(unsigned grid[3], unsigned block[3]);
         X(device_syncs) X(pointer_queries) X(host_allocs) X(managed_allocs) X(faults) X(injected_failures)   \
             X(modules_loaded) X(modules_unloaded) X(launches) X(launches_done)
 
-enum {
-#define SIM_STAT_ENUM(n) STAT_##n,
-    SIM_STATS(SIM_STAT_ENUM)
-#undef SIM_STAT_ENUM
-        STAT_COUNT
-};
-
-static const char *const stat_names[] = {
-#define SIM_STAT_NAME(n) #n,
-    SIM_STATS(SIM_STAT_NAME)
-#undef SIM_STAT_NAME
-};
-
-static atomic_llong stats[STAT_COUNT];
-
-#define COUNT(n) atomic_fetch_add(&stats[STAT_##n], 1)
-#define UNCOUNT(n) atomic_fetch_sub(&stats[STAT_##n], 1)
+SIM_DEFINE_STATS(SIM_STATS);
 
 /* ---- state ------------------------------------------------------------- */
 
@@ -151,32 +134,16 @@ static unsigned last_grid[3], last_block[3];
 
 /* ---- failure injection --------------------------------------------------- */
 
-static struct {
-    char symbol[64];
-    tack_hip_error error;
-    int countdown;
-} failures[16];
+static struct sim_failures failures;
 
 static int injected(const char *symbol, tack_hip_error *r)
 {
-    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
-        if (failures[i].countdown > 0 && !strcmp(failures[i].symbol, symbol) && --failures[i].countdown == 0) {
-            *r = failures[i].error;
-            COUNT(injected_failures);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int env_int(const char *name, int fallback)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return fallback;
-    char *end;
-    long x = strtol(v, &end, 0);
-    return *end ? fallback : (int)x;
+    long long code;
+    if (!sim_failure_due(&failures, symbol, &code))
+        return 0;
+    *r = (tack_hip_error)code;
+    COUNT(injected_failures);
+    return 1;
 }
 
 static void configure(void)
@@ -184,12 +151,12 @@ static void configure(void)
     if (configured)
         return;
     configured = 1;
-    n_devices = env_int("TACK_SIM_HIP_DEVICES", 2);
+    n_devices = sim_env_int("TACK_SIM_HIP_DEVICES", 2);
     if (n_devices < 0)
         n_devices = 0;
     if (n_devices > MAX_DEVICES)
         n_devices = MAX_DEVICES;
-    version = env_int("TACK_SIM_HIP_VERSION", 60200000);
+    version = sim_env_int("TACK_SIM_HIP_VERSION", 60200000);
 }
 
 static int rocm5(void) { return version / 10000000 < 6; }
@@ -621,10 +588,7 @@ SIM_API void tack_sim_hip_last_launch(unsigned grid[3], unsigned block[3])
 /* The counter called `name`, or -1 for an unknown name. */
 SIM_API long long tack_sim_hip_stats(const char *name)
 {
-    for (int i = 0; i < STAT_COUNT; i++)
-        if (name && !strcmp(name, stat_names[i]))
-            return atomic_load(&stats[i]);
-    return -1;
+    return SIM_STAT(name);
 }
 
 /* Makes the nth next call (1: the next one) of entry point `symbol` (its
@@ -633,16 +597,7 @@ SIM_API long long tack_sim_hip_stats(const char *name)
 SIM_API int tack_sim_hip_fail(const char *symbol, int error, int nth)
 {
     pthread_mutex_lock(&lock);
-    int r = -1;
-    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
-        if (failures[i].countdown <= 0) {
-            snprintf(failures[i].symbol, sizeof failures[i].symbol, "%s", symbol);
-            failures[i].error = error;
-            failures[i].countdown = nth > 0 ? nth : 1;
-            r = 0;
-            break;
-        }
-    }
+    int r = sim_failure_arm(&failures, symbol, error, nth);
     pthread_mutex_unlock(&lock);
     return r;
 }

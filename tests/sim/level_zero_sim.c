@@ -52,8 +52,7 @@
 #include <unistd.h>
 
 #include "../../src/driver/level_zero.h"
-
-#define SIM_API __attribute__((visibility("default")))
+#include "sim_common.h"
 
 /* The entry points, declared from the same list Tack loads, so a signature
  * that drifts from Tack's table does not compile. */
@@ -105,23 +104,8 @@ SIM_API void tack_sim_ze_set_fp64(int supported);
                         X(frees_in_use) X(pointer_queries) X(copies) X(fills) X(executes) X(queue_syncs)      \
                             X(launches) X(faults) X(injected_failures)
 
-enum {
-#define SIM_STAT_ENUM(n) STAT_##n,
-    SIM_STATS(SIM_STAT_ENUM)
-#undef SIM_STAT_ENUM
-        STAT_COUNT
-};
+SIM_DEFINE_STATS(SIM_STATS);
 
-static const char *const stat_names[] = {
-#define SIM_STAT_NAME(n) #n,
-    SIM_STATS(SIM_STAT_NAME)
-#undef SIM_STAT_NAME
-};
-
-static atomic_llong stats[STAT_COUNT];
-
-#define COUNT(n) atomic_fetch_add(&stats[STAT_##n], 1)
-#define UNCOUNT(n) atomic_fetch_sub(&stats[STAT_##n], 1)
 #define COUNT_DESTROY(n)                                                                                      \
     do {                                                                                                      \
         COUNT(n);                                                                                             \
@@ -243,32 +227,16 @@ static sim_run_fn kernel_run;
 
 /* ---- failure injection --------------------------------------------------- */
 
-static struct {
-    char symbol[64];
-    tack_ze_result result;
-    int countdown;
-} failures[16];
+static struct sim_failures failures;
 
 static int injected(const char *symbol, tack_ze_result *r)
 {
-    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
-        if (failures[i].countdown > 0 && !strcmp(failures[i].symbol, symbol) && --failures[i].countdown == 0) {
-            *r = failures[i].result;
-            COUNT(injected_failures);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int env_int(const char *name, int fallback)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return fallback;
-    char *end;
-    long x = strtol(v, &end, 0);
-    return *end ? fallback : (int)x;
+    long long code;
+    if (!sim_failure_due(&failures, symbol, &code))
+        return 0;
+    *r = (tack_ze_result)code;
+    COUNT(injected_failures);
+    return 1;
 }
 
 /* The environment is read once, at the first call of any entry point. */
@@ -277,16 +245,16 @@ static void configure(void)
     if (configured)
         return;
     configured = 1;
-    n_drivers = env_int("TACK_SIM_ZE_DRIVERS", 1) > 0 ? 1 : 0;
-    n_devices = env_int("TACK_SIM_ZE_DEVICES", 2);
+    n_drivers = sim_env_int("TACK_SIM_ZE_DRIVERS", 1) > 0 ? 1 : 0;
+    n_devices = sim_env_int("TACK_SIM_ZE_DEVICES", 2);
     if (n_devices < 0)
         n_devices = 0;
     if (n_devices > MAX_DEVICES)
         n_devices = MAX_DEVICES;
     for (int i = 0; i < MAX_DEVICES; i++)
         devices[i].index = i;
-    init_error = (tack_ze_result)env_int("TACK_SIM_ZE_INIT_ERROR", 0);
-    free_policies = (uint32_t)env_int("TACK_SIM_ZE_FREE_POLICIES", 3);
+    init_error = (tack_ze_result)sim_env_int("TACK_SIM_ZE_INIT_ERROR", 0);
+    free_policies = (uint32_t)sim_env_int("TACK_SIM_ZE_FREE_POLICIES", 3);
 }
 
 /* Every entry point takes the lock and may be told to fail. */
@@ -1259,10 +1227,7 @@ SIM_API tack_ze_result zeFenceDestroy(tack_ze_fence f)
 /* The counter called `name`, or -1 for an unknown name. */
 SIM_API long long tack_sim_ze_stats(const char *name)
 {
-    for (int i = 0; i < STAT_COUNT; i++)
-        if (name && !strcmp(name, stat_names[i]))
-            return atomic_load(&stats[i]);
-    return -1;
+    return SIM_STAT(name);
 }
 
 /* Makes the nth next call (1: the next one) of entry point `symbol` (its
@@ -1271,16 +1236,7 @@ SIM_API long long tack_sim_ze_stats(const char *name)
 SIM_API int tack_sim_ze_fail(const char *symbol, uint32_t result, int nth)
 {
     pthread_mutex_lock(&lock);
-    int r = -1;
-    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
-        if (failures[i].countdown <= 0) {
-            snprintf(failures[i].symbol, sizeof failures[i].symbol, "%s", symbol);
-            failures[i].result = result;
-            failures[i].countdown = nth > 0 ? nth : 1;
-            r = 0;
-            break;
-        }
-    }
+    int r = sim_failure_arm(&failures, symbol, result, nth);
     pthread_mutex_unlock(&lock);
     return r;
 }

@@ -1,0 +1,95 @@
+/* What the simulated drivers (cuda_sim.c, hip_sim.c, level_zero_sim.c)
+ * share: named counters read by a stats hook, failure injection by entry
+ * point name and call number, and integer settings from the environment.
+ * Header only, so each simulator still builds from its one source file. */
+#ifndef TACK_SIM_COMMON_H
+#define TACK_SIM_COMMON_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_API __attribute__((visibility("default")))
+
+/* ---- counters ------------------------------------------------------------ */
+
+/* Defines the counters an X-macro `list` names: STAT_<name> for each,
+ * STAT_COUNT, their names in stat_names and their values in stats, which
+ * COUNT(name) and UNCOUNT(name) change. */
+#define SIM_STAT_ENUM(n) STAT_##n,
+#define SIM_STAT_NAME(n) #n,
+#define SIM_DEFINE_STATS(list)                                                                                \
+    enum { list(SIM_STAT_ENUM) STAT_COUNT };                                                                  \
+    static const char *const stat_names[] = {list(SIM_STAT_NAME)};                                           \
+    static atomic_llong stats[STAT_COUNT]
+
+#define COUNT(n) atomic_fetch_add(&stats[STAT_##n], 1)
+#define UNCOUNT(n) atomic_fetch_sub(&stats[STAT_##n], 1)
+
+/* The counter called `name` among `count` of them, or -1 for an unknown name. */
+static inline long long sim_stat_lookup(const char *const *names, atomic_llong *values, int count, const char *name)
+{
+    for (int i = 0; i < count; i++)
+        if (name && !strcmp(name, names[i]))
+            return atomic_load(&values[i]);
+    return -1;
+}
+#define SIM_STAT(name) sim_stat_lookup(stat_names, stats, STAT_COUNT, name)
+
+/* ---- failure injection --------------------------------------------------- */
+
+/* Pending failures: the `countdown`th next call of entry point `symbol`
+ * returns `code`. The caller holds its simulator's lock. */
+struct sim_failures {
+    struct {
+        char symbol[64];
+        long long code;
+        int countdown;
+    } slot[16];
+};
+
+/* Arms a failure of the nth next call (1: the next one) of `symbol`.
+ * Returns 0, or -1 when the table is full. */
+static inline int sim_failure_arm(struct sim_failures *t, const char *symbol, long long code, int nth)
+{
+    for (size_t i = 0; i < sizeof t->slot / sizeof t->slot[0]; i++) {
+        if (t->slot[i].countdown <= 0) {
+            snprintf(t->slot[i].symbol, sizeof t->slot[i].symbol, "%s", symbol);
+            t->slot[i].code = code;
+            t->slot[i].countdown = nth > 0 ? nth : 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Counts a call of `symbol`: 1, with its code in *code, when this call is
+ * one armed to fail; else 0. */
+static inline int sim_failure_due(struct sim_failures *t, const char *symbol, long long *code)
+{
+    for (size_t i = 0; i < sizeof t->slot / sizeof t->slot[0]; i++) {
+        if (t->slot[i].countdown > 0 && !strcmp(t->slot[i].symbol, symbol) && --t->slot[i].countdown == 0) {
+            *code = t->slot[i].code;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+/* Environment variable `name` as an integer, or `fallback` when it is
+ * unset, empty or not a number. */
+static inline int sim_env_int(const char *name, int fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end;
+    long x = strtol(v, &end, 0);
+    return *end ? fallback : (int)x;
+}
+
+#endif
