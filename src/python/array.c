@@ -475,7 +475,45 @@ static PyGetSetDef array_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* NumPy asks __array__ last, after the interfaces and the buffer protocol.
+ * A host array never gets here through np.asarray; a device array does,
+ * and without this NumPy would swallow the buffer protocol's refusal and
+ * build a 0-d object array. */
+static PyObject *array_array(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"dtype", "copy", NULL};
+    PyObject *dtype = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", kwlist, &dtype, &copy))
+        return NULL;
+    tack_array *a = ARR(self);
+    if (!is_host(a)) {
+        PyErr_Format(PyExc_TypeError,
+                     "a %s array is not host memory and NumPy cannot view it; copy it to the host with "
+                     "a.to_numpy() or a.to_device('cpu')",
+                     tack_device_name(tack_array_device(a)));
+        return NULL;
+    }
+    PyObject *np = tack_py_numpy();
+    if (!np)
+        return NULL;
+    PyObject *view = PyObject_CallMethod(np, "from_dlpack", "O", self);
+    if (!view)
+        return NULL;
+    PyObject *fn = PyObject_GetAttrString(np, "asarray");
+    PyObject *callargs = fn ? PyTuple_Pack(2, view, dtype) : NULL;
+    PyObject *kw = callargs ? Py_BuildValue("{s:O}", "copy", copy) : NULL;
+    PyObject *r = kw ? PyObject_Call(fn, callargs, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(callargs);
+    Py_XDECREF(fn);
+    Py_DECREF(view);
+    return r;
+}
+
 static PyMethodDef array_methods[] = {
+    {"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS,
+     "__array__(dtype=None, copy=None)\n--\n\nA NumPy view of a host array (a copy if asked); TypeError for "
+     "device memory."},
     {"reshape", array_reshape, METH_VARARGS,
      "reshape(*shape)\n--\n\nA view of the same memory with another shape (one extent may be -1)."},
     {"to_device", array_to_device, METH_O, "to_device(device)\n--\n\nA copy on another device, through the host."},

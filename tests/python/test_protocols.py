@@ -199,6 +199,17 @@ def test_numpy_reads_the_array_interface_and_holds_the_producer():
     assert live()["arrays"] == before
 
 
+def test_array_dunder_gives_a_view_or_a_copy():
+    a = tack.array(np.arange(4, dtype=np.float32))
+    v = a.__array__()
+    assert v.ctypes.data == a.ptr and v.tolist() == [0, 1, 2, 3]
+    c = a.__array__(copy=True)
+    assert c.ctypes.data != a.ptr and c.tolist() == [0, 1, 2, 3]
+    d = a.__array__(np.float64)
+    assert d.dtype == np.float64 and d.tolist() == [0, 1, 2, 3]
+    del v, c, d
+
+
 def test_host_arrays_have_no_cuda_array_interface():
     a = tack.zeros(3)
     assert not hasattr(a, "__cuda_array_interface__")
@@ -486,6 +497,14 @@ def test_cuda_arrays_export_the_cuda_array_interface(cuda_sim):
             raise AssertionError("a CUDA array exported a host buffer")
         assert not hasattr(a, "__array_interface__")
         assert hasattr(a, "__cuda_array_interface__")
+        # NumPy falls back to __array__, which refuses device memory instead
+        # of letting NumPy build a 0-d object array around the Tack array.
+        try:
+            np.asarray(a)
+        except TypeError as e:
+            assert "cuda:0" in str(e) and "to_numpy" in str(e), e
+        else:
+            raise AssertionError("np.asarray accepted a CUDA array")
         try:
             tack.zeros(1).__cuda_array_interface__
         except AttributeError:
