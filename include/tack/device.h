@@ -64,6 +64,14 @@ uint64_t tack_device_context_handle(const tack_device *device);
 /* The native handle of the stream Tack's work on the device runs on
  * (CUstream, hipStream_t), or 0 where the backend has no queue. Never fails. */
 uint64_t tack_device_stream_handle(const tack_device *device);
+/* Orders Tack's work on the device after the work queued so far on another
+ * library's stream (1: the legacy default stream, 2: the per-thread default
+ * stream, else a native handle such as a CUstream), without waiting on the
+ * host: what a consumer of the CUDA Array Interface owes its producer's
+ * stream. Backends without a queue have nothing to wait for.
+ * On error returns TACK_EVALUE (0 or a value that is no stream) or
+ * TACK_ERUNTIME (a driver failure); nothing is queued. */
+tack_status tack_device_wait_stream(tack_device *device, uint64_t stream);
 /* 1 when this device's backend can wrap memory of DLPack device type `type`
  * with that device id. Never fails. */
 int tack_device_can_wrap(const tack_device *device, DLDevice dl_device);

@@ -1045,6 +1045,44 @@ done:
     return st;
 }
 
+/* Tack's stream waits for what is queued on a producer's stream: an event
+ * recorded there, waited for on Tack's stream; the host does not wait. */
+static tack_status cuda_wait_stream(tack_device *d, uint64_t value)
+{
+    struct cuda_device *cd = impl_of(d);
+    const struct tack_cuda_api *cu = cd->cu;
+    if (value == 0)
+        return tack_error_set(TACK_EVALUE,
+                              "stream 0 is ambiguous for CUDA: pass 1 for the legacy default stream, 2 for the "
+                              "per-thread default stream, or a stream handle");
+    CUstream producer = (CUstream)(uintptr_t)value;
+    if (producer == cd->stream)
+        return TACK_OK; /* already in order */
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    CUevent event;
+    CUresult r = cu->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+        st = driver_error(TACK_ERUNTIME, r, "creating a CUDA event", d);
+        goto done;
+    }
+    r = cu->cuEventRecord(event, producer);
+    if (r == CUDA_SUCCESS)
+        r = cu->cuStreamWaitEvent(cd->stream, event, CU_EVENT_WAIT_DEFAULT);
+    if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE)
+        st = tack_error_set(TACK_EVALUE, "stream %llu is not a CUDA stream %s can wait for",
+                            (unsigned long long)value, d->name);
+    else if (r != CUDA_SUCCESS)
+        st = driver_error(TACK_ERUNTIME, r, "ordering Tack's stream after the producer's", d);
+    /* The driver keeps a recorded event alive until the wait is done. */
+    cu->cuEventDestroy(event);
+done:
+    leave(cd, pushed);
+    return st;
+}
+
 static const DLDeviceType cuda_wraps[] = {kDLCUDA, kDLCUDAManaged, 0};
 
 const struct tack_backend_ops tack_cuda_backend = {
@@ -1068,4 +1106,5 @@ const struct tack_backend_ops tack_cuda_backend = {
     .kernel_launch = cuda_kernel_launch,
     .kernel_unload = cuda_kernel_unload,
     .order_stream = cuda_order_stream,
+    .wait_stream = cuda_wait_stream,
 };

@@ -208,6 +208,15 @@ int tack_device_ordinal(const tack_device *d) { return d->ordinal; }
 const char *tack_device_name(const tack_device *d) { return d->name; }
 uint64_t tack_device_memory_domain(const tack_device *d) { return d->domain; }
 int tack_device_shares_external_context(const tack_device *d) { return d->external_context; }
+tack_status tack_device_wait_stream(tack_device *d, uint64_t stream)
+{
+    if (!d)
+        return tack_error_set(TACK_EVALUE, "tack_device_wait_stream: device is NULL");
+    if (!d->ops->wait_stream)
+        return TACK_OK;
+    return d->ops->wait_stream(d, stream);
+}
+
 uint64_t tack_device_stream_handle(const tack_device *d)
 {
     return d->ops->stream_handle ? d->ops->stream_handle(d) : 0;

@@ -109,6 +109,14 @@ struct tack_backend_ops {
      * the caller may try the next one. On error nothing is kept. */
     tack_status (*import_memory)(tack_device *device, const tack_exported_memory *exported, void **data,
                                  void **alloc_ctx, int *writable, int *foreign);
+
+    /* optional: nothing to wait for (no queue). Makes Tack's stream wait,
+     * on the device, for the work queued so far on a producer's stream
+     * (1 legacy default, 2 per-thread default, else a native handle), so
+     * that memory the producer hands over is complete before Tack's next
+     * use of it. TACK_EVALUE for a value that is no stream, TACK_ERUNTIME
+     * for a driver failure. */
+    tack_status (*wait_stream)(tack_device *device, uint64_t producer_stream);
 };
 
 struct tack_device {

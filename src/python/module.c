@@ -776,11 +776,10 @@ static PyObject *asarray_cai(PyObject *obj, PyObject *cai, PyObject *device_obj)
     tack_device *device = asarray_device(device_obj, (DLDevice){kDLCUDA, 0}, "CUDA memory (__cuda_array_interface__)");
     if (!device)
         return NULL;
-    /* The interface says to synchronise the producer's stream before use.
-     * Tack's own stream is waited for here; another library's stream is
-     * the producer's to have completed (see tack.asarray's documentation). */
-    if (stream && stream_handle == tack_device_stream_handle(device)) {
-        tack_status st = tack_device_synchronize(device);
+    /* The interface has the consumer order its use after the producer's
+     * stream: Tack's stream waits for it on the device, not the host. */
+    if (stream) {
+        tack_status st = tack_device_wait_stream(device, stream_handle);
         if (st != TACK_OK) {
             tack_device_release(device);
             return tack_py_raise(st);
@@ -895,8 +894,8 @@ static PyMethodDef module_methods[] = {
      "asarray(obj, *, device=None)\n--\n\n"
      "Shares obj's memory without copying: through DLPack, else the CUDA Array Interface, else the buffer "
      "protocol. The array keeps obj's memory alive; read-only memory gives a read-only array. A Tack array is "
-     "returned as it is. With the CUDA Array Interface, a stream of another library must have completed the "
-     "producer's work: only Tack's own stream is synchronised."},
+     "returned as it is. With the CUDA Array Interface, Tack's stream is ordered after the producer's stream on "
+     "the device, with no host wait."},
     {"live_counts", py_live_counts, METH_NOARGS, "Live C objects: arrays, buffers and DLPack exports."},
     {NULL, NULL, 0, NULL},
 };

@@ -593,12 +593,29 @@ def test_asarray_wraps_the_cuda_array_interface(cuda_sim):
         z.cai["data"] = (0, False)
         assert asarray(z).shape == (0,)
 
-        # Tack's own stream is synchronised; None needs nothing.
-        syncs = stat("stream_syncs")
+        # Tack's own stream and None need nothing.
+        syncs, waits = stat("stream_syncs"), stat("event_waits")
         asarray(Producer(4, stream=tack_stream))
-        assert stat("stream_syncs") == syncs + 1
         asarray(Producer(4))
-        assert stat("stream_syncs") == syncs + 1
+        assert stat("stream_syncs") == syncs and stat("event_waits") == waits
+        # A producer's stream is waited for on the device, with an event:
+        # work it queued before handing the memory over comes before
+        # Tack's read, and the host never waits for it.
+        SIM.cuStreamCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+        SIM.cuStreamDestroy_v2.argtypes = [ctypes.c_void_p]
+        SIM.cuMemsetD8Async.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p]
+        theirs = ctypes.c_void_p()
+        assert in_context(ctx, SIM.cuStreamCreate, ctypes.byref(theirs), 1) == 0
+        w = Producer(4, typestr="|u1", itemsize=1)
+        assert in_context(ctx, SIM.cuMemsetD8Async, w.ptr.value, 7, 4, theirs) == 0
+        assert device_bytes(w.ptr.value, 4) != bytes([7] * 4)  # still queued
+        w.cai["stream"] = theirs.value
+        b = asarray(w)
+        assert stat("stream_syncs") == syncs and stat("event_waits") == waits + 1
+        assert b.to_numpy().tolist() == [7, 7, 7, 7]
+        del b, w
+        gc.collect()
+        in_context(ctx, SIM.cuStreamDestroy_v2, theirs)
 
         # Refusals, each leaving no reference to the producer behind.
         bad = Producer(8)
