@@ -10,8 +10,16 @@
  * meet in one launch.
  *
  * Tack destroys no Level Zero object, ever: not an adopted context (its
- * owner's), not its own context or command lists (at interpreter exit the
- * driver may already be gone). Memory is freed; objects are left.
+ * owner's), not its own context, command queue, command lists or fences (at
+ * interpreter exit the driver may already be gone). Memory is freed;
+ * objects are left, and reused rather than made again.
+ *
+ * Launches are queued, as on CUDA: each goes on a command list executed on
+ * an asynchronous command queue, and the call returns without waiting.
+ * Copies and fills go on a synchronous immediate list, which the driver
+ * does not order against that queue; the core waits for a buffer's
+ * launches (synchronize) before a host copy touches it, and before a free
+ * that the driver cannot defer.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -24,14 +32,40 @@
 #include "../driver/level_zero.h"
 #include "../kernel/kernel.h"
 
+/* Launches in flight before the host waits for the oldest. A command list
+ * may be reset only once the queue has finished it, so each launch takes
+ * the next list of a ring, each list with a fence that the execution
+ * signals: reusing a slot waits on its fence (long done, unless the ring
+ * is outrun), resets fence and list, and records afresh. Nothing is made
+ * per launch, so nothing needs destroying; eight keeps a GPU busy without
+ * holding many objects per device. */
+#define LAUNCH_SLOTS 8
+
+enum slot_state {
+    SLOT_EMPTY,     /* list reset, fence unsignalled: ready to record */
+    SLOT_RECORDED,  /* list holds commands never executed: reset it */
+    SLOT_SUBMITTED, /* executed with the fence: wait on it, then reset both */
+};
+
+struct launch_slot {
+    tack_ze_command_list list;
+    tack_ze_fence fence;
+    enum slot_state state;
+};
+
 struct ze_device_state {
     const struct tack_ze_api *ze;
     tack_ze_driver driver;
     tack_ze_device device;
     tack_ze_context context;
     /* Copies and zero-fills: an immediate, synchronous list, so each
-     * returns complete. Level Zero command lists are not thread-safe. */
+     * returns complete. Level Zero command lists and queues are not
+     * thread-safe: every call on them is made under `lock`. */
     tack_ze_command_list copies;
+    /* Launches: an asynchronous queue and the ring of lists it executes. */
+    tack_ze_command_queue queue;
+    struct launch_slot slots[LAUNCH_SLOTS];
+    unsigned next_slot;
     pthread_mutex_t lock;
     uint32_t compute_group;
     /* The driver frees memory once the work queued on it is done
@@ -292,6 +326,35 @@ static int query_deferred_free(const struct tack_ze_api *ze, tack_ze_driver driv
     return (ext.freePolicies & TACK_ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE) != 0;
 }
 
+/* The copy list, the launch queue and the launch ring, all in the device's
+ * context (Tack's own or the adopted one) on the group that computes. */
+static tack_status create_queues(struct ze_device_state *s)
+{
+    const struct tack_ze_api *ze = s->ze;
+    tack_ze_command_queue_desc desc = {TACK_ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, NULL, s->compute_group, 0, 0,
+                                       TACK_ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS, 0};
+    tack_ze_result r = ze->zeCommandListCreateImmediate(s->context, s->device, &desc, &s->copies);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeCommandListCreateImmediate", r);
+    desc.mode = TACK_ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS;
+    r = ze->zeCommandQueueCreate(s->context, s->device, &desc, &s->queue);
+    if (r != TACK_ZE_SUCCESS)
+        return ze_fail("zeCommandQueueCreate", r);
+    tack_ze_command_list_desc list_desc = {TACK_ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC, NULL, s->compute_group, 0};
+    tack_ze_fence_desc fence_desc = {TACK_ZE_STRUCTURE_TYPE_FENCE_DESC, NULL, 0};
+    for (int i = 0; i < LAUNCH_SLOTS; i++) {
+        r = ze->zeCommandListCreate(s->context, s->device, &list_desc, &s->slots[i].list);
+        if (r != TACK_ZE_SUCCESS)
+            return ze_fail("zeCommandListCreate", r);
+        r = ze->zeFenceCreate(s->queue, &fence_desc, &s->slots[i].fence);
+        if (r != TACK_ZE_SUCCESS)
+            return ze_fail("zeFenceCreate", r);
+        s->slots[i].state = SLOT_EMPTY;
+    }
+    s->next_slot = 0;
+    return TACK_OK;
+}
+
 static tack_status ze_open(tack_device *device, const tack_option *options, size_t n_options)
 {
     uint64_t handles[3] = {0, 0, 0};
@@ -345,14 +408,12 @@ static tack_status ze_open(tack_device *device, const tack_option *options, size
         st = tack_error_set(TACK_ERUNTIME, "cannot initialise a mutex for a Level Zero device");
         goto fail;
     }
-    /* Last, because it is the one object this open makes that a later
-     * failure would strand. */
-    tack_ze_command_queue_desc desc = {TACK_ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, NULL, s->compute_group, 0, 0,
-                                       TACK_ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS, 0};
-    r = ze->zeCommandListCreateImmediate(s->context, s->device, &desc, &s->copies);
-    if (r != TACK_ZE_SUCCESS) {
+    /* Last, because these are the objects this open makes that a later
+     * failure would strand (they are never destroyed; a failed open leaves
+     * them to the driver, with the context). */
+    st = create_queues(s);
+    if (st != TACK_OK) {
         pthread_mutex_destroy(&s->lock);
-        st = ze_fail("zeCommandListCreateImmediate", r);
         goto fail;
     }
     device->impl = s;
@@ -412,8 +473,16 @@ static tack_status ze_alloc(tack_device *device, size_t nbytes, int exportable, 
 static tack_status ze_synchronize(tack_device *device)
 {
     /* Copies and fills run on a synchronous list and are complete on
-     * return; nothing else is queued yet. */
-    (void)device;
+     * return; launches wait on the queue. Every launch executed before
+     * this call is covered, which is what the core's count assumes. */
+    struct ze_device_state *s = STATE(device);
+    pthread_mutex_lock(&s->lock);
+    tack_ze_result r = s->ze->zeCommandQueueSynchronize(s->queue, UINT64_MAX);
+    pthread_mutex_unlock(&s->lock);
+    if (r != TACK_ZE_SUCCESS)
+        return tack_error_set(TACK_ERUNTIME, "Level Zero zeCommandQueueSynchronize failed on %s: %s (0x%" PRIx32
+                              "); queued kernels may not have run",
+                              device->name, tack_ze_result_name(r), r);
     return TACK_OK;
 }
 
@@ -614,18 +683,53 @@ static tack_status ze_kernel_launch(tack_device *device, void *kernel, int64_t n
         groups = cap;
     tack_ze_group_count count = {(uint32_t)groups, 1, 1};
     /* Arguments live on the kernel object until the append copies them, so
-     * setting them and appending is one step for other threads. The launch
-     * goes on the synchronous immediate list the copies use: it is in order
-     * with them and complete on return, so synchronize has nothing to wait
-     * for (at the cost of the launch's own latency). */
+     * setting them and appending is one step for other threads. */
     pthread_mutex_lock(&s->lock);
-    tack_ze_result r = ze->zeKernelSetArgumentValue(k->kernel, 0, sizeof n, &n);
-    const char *call = "zeKernelSetArgumentValue";
+    struct launch_slot *slot = &s->slots[s->next_slot];
+    tack_ze_result r = TACK_ZE_SUCCESS;
+    const char *call = "zeFenceHostSynchronize";
+    if (slot->state == SLOT_SUBMITTED) {
+        /* The queue may still be running this list: wait for it, as the
+         * driver forbids resetting a list or fence it still uses. */
+        r = ze->zeFenceHostSynchronize(slot->fence, UINT64_MAX);
+        if (r == TACK_ZE_SUCCESS) {
+            call = "zeFenceReset";
+            r = ze->zeFenceReset(slot->fence);
+        }
+        if (r == TACK_ZE_SUCCESS)
+            slot->state = SLOT_RECORDED;
+    }
+    if (r == TACK_ZE_SUCCESS && slot->state == SLOT_RECORDED) {
+        call = "zeCommandListReset";
+        r = ze->zeCommandListReset(slot->list);
+        if (r == TACK_ZE_SUCCESS)
+            slot->state = SLOT_EMPTY;
+    }
+    if (r == TACK_ZE_SUCCESS) {
+        call = "zeKernelSetArgumentValue";
+        r = ze->zeKernelSetArgumentValue(k->kernel, 0, sizeof n, &n);
+    }
     for (int i = 0; r == TACK_ZE_SUCCESS && i < k->nargs; i++)
         r = ze->zeKernelSetArgumentValue(k->kernel, (uint32_t)i + 1, k->arg_sizes[i], args[i]);
     if (r == TACK_ZE_SUCCESS) {
+        /* From here the list holds something: a failure leaves it to be
+         * reset by the next launch, which takes this same slot. */
+        slot->state = SLOT_RECORDED;
         call = "zeCommandListAppendLaunchKernel";
-        r = ze->zeCommandListAppendLaunchKernel(s->copies, k->kernel, &count, NULL, 0, NULL);
+        r = ze->zeCommandListAppendLaunchKernel(slot->list, k->kernel, &count, NULL, 0, NULL);
+    }
+    if (r == TACK_ZE_SUCCESS) {
+        call = "zeCommandListClose";
+        r = ze->zeCommandListClose(slot->list);
+    }
+    if (r == TACK_ZE_SUCCESS) {
+        call = "zeCommandQueueExecuteCommandLists";
+        r = ze->zeCommandQueueExecuteCommandLists(s->queue, 1, &slot->list, slot->fence);
+    }
+    if (r == TACK_ZE_SUCCESS) {
+        /* Queued, not waited for: the core waits before the host reads. */
+        slot->state = SLOT_SUBMITTED;
+        s->next_slot = (s->next_slot + 1) % LAUNCH_SLOTS;
     }
     pthread_mutex_unlock(&s->lock);
     return r == TACK_ZE_SUCCESS ? TACK_OK : ze_fail(call, r);

@@ -140,13 +140,15 @@ tack_status tack_buffer_share_with_stream(tack_buffer *b, int64_t stream)
                               (long long)stream);
     tack_device *d = b->device;
     tack_status st = TACK_OK;
-    if (stream == -1) {
+    if (!d->ops->order_stream) {
+        /* No stream a consumer could name or wait on (the host, Level
+         * Zero's queue): only a host wait orders its reads, -1 included. */
+        return tack_buffer_share(b);
+    } else if (stream == -1) {
         /* The consumer orders its own work after Tack's; later launches
          * still need the mark, which the consumer cannot know about. */
-    } else if (d->ops->order_stream) {
-        st = d->ops->order_stream(b, (uint64_t)stream);
     } else {
-        return tack_buffer_share(b);
+        st = d->ops->order_stream(b, (uint64_t)stream);
     }
     if (st != TACK_OK)
         return st;

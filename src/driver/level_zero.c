@@ -68,6 +68,7 @@ const char *tack_ze_result_name(tack_ze_result r)
 {
     switch (r) {
     case TACK_ZE_SUCCESS: return "ZE_RESULT_SUCCESS";
+    case TACK_ZE_NOT_READY: return "ZE_RESULT_NOT_READY";
     case TACK_ZE_ERROR_DEVICE_LOST: return "ZE_RESULT_ERROR_DEVICE_LOST";
     case TACK_ZE_ERROR_OUT_OF_HOST_MEMORY: return "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
     case TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY: return "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY";

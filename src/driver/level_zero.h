@@ -21,6 +21,7 @@
 /* ze_result_t */
 typedef uint32_t tack_ze_result;
 #define TACK_ZE_SUCCESS 0u
+#define TACK_ZE_NOT_READY 1u
 #define TACK_ZE_ERROR_DEVICE_LOST 0x70000001u
 #define TACK_ZE_ERROR_OUT_OF_HOST_MEMORY 0x70000002u
 #define TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY 0x70000003u
@@ -284,6 +285,10 @@ typedef struct tack_ze_group_count {
     X(1, tack_ze_result, zeCommandQueueExecuteCommandLists,                                                    \
       (tack_ze_command_queue hQueue, uint32_t numLists, tack_ze_command_list * phLists, tack_ze_fence hFence)) \
     X(1, tack_ze_result, zeCommandQueueSynchronize, (tack_ze_command_queue hQueue, uint64_t timeout))        \
+    X(1, tack_ze_result, zeFenceCreate,                                                                        \
+      (tack_ze_command_queue hQueue, const tack_ze_fence_desc *desc, tack_ze_fence *phFence))                  \
+    X(1, tack_ze_result, zeFenceHostSynchronize, (tack_ze_fence hFence, uint64_t timeout))                    \
+    X(1, tack_ze_result, zeFenceReset, (tack_ze_fence hFence))                                                \
     X(1, tack_ze_result, zeCommandListCreate,                                                                  \
       (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_command_list_desc *desc,              \
        tack_ze_command_list *phList))                                                                          \

@@ -35,6 +35,8 @@ static struct sim {
     int (*allocation_device)(uint64_t ptr);
     long (*allocations_in)(uint64_t context);
     long (*lists_in)(uint64_t context, int group);
+    long (*queues_in)(uint64_t context, int group);
+    long (*immediate_lists_in)(uint64_t context);
     void *(*host_address)(uint64_t ptr, size_t n);
     void (*set_free_policies)(uint32_t policies);
 } sim;
@@ -53,6 +55,8 @@ static void sim_open(void)
     SIM_SYMBOL(sim.lib, sim.allocation_device, "tack_sim_ze_allocation_device");
     SIM_SYMBOL(sim.lib, sim.allocations_in, "tack_sim_ze_allocations_in");
     SIM_SYMBOL(sim.lib, sim.lists_in, "tack_sim_ze_lists_in");
+    SIM_SYMBOL(sim.lib, sim.queues_in, "tack_sim_ze_queues_in");
+    SIM_SYMBOL(sim.lib, sim.immediate_lists_in, "tack_sim_ze_immediate_lists_in");
     SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_ze_host_address");
     SIM_SYMBOL(sim.lib, sim.set_free_policies, "tack_sim_ze_set_free_policies");
 }
@@ -126,9 +130,12 @@ static void test_plain_device_has_a_context_of_its_own(void)
     CHECK(stat("contexts_created") == 1);
     uint64_t ctx = tack_device_context_handle(d);
     CHECK(ctx != 0);
-    /* Tack's copy list lives in its context, on a group that computes (the
-     * simulator's group 0 only copies). */
-    CHECK(sim.lists_in(ctx, 1) == 1 && sim.lists_in(ctx, -1) == 1);
+    /* Tack's copy list, its launch queue and the lists that queue runs live
+     * in its context, on a group that computes (the simulator's group 0
+     * only copies). */
+    CHECK(sim.immediate_lists_in(ctx) == 1);
+    CHECK(sim.queues_in(ctx, 1) == 1 && sim.queues_in(ctx, -1) == 1);
+    CHECK(sim.lists_in(ctx, 1) > 1 && sim.lists_in(ctx, -1) == sim.lists_in(ctx, 1));
     /* The process-wide device: one object, one context. */
     tack_device *again = plain("level_zero:0");
     CHECK(again == d);
@@ -302,10 +309,11 @@ static void test_adopted_context_receives_every_allocation(void)
     CHECK(tack_device_shares_external_context(d));
     CHECK(tack_device_context_handle(d) == h[2]);
     CHECK(!strcmp(tack_device_name(d), "level_zero:0"));
-    /* Tack made no context of its own, and its copy list is in the adopted
-     * one. */
+    /* Tack made no context of its own, and its copy list, launch queue and
+     * launch lists are in the adopted one. */
     CHECK(stat("contexts_created") == contexts);
-    CHECK(sim.lists_in(h[2], 1) == 1);
+    CHECK(sim.immediate_lists_in(h[2]) == 1 && sim.queues_in(h[2], 1) == 1);
+    CHECK(sim.lists_in(h[2], 1) > 1 && sim.lists_in(h[2], -1) == sim.lists_in(h[2], 1));
     tack_array *a = f32_array(d, 1000), *b = f32_array(d, 3);
     CHECK(sim.allocation_context(address(a)) == h[2]);
     CHECK(sim.allocation_context(address(b)) == h[2]);

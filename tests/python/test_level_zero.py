@@ -48,6 +48,12 @@ class Simulator:
         lib.tack_sim_ze_allocations_in.argtypes = [ctypes.c_uint64]
         lib.tack_sim_ze_lists_in.restype = ctypes.c_long
         lib.tack_sim_ze_lists_in.argtypes = [ctypes.c_uint64, ctypes.c_int]
+        lib.tack_sim_ze_queues_in.restype = ctypes.c_long
+        lib.tack_sim_ze_queues_in.argtypes = [ctypes.c_uint64, ctypes.c_int]
+        lib.tack_sim_ze_immediate_lists_in.restype = ctypes.c_long
+        lib.tack_sim_ze_immediate_lists_in.argtypes = [ctypes.c_uint64]
+        lib.tack_sim_ze_launches_pending.restype = ctypes.c_long
+        lib.tack_sim_ze_launches_pending.argtypes = []
         lib.tack_sim_ze_host_address.restype = ctypes.c_void_p
         lib.tack_sim_ze_host_address.argtypes = [ctypes.c_uint64, ctypes.c_size_t]
 
@@ -112,6 +118,8 @@ def test_plain_device_uses_a_context_of_tacks_own(sim, plain):
     assert tack.device("level_zero") is plain and tack.device("level_zero:0") is plain
     # Tack's immediate list is in that context, on a group that computes.
     assert sim.lib.tack_sim_ze_lists_in(plain.context_handle, 1) >= 1
+    # So is the queue its launches go to.
+    assert sim.lib.tack_sim_ze_queues_in(plain.context_handle, 1) == 1
     one = tack.device("level_zero:1")
     assert one.context_handle == plain.context_handle
     assert one.memory_domain != plain.memory_domain
@@ -225,7 +233,10 @@ def test_adopted_context_receives_every_allocation(sim):
     assert shared.backend == "level_zero" and shared.name == "level_zero:0"
     assert "external_context" in repr(shared)
     assert sim.stat("contexts_created") == contexts, "Tack made a context although one was given"
-    assert sim.lib.tack_sim_ze_lists_in(handles["context"], -1) == 1
+    # Its copy list, launch queue and launch lists are all in that context.
+    assert sim.lib.tack_sim_ze_immediate_lists_in(handles["context"]) == 1
+    assert sim.lib.tack_sim_ze_queues_in(handles["context"], -1) == 1
+    assert sim.lib.tack_sim_ze_lists_in(handles["context"], -1) > 1
     arrays = [tack.zeros(10, device=shared), tack.array(np.arange(6.0), device=shared),
               tack.empty((2, 3), dtype="int8", device=shared)]
     for a in arrays:
@@ -481,6 +492,30 @@ def test_a_launch_binds_its_arguments_in_order(sim, plain, ocloc, launches):
     assert "__global float *tack_p2_" in saxpy.generated_source("level_zero")
     ocloc.tack_sim_ocloc_last_args.restype = ctypes.c_char_p
     assert b"-spv_only" in ocloc.tack_sim_ocloc_last_args()
+
+
+def test_a_launch_is_queued_until_the_host_needs_its_result(sim, plain, ocloc, launches):
+    saxpy = tack.Kernel(SAXPY)
+    x = tack.array(np.arange(100, dtype=np.float32), device=plain)
+    y = tack.array(np.ones(100, np.float32), device=plain)
+    saxpy(2.0, x, y)
+    # Queued, not run: the simulated GPU's memory still holds the old y.
+    assert sim.lib.tack_sim_ze_launches_pending() == 1
+    assert np.frombuffer(sim.stored(y.ptr, 400), np.float32)[7] == 1.0
+    np.testing.assert_array_equal(y.to_numpy(), 1 + 2 * np.arange(100, dtype=np.float32))
+    assert sim.lib.tack_sim_ze_launches_pending() == 0
+    # An export waits too: the consumer reads the memory at once.
+    saxpy(1.0, x, y)
+    assert sim.lib.tack_sim_ze_launches_pending() == 1
+    capsule = y.__dlpack__()
+    assert sim.lib.tack_sim_ze_launches_pending() == 0
+    assert np.frombuffer(sim.stored(y.ptr, 400), np.float32)[7] == 1 + 3 * 7
+    # From then on y is shared, and launches on it complete before returning.
+    saxpy(1.0, x, y)
+    assert sim.lib.tack_sim_ze_launches_pending() == 0
+    assert np.frombuffer(sim.stored(y.ptr, 400), np.float32)[7] == 1 + 4 * 7
+    del capsule
+    assert sim.stat("destroys") == 0
 
 
 def test_zero_indices_run_nothing(sim, plain, ocloc, launches):

@@ -19,9 +19,16 @@
  * - command queue groups: group 0 only copies, group 1 computes, so a
  *   queue made on "group 0 because it usually computes" is caught;
  * - immediate command lists (work done on return) and command queues whose
- *   executed lists run only at zeCommandQueueSynchronize, with frees:
- *   zeMemFree of memory queued work still uses is counted as a fault,
- *   zeMemFreeExt's deferred policy frees it once that work has run;
+ *   executed lists run only when the host waits for them: at
+ *   zeCommandQueueSynchronize (all of it) or zeFenceHostSynchronize (up to
+ *   the fence's execution), never on their own and never because of a
+ *   later immediate-list command, which the real driver does not order
+ *   against a queue either. So a wait Tack leaves out reads stale memory.
+ *   Resetting a command list or fence the queue has not finished with is
+ *   counted (resets_in_flight) as a fault; launches are numbered as they
+ *   are appended and the order they run in is logged;
+ * - frees: zeMemFree of memory queued work still uses is counted as a
+ *   fault, zeMemFreeExt's deferred policy frees it once that work has run;
  * - the memory-free-policies extension (TACK_SIM_ZE_FREE_POLICIES, default
  *   3 = blocking | defer; 0 models a driver without it), changeable at run
  *   time with tack_sim_ze_set_free_policies;
@@ -37,7 +44,12 @@
  * tack_sim_ze_lists_in(context, group) where command lists were made;
  * tack_sim_ze_host_address(ptr, n) gives the storage behind device memory;
  * tack_sim_ze_set_fp64(0) makes devices report no fp64 in their module
- * properties from then on (a GPU without double precision).
+ * properties from then on (a GPU without double precision);
+ * tack_sim_ze_launches_pending() counts launches executed on a queue and
+ * not yet run, tack_sim_ze_launch_run(i) gives the number (1, 2, ... in
+ * append order) of the i-th launch to run; tack_sim_ze_queues_in(context,
+ * group) and tack_sim_ze_immediate_lists_in(context) count queues and
+ * immediate lists made there.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -82,6 +94,10 @@ SIM_API void *tack_sim_ze_host_address(uint64_t ptr, size_t n);
 SIM_API void tack_sim_ze_set_free_policies(uint32_t policies);
 SIM_API long tack_sim_ze_lists_in(uint64_t context, int group);
 SIM_API void tack_sim_ze_set_fp64(int supported);
+SIM_API long tack_sim_ze_launches_pending(void);
+SIM_API long long tack_sim_ze_launch_run(long i);
+SIM_API long tack_sim_ze_queues_in(uint64_t context, int group);
+SIM_API long tack_sim_ze_immediate_lists_in(uint64_t context);
 
 #define MAX_DEVICES 16
 #define ZE_ERROR_UNSUPPORTED_ALIGNMENT 0x7800000au
@@ -102,7 +118,9 @@ SIM_API void tack_sim_ze_set_fp64(int supported);
                 X(event_pools_destroyed) X(fences_destroyed) X(destroys) X(allocs) X(live_allocs) X(frees)    \
                     X(deferred_frees) X(blocking_frees) X(invalid_frees) X(wrong_context_frees)               \
                         X(frees_in_use) X(pointer_queries) X(copies) X(fills) X(executes) X(queue_syncs)      \
-                            X(launches) X(faults) X(injected_failures)
+                            X(launches) X(launches_run) X(fences_created) X(fence_syncs)               \
+                                X(fence_resets) X(list_resets) X(resets_in_flight) X(faults)            \
+                                    X(injected_failures)
 
 SIM_DEFINE_STATS(SIM_STATS);
 
@@ -147,6 +165,8 @@ enum op_type { OP_COPY, OP_FILL, OP_LAUNCH };
 
 struct sim_op {
     enum op_type type;
+    unsigned long long seq;  /* the queue execution it belongs to */
+    long long launch;        /* a launch's number, in append order */
     uintptr_t dst, src;
     size_t n;
     unsigned char pattern[16];
@@ -164,6 +184,10 @@ struct tack_ze_command_list_object {
     int closed;
     int live;
     struct sim_op *head, *tail;
+    /* The queue execution that last took this list: it may be reset only
+     * once that has run. */
+    struct tack_ze_command_queue_object *pending_queue;
+    unsigned long long pending_seq;
     struct tack_ze_command_list_object *next;
 };
 
@@ -173,7 +197,18 @@ struct tack_ze_command_queue_object {
     uint32_t group;
     int live;
     struct sim_op *head, *tail; /* executed, not yet run */
+    unsigned long long executed; /* executions so far */
+    unsigned long long done;     /* executions run to completion */
     struct tack_ze_command_queue_object *next;
+};
+
+/* Unsignalled until reset; after an execution takes it, signalled once the
+ * queue has run that far. */
+struct tack_ze_fence_object {
+    struct tack_ze_command_queue_object *queue;
+    int taken;
+    unsigned long long seq;
+    struct tack_ze_fence_object *next;
 };
 
 struct tack_ze_module_object {
@@ -213,6 +248,11 @@ static unsigned long long next_id = 1;
 static struct tack_ze_context_object *contexts;
 static struct tack_ze_command_list_object *lists;
 static struct tack_ze_command_queue_object *queues;
+static struct tack_ze_fence_object *fences;
+/* The number of each launch as it runs, in run order. */
+#define RUN_LOG 4096
+static long long run_log[RUN_LOG];
+static long run_count;
 static struct sim_alloc *allocs;
 /* Kernels, listed like every other object (never freed), so that one whose
  * module Tack leaves to the driver is still accounted for. */
@@ -436,6 +476,10 @@ static tack_ze_result execute(struct sim_op *op)
         return TACK_ZE_SUCCESS;
     }
     case OP_LAUNCH:
+        COUNT(launches_run);
+        if (run_count < RUN_LOG)
+            run_log[run_count] = op->launch;
+        run_count++;
         if (kernel_run && op->closure)
             kernel_run(op->closure);
         return TACK_ZE_SUCCESS;
@@ -453,10 +497,13 @@ static void reap(void)
     }
 }
 
-static tack_ze_result run_queue(struct tack_ze_command_queue_object *q)
+/* Runs the queue's work up to and including execution `seq`, in order:
+ * what a GPU would have finished by the time the host sees that execution
+ * done. */
+static tack_ze_result run_queue_until(struct tack_ze_command_queue_object *q, unsigned long long seq)
 {
     tack_ze_result r = TACK_ZE_SUCCESS;
-    while (q->head) {
+    while (q->head && q->head->seq <= seq) {
         struct sim_op *op = q->head;
         q->head = op->next;
         tack_ze_result e = execute(op);
@@ -464,9 +511,17 @@ static tack_ze_result run_queue(struct tack_ze_command_queue_object *q)
             r = e;
         free(op);
     }
-    q->tail = NULL;
+    if (!q->head)
+        q->tail = NULL;
+    if (q->done < seq)
+        q->done = seq;
     reap();
     return r;
+}
+
+static tack_ze_result run_queue(struct tack_ze_command_queue_object *q)
+{
+    return run_queue_until(q, q->executed);
 }
 
 static struct tack_ze_command_list_object *find_list(tack_ze_command_list h)
@@ -483,6 +538,19 @@ static struct tack_ze_command_queue_object *find_queue(tack_ze_command_queue h)
         if (q == h && q->live)
             return q;
     return NULL;
+}
+
+static struct tack_ze_fence_object *find_fence(tack_ze_fence h)
+{
+    for (struct tack_ze_fence_object *f = fences; f; f = f->next)
+        if (f == h)
+            return f;
+    return NULL;
+}
+
+static int fence_signalled(const struct tack_ze_fence_object *f)
+{
+    return f->taken && f->queue->done >= f->seq;
 }
 
 /* Runs an operation on an immediate list at once, or records it on a
@@ -746,13 +814,15 @@ SIM_API tack_ze_result zeCommandQueueExecuteCommandLists(tack_ze_command_queue h
                                                          tack_ze_command_list *handles, tack_ze_fence fence)
 {
     ENTER();
-    if (fence)
-        RETURN(ZE_ERROR_INVALID_SYNCHRONIZATION_OBJECT); /* the simulator has no fences */
     struct tack_ze_command_queue_object *q = find_queue(h);
     if (!q)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!n || !handles)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    /* A fence belongs to one queue and must be reset before it is given to
+     * another execution. */
+    if (fence && (!find_fence(fence) || fence->queue != q || fence->taken))
+        RETURN(ZE_ERROR_INVALID_SYNCHRONIZATION_OBJECT);
     for (uint32_t i = 0; i < n; i++) {
         struct tack_ze_command_list_object *l = find_list(handles[i]);
         if (!l || l->immediate || !l->closed || l->ctx != q->ctx)
@@ -760,22 +830,33 @@ SIM_API tack_ze_result zeCommandQueueExecuteCommandLists(tack_ze_command_queue h
         if (l->group != q->group)
             RETURN(ZE_ERROR_INVALID_COMMAND_LIST_TYPE);
     }
-    /* The queue gets copies of the recorded work: a list may be executed
-     * again, or reset, once this returns. */
+    /* The queue gets copies of the recorded work, so the simulator itself
+     * survives a list reset too early; the reset is counted as a fault. */
+    unsigned long long seq = ++q->executed;
     for (uint32_t i = 0; i < n; i++) {
         struct tack_ze_command_list_object *l = handles[i];
+        l->pending_queue = q;
+        l->pending_seq = seq;
         for (struct sim_op *op = l->head; op; op = op->next) {
             struct sim_op *c = malloc(sizeof *c);
             if (!c)
                 RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
             *c = *op;
+            c->seq = seq;
             c->next = NULL;
+            /* The host stand-in's closure runs (and is freed) once: a list
+             * executed again runs its launches without it. */
+            op->closure = NULL;
             if (q->tail)
                 q->tail->next = c;
             else
                 q->head = c;
             q->tail = c;
         }
+    }
+    if (fence) {
+        fence->taken = 1;
+        fence->seq = seq;
     }
     COUNT(executes);
     LEAVE();
@@ -790,6 +871,66 @@ SIM_API tack_ze_result zeCommandQueueSynchronize(tack_ze_command_queue h, uint64
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     COUNT(queue_syncs);
     RETURN(run_queue(q));
+    LEAVE();
+}
+
+SIM_API tack_ze_result zeFenceCreate(tack_ze_command_queue h, const tack_ze_fence_desc *desc, tack_ze_fence *out)
+{
+    ENTER();
+    struct tack_ze_command_queue_object *q = find_queue(h);
+    if (!q)
+        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
+    if (!desc || !out)
+        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
+    /* flags: 0, or ZE_FENCE_FLAG_SIGNALED (1) for one made signalled */
+    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_FENCE_DESC || desc->flags > 1)
+        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    struct tack_ze_fence_object *f = calloc(1, sizeof *f);
+    if (!f)
+        RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
+    f->queue = q;
+    f->taken = (int)desc->flags;
+    f->seq = 0;
+    f->next = fences;
+    fences = f;
+    COUNT(fences_created);
+    *out = f;
+    LEAVE();
+}
+
+SIM_API tack_ze_result zeFenceHostSynchronize(tack_ze_fence h, uint64_t timeout)
+{
+    ENTER();
+    struct tack_ze_fence_object *f = find_fence(h);
+    if (!f)
+        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
+    if (!f->taken) {
+        /* Nothing will ever signal it: a real wait without a timeout would
+         * never return. */
+        if (timeout == UINT64_MAX)
+            COUNT(faults);
+        RETURN(TACK_ZE_NOT_READY);
+    }
+    COUNT(fence_syncs);
+    /* Timeout 0 only asks; the simulated GPU runs nothing unless waited. */
+    if (!fence_signalled(f) && timeout == 0)
+        RETURN(TACK_ZE_NOT_READY);
+    RETURN(run_queue_until(f->queue, f->seq));
+    LEAVE();
+}
+
+SIM_API tack_ze_result zeFenceReset(tack_ze_fence h)
+{
+    ENTER();
+    struct tack_ze_fence_object *f = find_fence(h);
+    if (!f)
+        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
+    COUNT(fence_resets);
+    if (f->taken && !fence_signalled(f)) {
+        COUNT(resets_in_flight);
+        COUNT(faults);
+    }
+    f->taken = 0;
     LEAVE();
 }
 
@@ -867,6 +1008,13 @@ SIM_API tack_ze_result zeCommandListReset(tack_ze_command_list h)
     struct tack_ze_command_list_object *l = find_list(h);
     if (!l)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
+    COUNT(list_resets);
+    /* On a GPU, the queue would run a list rewritten under its feet. */
+    if (l->pending_queue && l->pending_queue->done < l->pending_seq) {
+        COUNT(resets_in_flight);
+        COUNT(faults);
+    }
+    l->pending_queue = NULL;
     while (l->head) {
         struct sim_op *op = l->head;
         l->head = op->next;
@@ -1188,8 +1336,7 @@ SIM_API tack_ze_result zeCommandListAppendLaunchKernel(tack_ze_command_list h, t
     int nargs = 0;
     while (nargs < 64 && k->args[nargs])
         nargs++;
-    COUNT(launches);
-    struct sim_op op = {.type = OP_LAUNCH, .kernel = k};
+    struct sim_op op = {.type = OP_LAUNCH, .kernel = k, .launch = COUNT(launches) + 1};
     /* The driver copies the argument values at append; a host kernel hook
      * captures what it needs now and runs when the queue does. */
     if (kernel_capture) {
@@ -1374,4 +1521,50 @@ SIM_API void tack_sim_ze_set_fp64(int supported)
     pthread_mutex_lock(&lock);
     fp64 = supported != 0;
     pthread_mutex_unlock(&lock);
+}
+
+/* Launches executed on a queue that have not run yet. */
+SIM_API long tack_sim_ze_launches_pending(void)
+{
+    pthread_mutex_lock(&lock);
+    long n = 0;
+    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
+        for (struct sim_op *op = q->head; op; op = op->next)
+            n += op->type == OP_LAUNCH;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* The number (1, 2, ... in append order) of the i-th launch to run (from
+ * 0), or -1 when fewer have run or the log has overflowed. */
+SIM_API long long tack_sim_ze_launch_run(long i)
+{
+    pthread_mutex_lock(&lock);
+    long long v = i >= 0 && i < run_count && i < RUN_LOG ? run_log[i] : -1;
+    pthread_mutex_unlock(&lock);
+    return v;
+}
+
+/* Command queues made in `context` on queue group `group` (-1: any). */
+SIM_API long tack_sim_ze_queues_in(uint64_t context, int group)
+{
+    pthread_mutex_lock(&lock);
+    long n = 0;
+    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
+        if ((uint64_t)(uintptr_t)q->ctx == context && (group < 0 || q->group == (uint32_t)group))
+            n++;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* Immediate command lists made in `context`. */
+SIM_API long tack_sim_ze_immediate_lists_in(uint64_t context)
+{
+    pthread_mutex_lock(&lock);
+    long n = 0;
+    for (struct tack_ze_command_list_object *l = lists; l; l = l->next)
+        if ((uint64_t)(uintptr_t)l->ctx == context && l->immediate)
+            n++;
+    pthread_mutex_unlock(&lock);
+    return n;
 }
