@@ -12,33 +12,28 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
         return tack_error_set(TACK_EVALUE, "an array has 0 to %d dimensions, not %d", TACK_MAX_NDIM, ndim);
     if (ndim > 0 && !shape)
         return tack_error_set(TACK_EVALUE, "shape is NULL for a %d-dimensional array", ndim);
-    size_t n = 1;
+    /* Products are bounded by INT64_MAX, not SIZE_MAX: extents and strides
+     * are int64_t in DLPack, and an export computes the stride of every
+     * extent, so even beside a zero extent the others' product must fit.
+     * Overflow is checked with the multiplication itself: a division per
+     * extent would be most of the cost of a small import. */
+    int64_t n = 1;
     int zero = 0;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return tack_error_set(TACK_EVALUE, "shape[%d] is %lld; extents must be >= 0", i,
-                                  (long long)shape[i]);
-        if (shape[i] == 0)
+        int64_t e = shape[i];
+        if (e < 0)
+            return tack_error_set(TACK_EVALUE, "shape[%d] is %lld; extents must be >= 0", i, (long long)e);
+        if (e == 0)
             zero = 1;
-    }
-    /* A zero extent makes the size zero, but the product of the other
-     * extents must still be representable: a consumer computes strides. */
-    for (int i = 0; i < ndim; i++) {
-        uint64_t e = (uint64_t)shape[i];
-        /* Bound by INT64_MAX, not SIZE_MAX: extents and strides are int64_t
-         * in DLPack, and an export computes the strides of every extent. */
-        if (e > (uint64_t)INT64_MAX || (e && n > (size_t)INT64_MAX / e))
+        else if (__builtin_mul_overflow(n, e, &n))
             return tack_error_set(TACK_EVALUE, "shape is too large: the element count overflows");
-        if (e)
-            n *= (size_t)e;
     }
-    if (itemsize && n > ((size_t)INT64_MAX) / itemsize)
-        return tack_error_set(TACK_EVALUE, "shape is too large: %zu elements of %zu bytes overflow", n,
+    int64_t bytes;
+    if (__builtin_mul_overflow(n, (int64_t)itemsize, &bytes))
+        return tack_error_set(TACK_EVALUE, "shape is too large: %lld elements of %zu bytes overflow", (long long)n,
                               itemsize);
-    if (zero)
-        n = 0;
-    *size = n;
-    *nbytes = n * itemsize;
+    *size = zero ? 0 : (size_t)n;
+    *nbytes = zero ? 0 : (size_t)bytes;
     return TACK_OK;
 }
 
@@ -208,7 +203,7 @@ void tack_array_release(tack_array *a)
 {
     if (!a)
         return;
-    long left = atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) - 1;
+    long left = tack_ref_drop(&a->refs);
     if (left > 0)
         return;
     if (left < 0)

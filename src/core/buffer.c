@@ -84,7 +84,7 @@ void tack_buffer_release(tack_buffer *b)
 {
     if (!b)
         return;
-    long left = atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) - 1;
+    long left = tack_ref_drop(&b->refs);
     if (left > 0)
         return;
     if (left < 0)

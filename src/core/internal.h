@@ -23,6 +23,17 @@ long tack_count_total(enum tack_count_kind kind);
  * release), which would otherwise be a use after free far from its cause. */
 void tack_refcount_underflow(const char *what);
 
+/* Drops one reference and returns how many are left. The last reference
+ * needs no locked decrement: whoever holds the only one is the only thread
+ * that can reach the object, so no other can take or drop one meanwhile.
+ * That saves a locked instruction on every short-lived array and buffer. */
+static inline long tack_ref_drop(atomic_long *refs)
+{
+    if (atomic_load_explicit(refs, memory_order_acquire) == 1)
+        return 0;
+    return atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
+}
+
 /* kernels: defined in src/core/queue.h. */
 struct tack_kernel_code;
 

@@ -69,7 +69,7 @@ static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, 
         return tack_error_set(TACK_EVALUE, "DLPack tensor's byte_offset %llu runs past the end of the address space",
                               (unsigned long long)t->byte_offset);
     uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    if (*size && addr % item)
+    if (*size && (addr & (item - 1))) /* item is a power of two: no division */
         return tack_error_set(TACK_EVALUE,
                               "DLPack tensor data (%p + byte_offset %llu) is not aligned to its %zu-byte "
                               "elements",
@@ -82,6 +82,11 @@ static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, 
 static tack_status choose_device(DLDevice dl, tack_device *asked, tack_device *fallback, tack_device **out,
                                  int *owned)
 {
+    /* The common case, host memory into a host default, decided at once. */
+    if (!asked && dl.device_type == kDLCPU && fallback && fallback->ops->dl_type == kDLCPU) {
+        *out = fallback;
+        return TACK_OK;
+    }
     if (dl.device_type == kDLMetal)
         return tack_error_set(TACK_EVALUE,
                               "kDLMetal tensors cannot be imported without a copy: their data is an opaque "

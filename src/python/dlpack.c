@@ -232,9 +232,15 @@ static int requires_grad(const struct producer_type *p, PyObject *source)
  * itself then reports what is wrong). */
 static PyObject *consumer_stream(PyObject *source, tack_device *asked, tack_device *fallback)
 {
-    /* NumPy arrays are host memory: skip the extra call on the common path. */
-    if (!strcmp(Py_TYPE(source)->tp_name, "numpy.ndarray"))
+    /* NumPy arrays are host memory: skip the extra call on the common path
+     * (the type is remembered once seen, to compare pointers after). */
+    static PyTypeObject *ndarray;
+    if (Py_TYPE(source) == ndarray)
         return NULL;
+    if (!ndarray && !strcmp(Py_TYPE(source)->tp_name, "numpy.ndarray")) {
+        ndarray = (PyTypeObject *)Py_NewRef(Py_TYPE(source));
+        return NULL;
+    }
     PyObject *callargs[1] = {source};
     PyObject *dev = PyObject_VectorcallMethod(str_dlpack_device, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (!dev) {

@@ -48,6 +48,35 @@ static struct {
 } kw_cache[KW_CACHE];
 static int kw_next;
 
+/* The accepted names of each keyword list as interned strings: keywords
+ * spelled in Python source are interned, so a pointer comparison matches
+ * them even when the caller builds a new kwnames tuple on every call
+ * (f(**kwargs) does). */
+static struct {
+    const char *const *names;
+    PyObject *interned[KW_MAX];
+} kw_interned[16];
+
+static PyObject *const *interned_names(const char *const *names)
+{
+    for (int i = 0; i < 16; i++) {
+        if (kw_interned[i].names == names)
+            return kw_interned[i].interned;
+        if (!kw_interned[i].names) {
+            for (int j = 0; names[j] && j < KW_MAX; j++) {
+                kw_interned[i].interned[j] = PyUnicode_InternFromString(names[j]);
+                if (!kw_interned[i].interned[j]) {
+                    PyErr_Clear();
+                    return NULL;
+                }
+            }
+            kw_interned[i].names = names;
+            return kw_interned[i].interned;
+        }
+    }
+    return NULL;
+}
+
 int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwvalues, const char *const *names,
                      PyObject **vals)
 {
@@ -61,10 +90,14 @@ int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwval
             return 0;
         }
     }
+    PyObject *const *interned = interned_names(names);
     signed char slot[KW_MAX];
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i);
         int found = -1;
+        for (int j = 0; interned && names[j] && j < KW_MAX && found < 0; j++)
+            if (key == interned[j])
+                found = j;
         for (int j = 0; names[j] && found < 0; j++)
             if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
                 found = j;
@@ -76,7 +109,9 @@ int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwval
         if (i < KW_MAX)
             slot[i] = (signed char)found;
     }
-    if (n <= KW_MAX) {
+    /* A tuple only the caller holds is made for this call alone: keeping it
+     * would evict the call sites that do repeat. */
+    if (n <= KW_MAX && Py_REFCNT(kwnames) > 1) {
         int c = kw_next;
         kw_next = (kw_next + 1) % KW_CACHE;
         Py_XSETREF(kw_cache[c].kwnames, Py_NewRef(kwnames));
