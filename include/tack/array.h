@@ -44,6 +44,7 @@ tack_status tack_array_reshape(const tack_array *array, int ndim, const int64_t 
 tack_array *tack_array_retain(tack_array *array);
 void tack_array_release(tack_array *array);
 
+/* Accessors: never fail; `array` must be a live array (not NULL). */
 tack_dtype tack_array_dtype(const tack_array *array);
 int tack_array_ndim(const tack_array *array);
 const int64_t *tack_array_shape(const tack_array *array);

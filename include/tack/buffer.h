@@ -37,6 +37,7 @@ tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tac
 tack_buffer *tack_buffer_retain(tack_buffer *buffer);
 void tack_buffer_release(tack_buffer *buffer);
 
+/* Accessors: never fail; `buffer` must be a live buffer (not NULL). */
 void *tack_buffer_data(const tack_buffer *buffer);
 size_t tack_buffer_size(const tack_buffer *buffer);
 tack_device *tack_buffer_device(const tack_buffer *buffer); /* borrowed */

@@ -76,6 +76,8 @@ static DLTensor *versioned_tensor(void *p) { return &((DLManagedTensorVersioned 
 
 static tack_status to_legacy(tack_array *a, const int64_t *stream, DLManagedTensor **out)
 {
+    if (!out) /* refused before the array is retained or any work is ordered */
+        return tack_error_set(TACK_EVALUE, "DLPack export: out is NULL");
     void *block = NULL;
     tack_status st = export_block(a, sizeof(DLManagedTensor), &block, legacy_tensor, stream);
     if (st != TACK_OK)
@@ -89,6 +91,8 @@ static tack_status to_legacy(tack_array *a, const int64_t *stream, DLManagedTens
 
 static tack_status to_versioned(tack_array *a, const int64_t *stream, DLManagedTensorVersioned **out)
 {
+    if (!out) /* refused before the array is retained or any work is ordered */
+        return tack_error_set(TACK_EVALUE, "DLPack export: out is NULL");
     void *block = NULL;
     tack_status st = export_block(a, sizeof(DLManagedTensorVersioned), &block, versioned_tensor, stream);
     if (st != TACK_OK)
@@ -107,8 +111,6 @@ tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out) { return 
 
 tack_status tack_array_to_dlpack_versioned(tack_array *a, DLManagedTensorVersioned **out)
 {
-    if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_array_to_dlpack_versioned: out is NULL");
     return to_versioned(a, NULL, out);
 }
 

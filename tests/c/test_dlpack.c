@@ -259,6 +259,23 @@ static void test_deleter_on_another_thread(void)
     tack_device_release(d);
 }
 
+static void test_export_null_out_changes_nothing(void)
+{
+    tack_device *d = cpu();
+    tack_array *a = arange(d, 4);
+    long exports = tack_dlpack_live_exports();
+    CHECK_STATUS(tack_array_to_dlpack(a, NULL), TACK_EVALUE);
+    CHECK_STATUS(tack_array_to_dlpack_versioned(a, NULL), TACK_EVALUE);
+    CHECK_STATUS(tack_array_to_dlpack_stream(a, -1, NULL), TACK_EVALUE);
+    CHECK_STATUS(tack_array_to_dlpack_versioned_stream(a, -1, NULL), TACK_EVALUE);
+    CHECK(tack_dlpack_live_exports() == exports);
+    CHECK(!tack_buffer_is_shared(tack_array_buffer(a))); /* no share() either */
+    long arrays = tack_array_live_count();
+    tack_array_release(a); /* the only reference: nothing was retained */
+    CHECK(tack_array_live_count() == arrays - 1);
+    tack_device_release(d);
+}
+
 static void test_round_trip(void)
 {
     tack_device *d = cpu();
@@ -285,6 +302,7 @@ int main(void)
     RUN(test_import_future_version);
     RUN(test_import_device_rules);
     RUN(test_deleter_on_another_thread);
+    RUN(test_export_null_out_changes_nothing);
     RUN(test_round_trip);
     CHECK(tack_array_live_count() == arrays);
     CHECK(tack_buffer_live_count() == buffers);
