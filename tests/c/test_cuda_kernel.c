@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../src/driver/cuda.h"
+#include "arrays.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/kernel.h"
@@ -119,29 +120,7 @@ static void saxpy_run(void *p)
 static tack_device *cuda;
 static tack_kernel *saxpy;
 
-static tack_array *ramp(int64_t n, float scale)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(cuda, TACK_F32, 1, &n, 0, &a));
-    if (!a)
-        exit(1);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)i * scale;
-    CHECK_OK(tack_array_copy_from_host(a, v, (size_t)n * sizeof *v));
-    free(v);
-    return a;
-}
-
-static float element(tack_array *a, size_t i)
-{
-    size_t n = tack_array_size(a);
-    float *v = malloc(n * sizeof *v), r;
-    CHECK_OK(tack_array_copy_to_host(a, v, n * sizeof *v));
-    r = v[i];
-    free(v);
-    return r;
-}
+static tack_array *ramp(int64_t n, float scale) { return ramp_on(cuda, n, scale); }
 
 static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
 {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arrays.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/kernel.h"
@@ -87,29 +88,7 @@ static void saxpy_run(void *p)
 static tack_device *hip;
 static tack_kernel *saxpy;
 
-static tack_array *ramp(int64_t n, float scale)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(hip, TACK_F32, 1, &n, 0, &a));
-    if (!a)
-        exit(1);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)i * scale;
-    CHECK_OK(tack_array_copy_from_host(a, v, (size_t)n * sizeof *v));
-    free(v);
-    return a;
-}
-
-static float element(tack_array *a, size_t i)
-{
-    size_t n = tack_array_size(a);
-    float *v = malloc(n * sizeof *v), r;
-    CHECK_OK(tack_array_copy_to_host(a, v, n * sizeof *v));
-    r = v[i];
-    free(v);
-    return r;
-}
+static tack_array *ramp(int64_t n, float scale) { return ramp_on(hip, n, scale); }
 
 static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
 {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arrays.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/kernel.h"
@@ -98,30 +99,6 @@ static void saxpy_run(void *p)
 static tack_device *ze;
 static tack_kernel *saxpy;
 
-static tack_array *ramp(tack_device *d, int64_t n, float scale)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
-    if (!a)
-        exit(1);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)i * scale;
-    CHECK_OK(tack_array_copy_from_host(a, v, (size_t)n * sizeof *v));
-    free(v);
-    return a;
-}
-
-static float element(tack_array *a, size_t i)
-{
-    size_t n = tack_array_size(a);
-    float *v = malloc(n * sizeof *v), r;
-    CHECK_OK(tack_array_copy_to_host(a, v, n * sizeof *v));
-    r = v[i];
-    free(v);
-    return r;
-}
-
 static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
 {
     tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
@@ -157,7 +134,7 @@ static void test_generated_source_is_opencl(void)
 
 static void test_launch_binds_arguments_in_order(void)
 {
-    tack_array *x = ramp(ze, 1000, 1.0f), *y = ramp(ze, 1000, 2.0f);
+    tack_array *x = ramp_on(ze, 1000, 1.0f), *y = ramp_on(ze, 1000, 2.0f);
     long long launches = sim_stats("launches"), copies = sim_stats("copies");
     CHECK_OK(call_saxpy(3.0f, x, y));
     CHECK(sim_stats("launches") == launches + 1);
@@ -187,7 +164,7 @@ static void test_compile_is_memoised_by_source_and_device(void)
 
 static void test_zero_indices_run_nothing(void)
 {
-    tack_array *x = ramp(ze, 8, 1.0f), *y = ramp(ze, 8, 1.0f);
+    tack_array *x = ramp_on(ze, 8, 1.0f), *y = ramp_on(ze, 8, 1.0f);
     long long launches = sim_stats("launches");
     tack_arg args[3] = {tack_arg_f32(1.0f), tack_arg_array(x), tack_arg_array(y)};
     CHECK_OK(tack_kernel_launch(saxpy, NULL, 0, args, 3));
@@ -198,7 +175,7 @@ static void test_zero_indices_run_nothing(void)
 
 static void test_read_only_binding_is_refused(void)
 {
-    tack_array *x = ramp(ze, 16, 1.0f), *y = ramp(ze, 16, 1.0f), *ro = NULL;
+    tack_array *x = ramp_on(ze, 16, 1.0f), *y = ramp_on(ze, 16, 1.0f), *ro = NULL;
     int64_t n = 16;
     CHECK_OK(tack_array_wrap(ze, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
     long long launches = sim_stats("launches");
@@ -215,7 +192,7 @@ static void test_two_contexts_never_meet(void)
     tack_device *shared = adopt_new_context();
     if (!shared)
         return;
-    tack_array *x = ramp(ze, 8, 1.0f), *y = ramp(shared, 8, 1.0f);
+    tack_array *x = ramp_on(ze, 8, 1.0f), *y = ramp_on(shared, 8, 1.0f);
     long long launches = sim_stats("launches");
     CHECK_STATUS(call_saxpy(1.0f, x, y), TACK_EVALUE);
     /* Both are level_zero:0; the message says which shares a context. */
@@ -224,7 +201,7 @@ static void test_two_contexts_never_meet(void)
     CHECK(strstr(tack_last_error(), "level_zero:0 (Tack's own context)"));
     CHECK(sim_stats("launches") == launches);
     /* Within the adopted context, kernels run. */
-    tack_array *x2 = ramp(shared, 8, 1.0f);
+    tack_array *x2 = ramp_on(shared, 8, 1.0f);
     CHECK_OK(call_saxpy(2.0f, x2, y));
     CHECK(element(y, 3) == 9.0f);
     tack_array_release(x2);

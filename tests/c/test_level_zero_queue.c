@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arrays.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/exchange.h"
@@ -113,17 +114,6 @@ static float stored(const tack_array *a, size_t i)
 {
     const float *v = sim_host_address((uint64_t)(uintptr_t)tack_array_data(a), tack_array_nbytes(a));
     return v ? v[i] : -1.0f;
-}
-
-/* Element i as Tack reads it: a host copy, after the launches on `a`. */
-static float element(tack_array *a, size_t i)
-{
-    size_t n = tack_array_size(a);
-    float *v = malloc(n * sizeof *v), r;
-    CHECK_OK(tack_array_copy_to_host(a, v, n * sizeof *v));
-    r = v[i];
-    free(v);
-    return r;
 }
 
 static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
