@@ -13,6 +13,10 @@ Targets (issue 8):
   tack.from_dlpack(torch_tensor)  <= 0.5x  torch.from_dlpack(numpy_array)
   tack.from_dlpack(torch_tensor)  <= 2.0x  an empty call of a C function
 
+Beside them it prints what PyTorch's table costs by itself (bench/table_floor.c,
+built here with the system C compiler: the table's export and deleter looped
+in C), and so the least any consumer importing through the table can cost.
+
 The empty call is id(tensor): a builtin taking one positional argument that
 does no work but return a new object, as an import must. operator.not_(None)
 (no argument work, returns a singleton) is printed beside it as the floor of
@@ -22,8 +26,15 @@ at once, so an import's figure includes releasing it (PyTorch's deleter).
 """
 
 import argparse
+import ctypes
 import operator
+import os
+import pathlib
+import shlex
+import subprocess
 import sys
+import sysconfig
+import tempfile
 import timeit
 
 import numpy as np
@@ -32,6 +43,29 @@ import tack
 
 PEER_TARGET = 0.5
 EMPTY_TARGET = 2.0
+
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def build_floor(workdir):
+    """Builds bench/table_floor.c against this Python and Tack's DLPack
+    header; returns the loaded library, or None (with the reason printed)
+    when no C compiler works here."""
+    cc = shlex.split(os.environ.get("CC", "cc"))
+    lib = pathlib.Path(workdir) / "table_floor.so"
+    cmd = [*cc, "-O2", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"], "-I", str(HERE.parent / "include"),
+           str(HERE / "table_floor.c"), "-o", str(lib)]
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"  (the table's own cost is not measured: {' '.join(cmd[:1])} failed: "
+              f"{getattr(e, 'stderr', '') or e})")
+        return None
+    floor = ctypes.PyDLL(str(lib))
+    floor.table_round_trip_ns.restype = ctypes.c_double
+    floor.table_round_trip_ns.argtypes = [ctypes.py_object, ctypes.c_long, ctypes.c_int]
+    return floor
 
 
 def per_call_ns(calls, number, repeat):
@@ -103,6 +137,25 @@ def main(argv=None):
     width = max(len(k) for k in calls)
     for name, ns in cost.items():
         print(f"  {name:<{width}}  {ns:8.1f} ns")
+
+    # PyTorch's share, measured from C: its export and its deleter with
+    # nothing else around them. With the empty call, that is the least any
+    # consumer importing through the table could cost.
+    with tempfile.TemporaryDirectory() as workdir:
+        floor_lib = build_floor(workdir)
+        table_ns = floor_lib.table_round_trip_ns(t, number, repeat) if floor_lib else None
+    if table_ns is not None:
+        bound = cost[empty] + table_ns
+        rows = {
+            "PyTorch's table alone (export + deleter, from C)": table_ns,
+            f"least any consumer can cost ({empty} + that)": bound,
+            f"Tack's share ({main_case} - least)": cost[main_case] - bound,
+        }
+        w = max(len(k) for k in rows)
+        print()
+        for name, ns in rows.items():
+            print(f"  {name:<{w}}  {ns:8.1f} ns")
+        print(f"  so no consumer of this table gets below {bound / cost[empty]:.2f}x {empty}")
 
     results = []
     for baseline, target in ((peer, PEER_TARGET), (empty, EMPTY_TARGET)):
