@@ -309,7 +309,7 @@ tack_status tack_array_to_device(const tack_array *a, tack_device *device, tack_
 {
     if (!a || !device || !out)
         return tack_error_set(TACK_EVALUE, "tack_array_to_device: array, device and out must not be NULL");
-    tack_array *r;
+    tack_array *r = NULL;
     tack_status st = tack_array_empty(device, a->dtype, a->ndim, a->shape, 0, &r);
     if (st != TACK_OK)
         return st;
