@@ -7,8 +7,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,36 @@ void tack_compile_log_set(const char *text, size_t len)
         memcpy(compile_log, text, len);
         compile_log[len] = 0;
     }
+}
+
+tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt, ...)
+{
+    char head[768];
+    va_list ap;
+    va_start(ap, fmt);
+    int hl = vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    if (hl < 0)
+        hl = 0;
+    if ((size_t)hl >= sizeof head)
+        hl = (int)sizeof head - 1;
+    if (!log)
+        log_len = 0;
+    size_t total = (size_t)hl + log_len;
+    char *full = malloc(total + 1);
+    if (!full) {
+        tack_compile_log_set(NULL, 0);
+        return tack_error_set(TACK_ERUNTIME, "%s%.*s", head, (int)(log_len > INT_MAX ? INT_MAX : log_len),
+                              log_len ? log : "");
+    }
+    memcpy(full, head, (size_t)hl);
+    if (log_len)
+        memcpy(full + hl, log, log_len);
+    full[total] = 0;
+    tack_compile_log_set(full, total);
+    tack_status st = tack_error_set(TACK_ERUNTIME, "%s", full);
+    free(full);
+    return st;
 }
 
 static tack_status mkdirs(char *path)
@@ -327,22 +359,8 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
     } else if (status != 0 || stat(obj, &sb) != 0) {
         /* The message carries the start of the log; the whole of it is
          * kept for tack_kernel_compile_log(). */
-        char head[512];
-        int hl = snprintf(head, sizeof head, "kernel '%s' failed to compile (%s exited with status %d):\n", name,
-                          c->argv[0], status);
-        size_t total = (size_t)hl + log_len;
-        char *full = malloc(total + 1);
-        if (full) {
-            memcpy(full, head, (size_t)hl);
-            if (log_len)
-                memcpy(full + hl, log, log_len);
-            full[total] = 0;
-            tack_compile_log_set(full, total);
-            st = tack_error_set(TACK_ERUNTIME, "%s", full);
-            free(full);
-        } else {
-            st = tack_error_set(TACK_ERUNTIME, "%s%s", head, log ? log : "");
-        }
+        st = tack_compile_failed(log, log_len, "kernel '%s' failed to compile (%s exited with status %d):\n", name,
+                                 c->argv[0], status);
     } else if (rename(obj, final) != 0) {
         st = tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel as %s: %s", final, strerror(errno));
     }

@@ -49,20 +49,9 @@ static tack_status compile(const struct tack_nvrtc_api *api, const char *name, c
             log[log_size] = 0;
         else if (log)
             log[0] = 0;
-        char head[512];
-        int hl = snprintf(head, sizeof head, "kernel '%s' failed to compile for CUDA (NVRTC %d.%d, %s):\n", name,
-                          api->major, api->minor, api->nvrtcGetErrorString(r));
-        size_t ll = log ? strlen(log) : 0, total = (size_t)hl + ll;
-        char *full = malloc(total + 1);
-        if (full) {
-            memcpy(full, head, (size_t)hl);
-            if (ll)
-                memcpy(full + hl, log, ll);
-            full[total] = 0;
-            tack_compile_log_set(full, total);
-        }
-        st = tack_error_set(TACK_ERUNTIME, "%s%s", head, log ? log : "");
-        free(full);
+        st = tack_compile_failed(log, log ? strlen(log) : 0,
+                                 "kernel '%s' failed to compile for CUDA (NVRTC %d.%d, %s):\n", name, api->major,
+                                 api->minor, api->nvrtcGetErrorString(r));
         free(log);
     } else if (r != NVRTC_SUCCESS) {
         st = nvrtc_error(api, r, "nvrtcCompileProgram");

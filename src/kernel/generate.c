@@ -108,6 +108,19 @@ char *tack_generate_host(const struct tack_signature *sig, const char *source)
     return finish(&b);
 }
 
+/* The entry's parameter list after n: arrays as pointers with `space` (an
+ * address-space qualifier, or "") in front. */
+static void put_params(struct sbuf *b, const struct tack_signature *sig, const char *space)
+{
+    for (int k = 0; k < sig->nparams; k++) {
+        const struct tack_param *p = &sig->params[k];
+        if (p->is_array)
+            put(b, ", %s%s%s *tack_p%d_", space, p->writable ? "" : "const ", ctype(p->dtype), k);
+        else
+            put(b, ", %s tack_p%d_", ctype(p->dtype), k);
+    }
+}
+
 char *tack_generate_cuda(const struct tack_signature *sig, const char *source)
 {
     struct sbuf b = {0};
@@ -126,13 +139,7 @@ char *tack_generate_cuda(const struct tack_signature *sig, const char *source)
         sig->name);
     put_user(&b, source);
     put(&b, "extern \"C\" __global__ void " TACK_ENTRY_NAME "(tack_index tack_n_");
-    for (int k = 0; k < sig->nparams; k++) {
-        const struct tack_param *p = &sig->params[k];
-        if (p->is_array)
-            put(&b, ", %s%s *tack_p%d_", p->writable ? "" : "const ", ctype(p->dtype), k);
-        else
-            put(&b, ", %s tack_p%d_", ctype(p->dtype), k);
-    }
+    put_params(&b, sig, "");
     put(&b, ")\n{\n"
             "    const tack_index tack_step_ = (tack_index)blockDim.x * gridDim.x;\n"
             "    for (tack_index tack_i_ = (tack_index)blockIdx.x * blockDim.x + threadIdx.x; tack_i_ < tack_n_;\n"
@@ -140,19 +147,6 @@ char *tack_generate_cuda(const struct tack_signature *sig, const char *source)
     put_call(&b, sig);
     put(&b, "}\n");
     return finish(&b);
-}
-
-/* The entry's parameter list after n: arrays as pointers with `space` (an
- * address-space qualifier, or "") in front. */
-static void put_params(struct sbuf *b, const struct tack_signature *sig, const char *space)
-{
-    for (int k = 0; k < sig->nparams; k++) {
-        const struct tack_param *p = &sig->params[k];
-        if (p->is_array)
-            put(b, ", %s%s%s *tack_p%d_", space, p->writable ? "" : "const ", ctype(p->dtype), k);
-        else
-            put(b, ", %s tack_p%d_", ctype(p->dtype), k);
-    }
 }
 
 char *tack_generate_opencl(const struct tack_signature *sig, const char *source)

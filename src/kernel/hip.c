@@ -29,27 +29,9 @@ static tack_status compile_error(const struct tack_hiprtc_api *api, tack_hiprtc_
     else if (log)
         log[0] = 0;
     const char *what = api->hiprtcGetErrorString ? api->hiprtcGetErrorString(r) : NULL;
-    char head[768];
-    int hl = snprintf(head, sizeof head, "kernel '%s' failed to compile for HIP (hipRTC %d.%d from '%s', %s):\n",
-                      name, api->major, api->minor, api->path, what ? what : "compilation error");
-    if (hl < 0)
-        hl = 0;
-    if ((size_t)hl >= sizeof head)
-        hl = (int)sizeof head - 1;
-    size_t ll = log ? strlen(log) : 0, total = (size_t)hl + ll;
-    char *full = malloc(total + 1);
-    tack_status st;
-    if (full) {
-        memcpy(full, head, (size_t)hl);
-        if (ll)
-            memcpy(full + hl, log, ll);
-        full[total] = 0;
-        tack_compile_log_set(full, total);
-        st = tack_error_set(TACK_ERUNTIME, "%s", full);
-        free(full);
-    } else {
-        st = tack_error_set(TACK_ERUNTIME, "%s(log lost: out of memory)", head);
-    }
+    tack_status st = tack_compile_failed(log, log ? strlen(log) : 0,
+                                         "kernel '%s' failed to compile for HIP (hipRTC %d.%d from '%s', %s):\n",
+                                         name, api->major, api->minor, api->path, what ? what : "compilation error");
     free(log);
     return st;
 }

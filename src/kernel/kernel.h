@@ -113,6 +113,15 @@ tack_status tack_write_file_atomic(const char *dir, const char *path, const void
 
 /* Per-thread compile log (cache.c). */
 void tack_compile_log_set(const char *text, size_t len);
+/* A failed compilation: the message formatted from `fmt`, then the
+ * compiler's log (`log_len` bytes, may be NULL), becomes the compile log and
+ * the error message. Returns TACK_ERUNTIME. Out of memory, the compile log is
+ * emptied and the message still carries both. */
+tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* SHA-256 (sha256.c). */
 typedef struct tack_sha256 {

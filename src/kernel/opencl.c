@@ -54,26 +54,9 @@ static tack_status invoke(const struct tack_ocloc_api *api, const char *name, co
         log_size--;
     tack_status st = TACK_OK;
     if (rc != 0 || !bin || !bin_size) {
-        char head[512];
-        int hl = snprintf(head, sizeof head, "kernel '%s' failed to compile for level_zero (libocloc '%s', "
-                          "ocloc returned %d):\n", name, api->path, rc);
-        if (hl < 0)
-            hl = 0;
-        if ((size_t)hl >= sizeof head)
-            hl = (int)sizeof head - 1;
-        size_t total = (size_t)hl + log_size;
-        char *full = malloc(total + 1);
-        if (full) {
-            memcpy(full, head, (size_t)hl);
-            if (log_size)
-                memcpy(full + hl, log, log_size);
-            full[total] = 0;
-            tack_compile_log_set(full, total);
-            st = tack_error_set(TACK_ERUNTIME, "%s", full);
-            free(full);
-        } else {
-            st = tack_error_set(TACK_ERUNTIME, "%s(log lost: out of memory)", head);
-        }
+        st = tack_compile_failed(log, log_size,
+                                 "kernel '%s' failed to compile for level_zero (libocloc '%s', ocloc returned %d):\n",
+                                 name, api->path, rc);
     } else if (!(*spirv = malloc(bin_size))) {
         st = tack_error_set(TACK_ENOMEM, "out of memory holding %zu bytes of SPIR-V", bin_size);
     } else {
