@@ -37,6 +37,15 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
     return TACK_OK;
 }
 
+tack_status tack_layout_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *itemsize, size_t *size,
+                              size_t *nbytes)
+{
+    *itemsize = tack_dtype_size(dtype);
+    if (!*itemsize)
+        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
+    return tack_shape_check(ndim, shape, *itemsize, size, nbytes);
+}
+
 /* Fills a fresh array record `a` over `buffer`, whose reference it takes. */
 static tack_array *array_init(tack_array *a, int in_buffer, tack_buffer *buffer, void *data, tack_dtype dtype,
                               int ndim, const int64_t *shape, size_t size, size_t nbytes, int writable)
@@ -90,11 +99,8 @@ tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype d
 static tack_status array_new(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
                              int writable, tack_array **out)
 {
-    size_t itemsize = tack_dtype_size(dtype);
-    if (!itemsize)
-        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
-    size_t size, nbytes;
-    tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
+    size_t itemsize, size, nbytes;
+    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if ((uintptr_t)data - (uintptr_t)buffer->data + nbytes > buffer->nbytes && !(nbytes == 0 && buffer->nbytes == 0))
@@ -108,10 +114,8 @@ tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, co
 {
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "tack_array_empty: device and out must not be NULL");
-    size_t itemsize = tack_dtype_size(dtype), size, nbytes;
-    if (!itemsize)
-        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
-    tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
+    size_t itemsize, size, nbytes;
+    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     tack_buffer *b;
@@ -137,10 +141,8 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
     if (address > UINTPTR_MAX)
         return tack_error_set(TACK_EVALUE, "address 0x%llx does not fit a pointer here",
                               (unsigned long long)address);
-    size_t itemsize = tack_dtype_size(dtype), size, nbytes;
-    if (!itemsize)
-        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
-    tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
+    size_t itemsize, size, nbytes;
+    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (address == 0 && nbytes)

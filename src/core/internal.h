@@ -186,6 +186,10 @@ const struct tack_backend_ops *tack_backend_find(const char *name, size_t len);
 /* Validates a shape and computes its element count and byte size.
  * TACK_EVALUE for ndim out of range, a negative extent or an overflow. */
 tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes);
+/* tack_shape_check for a dtype given by the caller: TACK_ETYPE if it is not
+ * a Tack dtype, else sets *itemsize and checks the shape. */
+tack_status tack_layout_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *itemsize, size_t *size,
+                              size_t *nbytes);
 
 /* A wrapped buffer (check_pointer applied) with `extra` bytes reserved after
  * its record; shared from the start, no release function. */

@@ -82,10 +82,8 @@ static tack_status import_on(tack_device *d, const tack_exported_memory *e, tack
 static tack_status import_array(tack_device *device, const tack_exported_memory *e, tack_dtype dtype, int ndim,
                                 const int64_t *shape, int read_only, tack_array **out)
 {
-    size_t itemsize = tack_dtype_size(dtype), size, nbytes;
-    if (!itemsize)
-        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
-    tack_status st = tack_shape_check(ndim, shape, itemsize, &size, &nbytes);
+    size_t itemsize, size, nbytes;
+    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     st = check_record(e);
