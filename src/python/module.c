@@ -190,7 +190,7 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
             if (too_big)
                 PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
             else
-                PyErr_Format(PyExc_TypeError, "expected a number for a %s value, got %s", tack_dtype_name(dtype),
+                PyErr_Format(PyExc_TypeError, "expected a number for %s, got %s", tack_dtype_name(dtype),
                              Py_TYPE(obj)->tp_name);
             return -1;
         }
@@ -218,7 +218,7 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
         idx = PyNumber_Index(obj);
         if (!idx) {
             PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "expected an integer for a %s value, got %s", tack_dtype_name(dtype),
+            PyErr_Format(PyExc_TypeError, "expected an integer for %s, got %s", tack_dtype_name(dtype),
                          Py_TYPE(obj)->tp_name);
             return -1;
         }

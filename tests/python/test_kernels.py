@@ -266,6 +266,27 @@ def test_scalar_range():
     assert y.to_numpy().tolist() == [7, 7]
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "int64", "uint64"])
+@pytest.mark.parametrize("value", [3.7, 3.0, float("nan"), np.float64(2.0), np.float32(2.0)],
+                         ids=["3.7", "3.0", "nan", "np.float64", "np.float32"])
+def test_a_float_for_an_integer_parameter_is_refused_not_truncated(dtype, value):
+    k = tack.Kernel(f"void k(tack_index i, {C_TYPES[dtype]} v, {C_TYPES[dtype]} *y) {{ y[i] = v; }}")
+    y = tack.array(np.full(2, 9, dtype))
+    with pytest.raises(TypeError, match="parameter 'v'.*expected an integer"):
+        k(value, y)
+    assert y.to_numpy().tolist() == [9, 9], "a refused launch ran"
+    k(True, y)  # bool and NumPy integers are integers
+    assert y.to_numpy().tolist() == [1, 1]
+    k(np.int8(5), y)
+    assert y.to_numpy().tolist() == [5, 5]
+
+
+def test_an_integer_for_a_float_parameter_is_exact(saxpy):
+    x, y = tack.array(np.ones(2, np.float32)), tack.zeros(2)
+    saxpy(3, x, y)
+    assert y.to_numpy().tolist() == [3.0, 3.0]
+
+
 def test_read_only_import_from_numpy(saxpy):
     frozen = np.ones(4, np.float32)
     frozen.flags.writeable = False

@@ -87,6 +87,14 @@ static int to_scalar(PyObject *o, tack_dtype dtype, tack_arg *out)
         }
         PyErr_Clear();
     }
+    /* A kernel parameter is a C argument, not an element store: a float
+     * given for an integer is refused, as ctypes and PyTorch refuse it,
+     * rather than truncated behind the caller's back. */
+    if (dtype != TACK_F32 && dtype != TACK_F64 && PyFloat_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "expected an integer, got %s %R; convert it with int() or round() first",
+                     Py_TYPE(o)->tp_name, o);
+        return -1;
+    }
     return tack_py_to_element(o, dtype, &out->value);
 }
 
