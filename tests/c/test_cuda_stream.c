@@ -19,6 +19,7 @@
 #include "../../src/core/internal.h"
 #include "../../src/core/queue.h"
 #include "../../src/driver/cuda.h"
+#include "backend.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/tack.h"
@@ -84,30 +85,6 @@ static long long host_waits(void)
     return sim_stat("stream_syncs") + sim_stat("ctx_syncs") + sim_stat("event_syncs");
 }
 
-
-static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
-
-static tack_device *open_device(const char *name)
-{
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open(name, NULL, 0, &d));
-    if (!d) {
-        fflush(NULL);
-        exit(1);
-    }
-    return d;
-}
-
-static tack_array *f32_array(tack_device *d, int64_t n)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
-    if (!a) {
-        fflush(NULL);
-        exit(1);
-    }
-    return a;
-}
 
 /* A stream of the consumer's own in `ctx`, made the way another library
  * makes one. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../src/driver/hip.h"
+#include "backend.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/tack.h"
@@ -68,34 +69,6 @@ static long long stat(const char *name)
 /* ---- helpers ------------------------------------------------------------- */
 
 #define RUN_ISOLATED(test) RUN_CHILD_AFTER(sim_open, test)
-
-static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
-
-static void bail_if(int failed)
-{
-    if (failed) {
-        fflush(NULL);
-        exit(1);
-    }
-}
-
-static tack_device *open_device(const char *name)
-{
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open(name, NULL, 0, &d));
-    bail_if(!d);
-    return d;
-}
-
-static tack_array *f32_array(tack_device *d, int64_t n)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
-    bail_if(!a);
-    return a;
-}
-
-static uint64_t address(const tack_array *a) { return (uint64_t)(uintptr_t)tack_array_data(a); }
 
 static int current_device(void)
 {
