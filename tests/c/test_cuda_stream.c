@@ -48,15 +48,17 @@ static struct sim {
     CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
 } sim;
 
+/* A driver entry point, and one of the simulator's own hooks. */
 #define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
+#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_cuda_" #name)
 
 static void sim_open(void)
 {
     sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
-    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_cuda_stats");
-    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_cuda_fail");
-    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_cuda_host_address");
-    SIM_SYMBOL(sim.lib, sim.set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
+    SIM_OWN(stats);
+    SIM_OWN(fail);
+    SIM_OWN(host_address);
+    SIM_OWN(set_kernel_hook);
     SIM_LOAD(cuInit);
     SIM_LOAD(cuDevicePrimaryCtxRetain);
     SIM_LOAD(cuDevicePrimaryCtxRelease_v2);

@@ -39,17 +39,19 @@ static struct sim {
     tack_hip_error (*hipGetLastError)(void);
 } sim;
 
+/* A driver entry point, and one of the simulator's own hooks. */
 #define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
+#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_hip_" #name)
 
 /* Opens the same library Tack will: one instance per process. Nothing is
  * called yet, so a case may still set the simulator's environment. */
 static void sim_open(void)
 {
     sim.lib = sim_library("TACK_HIP_LIBRARY", "the simulated runtime");
-    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_hip_stats");
-    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_hip_fail");
-    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_hip_host_address");
-    SIM_SYMBOL(sim.lib, sim.allocation_device, "tack_sim_hip_allocation_device");
+    SIM_OWN(stats);
+    SIM_OWN(fail);
+    SIM_OWN(host_address);
+    SIM_OWN(allocation_device);
     SIM_LOAD(hipInit);
     SIM_LOAD(hipGetDevice);
     SIM_LOAD(hipSetDevice);

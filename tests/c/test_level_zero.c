@@ -42,24 +42,26 @@ static struct sim {
     void (*set_free_policies)(uint32_t policies);
 } sim;
 
+/* One of the simulator's own hooks, into the field of its name. */
+#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_ze_" #name)
 
 /* Opens the same library Tack will: one instance per process. */
 static void sim_open(void)
 {
     sim.lib = sim_library("TACK_LEVEL_ZERO_LIBRARY", "the simulated driver");
-    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_ze_stats");
-    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_ze_fail");
-    SIM_SYMBOL(sim.lib, sim.create_context, "tack_sim_ze_create_context");
-    SIM_SYMBOL(sim.lib, sim.alloc, "tack_sim_ze_alloc");
-    SIM_SYMBOL(sim.lib, sim.free, "tack_sim_ze_free");
-    SIM_SYMBOL(sim.lib, sim.allocation_context, "tack_sim_ze_allocation_context");
-    SIM_SYMBOL(sim.lib, sim.allocation_device, "tack_sim_ze_allocation_device");
-    SIM_SYMBOL(sim.lib, sim.allocations_in, "tack_sim_ze_allocations_in");
-    SIM_SYMBOL(sim.lib, sim.lists_in, "tack_sim_ze_lists_in");
-    SIM_SYMBOL(sim.lib, sim.queues_in, "tack_sim_ze_queues_in");
-    SIM_SYMBOL(sim.lib, sim.immediate_lists_in, "tack_sim_ze_immediate_lists_in");
-    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_ze_host_address");
-    SIM_SYMBOL(sim.lib, sim.set_free_policies, "tack_sim_ze_set_free_policies");
+    SIM_OWN(stats);
+    SIM_OWN(fail);
+    SIM_OWN(create_context);
+    SIM_OWN(alloc);
+    SIM_OWN(free);
+    SIM_OWN(allocation_context);
+    SIM_OWN(allocation_device);
+    SIM_OWN(allocations_in);
+    SIM_OWN(lists_in);
+    SIM_OWN(queues_in);
+    SIM_OWN(immediate_lists_in);
+    SIM_OWN(host_address);
+    SIM_OWN(set_free_policies);
 }
 
 static long long stat(const char *name)
