@@ -14,6 +14,7 @@
 
 #include "arrays.h"
 #include "check.h"
+#include "kernels.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -41,9 +42,6 @@ static void sim_open(void)
 }
 
 /* ---- the GPU's stand-in for saxpy ------------------------------------------ */
-
-static const char saxpy_source[] =
-    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
 
 struct saxpy_launch {
     int64_t n;
@@ -75,11 +73,8 @@ static void *saxpy_capture(const char *name, void **params, const unsigned grid[
 static void saxpy_run(void *p)
 {
     struct saxpy_launch *c = p;
-    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
-    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
-    if (x && y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->a * x[i] + y[i];
+    size_t bytes = (size_t)c->n * sizeof(float);
+    saxpy_on_host(c->n, c->a, sim_host_address(c->x, bytes), sim_host_address(c->y, bytes));
     free(c);
 }
 
@@ -90,11 +85,7 @@ static tack_kernel *saxpy;
 
 static tack_array *ramp(int64_t n, float scale) { return ramp_on(hip, n, scale); }
 
-static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
-{
-    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
-    return tack_kernel_call(saxpy, args, 3);
-}
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y) { return saxpy_call(saxpy, a, x, y); }
 
 /* ---- cases ----------------------------------------------------------------- */
 
@@ -198,9 +189,7 @@ int main(void)
 {
     sim_open();
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
-    CHECK_OK(tack_device_open("hip", NULL, 0, &hip));
-    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, hip, &saxpy));
-    if (!hip || !saxpy)
+    if (!saxpy_open("hip", &hip, &saxpy))
         CHECK_DONE();
     RUN(test_generated_source_is_hip);
     RUN(test_launch_binds_arguments_in_order);
@@ -209,8 +198,6 @@ int main(void)
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_hiprtc_says_what_to_install);
     RUN(test_release_unloads_the_module);
-    tack_kernel_release(saxpy);
-    CHECK_OK(tack_device_synchronize(hip));
-    tack_device_release(hip);
+    saxpy_close(hip, saxpy);
     CHECK_DONE();
 }
