@@ -52,6 +52,47 @@ static inline tack_array *backend_f32_array(const char *file, int line, tack_dev
 /* The array's device address, as a driver sees it. */
 static inline uint64_t address(const tack_array *a) { return (uint64_t)(uintptr_t)tack_array_data(a); }
 
+/* Whether there are n bytes at p (not NULL) and all are `value`. */
+static inline int all_bytes(const void *p, size_t n, unsigned char value)
+{
+    const unsigned char *b = p;
+    if (!b)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != value)
+            return 0;
+    return 1;
+}
+
+/* Fills the fields of a one-dimensional float32 tensor of shape[0]
+ * elements at `data` on `device`, as another library's export would; the
+ * rest of *t is left as the caller set it. */
+static inline void f32_vector_tensor(DLTensor *t, void *data, DLDevice device, int64_t *shape)
+{
+    t->data = data;
+    t->device = device;
+    t->ndim = 1;
+    t->dtype = (DLDataType){kDLFloat, 32, 1};
+    t->shape = shape;
+}
+
+static inline void backend_export_refused(const char *file, int line, const char *name)
+{
+    char want[128];
+    snprintf(want, sizeof want, "Backend %s does not support memory export", name);
+    tack_device *d = backend_open_device(file, line, name);
+    tack_array *a = backend_f32_array(file, line, d, 4, 0);
+    tack_exported_memory m;
+    CHECK_STATUS_AT(file, line, tack_array_export_memory(a, &m), TACK_ERUNTIME);
+    CHECK_AT(file, line, contains(tack_last_error(), want));
+    tack_array_release(a);
+    tack_device_release(d);
+}
+
+/* Checks that an array on backend `name` cannot be exported as OS memory
+ * (tack_array_export_memory), and that the message names the backend. */
+#define CHECK_EXPORT_REFUSED(name) backend_export_refused(__FILE__, __LINE__, (name))
+
 /* level_zero over another library's context, given that library's
  * driver, device and context handles; NULL, reported, if refused. */
 static inline tack_device *backend_adopt(const char *file, int line, const uint64_t h[3])

@@ -40,15 +40,18 @@ static int check_failed_tests;
 #define CHECK_AT(file, line, cond) CHECK_TEXT_AT(file, line, cond, #cond)
 #define CHECK_OK_AT(file, line, expr) CHECK_OK_TEXT_AT(file, line, expr, #expr)
 
-#define CHECK_STATUS(expr, want)                                                                      \
+#define CHECK_STATUS_TEXT_AT(file, line, expr, want, text)                                            \
     do {                                                                                              \
         tack_status check_st_ = (expr);                                                               \
         if (check_st_ != (want)) {                                                                    \
-            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, #expr,   \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", (file), (line), (text),      \
                     tack_status_name(check_st_), tack_status_name(want), tack_last_error());          \
             check_failures++;                                                                         \
         }                                                                                             \
     } while (0)
+
+#define CHECK_STATUS(expr, want) CHECK_STATUS_TEXT_AT(__FILE__, __LINE__, expr, want, #expr)
+#define CHECK_STATUS_AT(file, line, expr, want) CHECK_STATUS_TEXT_AT(file, line, expr, want, #expr)
 
 #define RUN(test)                                                                                     \
     do {                                                                                              \

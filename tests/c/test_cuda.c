@@ -156,15 +156,6 @@ static int array_is_ramp(tack_array *a, float scale)
     return ok;
 }
 
-static int all_bytes(const void *p, size_t n, unsigned char value)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != value)
-            return 0;
-    return 1;
-}
-
 /* ---- no driver, no device ------------------------------------------------ */
 
 static void test_no_driver_is_a_runtime_error(void)
@@ -658,13 +649,7 @@ static void test_dlpack_import_of_pinned_and_host_tensors(void)
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    m.dl_tensor.data = pinned;
-    m.dl_tensor.device.device_type = kDLCUDAHost;
-    m.dl_tensor.ndim = 1;
-    m.dl_tensor.dtype.code = kDLFloat;
-    m.dl_tensor.dtype.bits = 32;
-    m.dl_tensor.dtype.lanes = 1;
-    m.dl_tensor.shape = shape;
+    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){kDLCUDAHost, 0}, shape);
     m.deleter = count_deleter;
     /* kDLCUDAHost is host memory: a cpu array, even with cuda as default. */
     tack_array *a = NULL;

@@ -137,10 +137,7 @@ static void test_allocations_are_zeroed_on_their_device(void)
     tack_array *a = f32_array(d, 1000);
     const unsigned char *store = sim.host_address(address(a), 4000);
     CHECK(store != NULL && (const void *)store != tack_array_data(a));
-    int nonzero = 0;
-    for (int i = 0; store && i < 4000; i++)
-        nonzero += store[i] != 0;
-    CHECK(nonzero == 0);
+    CHECK(all_bytes(store, 4000, 0));
     CHECK(sim.allocation_device(address(a)) == 0);
     /* hip:1 allocates on device 1 and leaves the thread's current device
      * as the application set it. */
@@ -215,13 +212,7 @@ static void test_failures_keep_nothing(void)
 
 static void test_export_memory_is_refused(void)
 {
-    tack_device *d = open_device("hip");
-    tack_array *a = f32_array(d, 4);
-    tack_exported_memory m;
-    CHECK_STATUS(tack_array_export_memory(a, &m), TACK_ERUNTIME);
-    CHECK(contains(tack_last_error(), "Backend hip does not support memory export"));
-    tack_array_release(a);
-    tack_device_release(d);
+    CHECK_EXPORT_REFUSED("hip");
 }
 
 /* ---- memory spaces ----------------------------------------------------------- */
@@ -308,11 +299,7 @@ static void test_dlpack_rocm_host_memory_goes_to_cpu(void)
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    m.dl_tensor.data = pinned;
-    m.dl_tensor.device = (DLDevice){kDLROCMHost, 0};
-    m.dl_tensor.ndim = 1;
-    m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
-    m.dl_tensor.shape = shape;
+    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){kDLROCMHost, 0}, shape);
     tack_array *a = NULL;
     CHECK_OK(tack_array_from_dlpack(&m, NULL, d, &a));
     bail_if(!a);

@@ -381,10 +381,7 @@ static void test_allocations_are_zeroed_and_copied_through_the_driver(void)
      * driver filled it with 0xA5 before Tack zeroed it. */
     const unsigned char *store = sim.host_address(address(a), 4000);
     CHECK(store != NULL && (const void *)store != tack_array_data(a));
-    int nonzero = 0;
-    for (int i = 0; store && i < 4000; i++)
-        nonzero += store[i] != 0;
-    CHECK(nonzero == 0);
+    CHECK(all_bytes(store, 4000, 0));
     float v = 2.5f, back[1000];
     CHECK_OK(tack_array_fill(a, &v));
     CHECK_OK(tack_array_copy_to_host(a, back, sizeof back));
@@ -513,13 +510,7 @@ static void test_wrap_refuses_host_memory_and_faults(void)
 
 static void test_export_memory_is_refused(void)
 {
-    tack_device *d = open_device("level_zero");
-    tack_array *a = f32_array(d, 4);
-    tack_exported_memory m;
-    CHECK_STATUS(tack_array_export_memory(a, &m), TACK_ERUNTIME);
-    CHECK(contains(tack_last_error(), "Backend level_zero does not support memory export"));
-    tack_array_release(a);
-    tack_device_release(d);
+    CHECK_EXPORT_REFUSED("level_zero");
 }
 
 /* ---- DLPack ------------------------------------------------------------------ */
@@ -565,11 +556,7 @@ static void test_dlpack_into_an_adopted_context(void)
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    m.dl_tensor.data = (void *)(uintptr_t)mem;
-    m.dl_tensor.device = (DLDevice){kDLOneAPI, 0};
-    m.dl_tensor.ndim = 1;
-    m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
-    m.dl_tensor.shape = shape;
+    f32_vector_tensor(&m.dl_tensor, (void *)(uintptr_t)mem, (DLDevice){kDLOneAPI, 0}, shape);
     tack_array *a = NULL;
     CHECK_OK(tack_array_from_dlpack(&m, d, NULL, &a));
     bail_if(!a);

@@ -215,11 +215,7 @@ static void test_a_launch_over_an_imported_tensor_completes_before_returning(voi
         storage[i] = 10.0f;
     static int64_t shape[1] = {16};
     DLManagedTensor *t = calloc(1, sizeof *t);
-    t->dl_tensor.data = (void *)(uintptr_t)mem;
-    t->dl_tensor.device = (DLDevice){kDLOneAPI, 0};
-    t->dl_tensor.ndim = 1;
-    t->dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
-    t->dl_tensor.shape = shape;
+    f32_vector_tensor(&t->dl_tensor, (void *)(uintptr_t)mem, (DLDevice){kDLOneAPI, 0}, shape);
     t->deleter = dl_deleter;
     tack_array *y = NULL, *x = filled(d, 16, 1.0f);
     tack_kernel *k = NULL;
