@@ -25,6 +25,7 @@
 #include "../../src/driver/cuda.h"
 #include "backend.h"
 #include "check.h"
+#include "cuda_fill.h"
 #include "sim.h"
 #include "tack/tack.h"
 
@@ -81,6 +82,7 @@ static void sim_open(void)
     SIM_OWN(fail);
     SIM_OWN(host_address);
     SIM_OWN(set_kernel_hook);
+    fill_host_address = sim.host_address;
     SIM_LOAD(cuInit);
     SIM_LOAD(cuCtxCreate_v2);
     SIM_LOAD(cuCtxDestroy_v2);
@@ -681,54 +683,6 @@ static void test_dlpack_import_of_pinned_and_host_tensors(void)
 
 /* ---- launches, through the backend's kernel slots ---------------------------- */
 
-static const char fake_ptx[] = "// simulated PTX\n.visible .entry tack_kernel_entry(...)\n";
-
-struct fill_closure {
-    int64_t n;
-    CUdeviceptr y;
-    float value;
-    unsigned grid, block;
-};
-static struct fill_closure last_launch;
-
-/* The entry a "fill" kernel would have: (int64 n, float *y, float value). */
-static void *fill_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
-{
-    struct fill_closure *c = malloc(sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry")) {
-        free(c);
-        return NULL;
-    }
-    c->n = *(int64_t *)params[0];
-    c->y = *(CUdeviceptr *)params[1];
-    c->value = *(float *)params[2];
-    c->grid = grid[0];
-    c->block = block[0];
-    last_launch = *c;
-    return c;
-}
-
-static void fill_run(void *p)
-{
-    struct fill_closure *c = p;
-    float *y = sim.host_address(c->y, (size_t)c->n * sizeof(float));
-    if (y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->value;
-    free(c);
-}
-
-static void *load_fill(tack_device *d)
-{
-    static const size_t sizes[2] = {sizeof(void *), sizeof(float)};
-    struct tack_kernel_code code = {"ptx", fake_ptx, sizeof fake_ptx, "tack_kernel_entry", NULL, 2, sizes};
-    void *k = NULL;
-    CHECK_OK(d->ops->kernel_load(d, &code, &k));
-    if (!k)
-        exit(1);
-    return k;
-}
-
 /* Launches as the queue does: the buffer records the launch's number. */
 static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float value)
 {
@@ -755,8 +709,8 @@ static void test_launches_are_queued_and_ordered(void)
     CHECK(sim_stat("launches") == 1);
     CHECK(sim_stat("launches_done") == 0);
     CHECK(all_bytes(sim.host_address((CUdeviceptr)(uintptr_t)tack_array_data(a), 4000), 4000, 0));
-    CHECK(last_launch.n == 1000 && last_launch.value == 2.5f);
-    CHECK(last_launch.block == 256 && last_launch.grid == 4);
+    CHECK(fill_last.n == 1000 && fill_last.value == 2.5f);
+    CHECK(fill_last.block == 256 && fill_last.grid == 4);
     /* A copy to the host comes after it on Tack's stream, without any
      * other wait. */
     float v[1000];
@@ -778,9 +732,9 @@ static void test_launch_geometry_strides_over_large_ranges(void)
     float value = 1.0f;
     void *const args[2] = {&data, &value};
     CHECK_OK(d->ops->kernel_launch(d, k, (int64_t)1 << 40, args));
-    CHECK(last_launch.n == (int64_t)1 << 40);
+    CHECK(fill_last.n == (int64_t)1 << 40);
     /* Filling the GPU (4 multiprocessors here), the entry strides over the rest. */
-    CHECK(last_launch.grid == 4 * 32 && last_launch.block == 256);
+    CHECK(fill_last.grid == 4 * 32 && fill_last.block == 256);
     CHECK_OK(d->ops->kernel_launch(d, k, 0, args));
     CHECK(sim_stat("launches") == 1);
     sim.set_kernel_hook(NULL, NULL);

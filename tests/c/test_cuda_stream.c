@@ -21,6 +21,7 @@
 #include "../../src/driver/cuda.h"
 #include "backend.h"
 #include "check.h"
+#include "cuda_fill.h"
 #include "sim.h"
 #include "tack/tack.h"
 
@@ -59,6 +60,7 @@ static void sim_open(void)
     SIM_OWN(fail);
     SIM_OWN(host_address);
     SIM_OWN(set_kernel_hook);
+    fill_host_address = sim.host_address;
     SIM_LOAD(cuInit);
     SIM_LOAD(cuDevicePrimaryCtxRetain);
     SIM_LOAD(cuDevicePrimaryCtxRelease_v2);
@@ -119,51 +121,7 @@ static CUcontext primary_context(int device)
 
 static int64_t stream_value(CUstream s) { return (int64_t)(uintptr_t)s; }
 
-/* ---- a fill kernel the simulator runs on the host ------------------------ */
-
-static const char fake_ptx[] = "// simulated PTX\n.visible .entry tack_kernel_entry(...)\n";
-
-struct fill_closure {
-    int64_t n;
-    CUdeviceptr y;
-    float value;
-};
-
-static void *fill_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
-{
-    (void)grid;
-    (void)block;
-    struct fill_closure *c = malloc(sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry")) {
-        free(c);
-        return NULL;
-    }
-    c->n = *(int64_t *)params[0];
-    c->y = *(CUdeviceptr *)params[1];
-    c->value = *(float *)params[2];
-    return c;
-}
-
-static void fill_run(void *p)
-{
-    struct fill_closure *c = p;
-    float *y = sim.host_address(c->y, (size_t)c->n * sizeof(float));
-    if (y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->value;
-    free(c);
-}
-
-static void *load_fill(tack_device *d)
-{
-    static const size_t sizes[2] = {sizeof(void *), sizeof(float)};
-    struct tack_kernel_code code = {"ptx", fake_ptx, sizeof fake_ptx, "tack_kernel_entry", NULL, 2, sizes};
-    void *k = NULL;
-    CHECK_OK(d->ops->kernel_load(d, &code, &k));
-    if (!k)
-        exit(1);
-    return k;
-}
+/* ---- the fill kernel (cuda_fill.h), launched through the queue ---------- */
 
 /* A launch through the queue, as tack_kernel_launch makes it: recorded on
  * the buffer, and waited for when the buffer is shared. */
