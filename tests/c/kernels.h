@@ -82,6 +82,51 @@ static inline void kernels_saxpy_close(const char *file, int line, tack_device *
 /* Releases the kernel, then the device once everything queued on it ran. */
 #define saxpy_close(device, kernel) kernels_saxpy_close(__FILE__, __LINE__, (device), (kernel))
 
+/* ---- compiler failures ------------------------------------------------------ */
+
+static inline void kernels_compile_error(const char *file, int line, tack_device *device, const char *target)
+{
+    char want[96];
+    snprintf(want, sizeof want, "failed to compile for %s", target);
+    const char *src = "// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n";
+    tack_kernel *k = NULL;
+    CHECK_STATUS_AT(file, line, tack_kernel_compile(src, NULL, device, &k), TACK_ERUNTIME);
+    CHECK_AT(file, line, k == NULL);
+    const char *e = tack_last_error();
+    CHECK_AT(file, line, strstr(e, want) && strstr(e, "no such thing"));
+    /* The log names the user's own line, the #error on line 2. */
+    CHECK_AT(file, line, strstr(e, "kernel:2:"));
+    CHECK_AT(file, line, strstr(tack_kernel_compile_log(), "no such thing"));
+}
+
+/* Checks that a kernel that does not compile on `device` is a runtime
+ * error saying "failed to compile for <target>" with the compiler's log,
+ * which names the user's own line. */
+#define CHECK_COMPILE_ERROR(device, target) kernels_compile_error(__FILE__, __LINE__, (device), (target))
+
+static inline void kernels_missing_compiler(const char *file, int line, tack_device *device, const char *variable,
+                                            const char *path, const char *says, const char *says_too)
+{
+    const char *src = "void g(tack_index i, int32_t *y) { y[i] = 1; }";
+    char *saved = strdup(getenv(variable));
+    setenv(variable, path, 1);
+    tack_kernel *k = NULL;
+    CHECK_STATUS_AT(file, line, tack_kernel_compile(src, NULL, device, &k), TACK_ERUNTIME);
+    CHECK_AT(file, line, strstr(tack_last_error(), says) && strstr(tack_last_error(), says_too));
+    /* Not remembered: with the compiler back, the same kernel builds. */
+    setenv(variable, saved, 1);
+    CHECK_OK_AT(file, line, tack_kernel_compile(src, NULL, device, &k));
+    tack_kernel_release(k);
+    free(saved);
+}
+
+/* Checks that with environment variable `variable` naming `path`, where no
+ * compiler library is, compiling on `device` is a runtime error whose
+ * message contains `says` and `says_too`; and that once the variable is
+ * restored the same kernel compiles. */
+#define CHECK_MISSING_COMPILER(device, variable, path, says, says_too)                                       \
+    kernels_missing_compiler(__FILE__, __LINE__, (device), (variable), (path), (says), (says_too))
+
 /* ---- NVRTC ------------------------------------------------------------------- */
 
 /* The project's virtual environment may carry NVRTC (the nvidia-cuda-nvrtc

@@ -150,30 +150,12 @@ static void test_read_only_binding_is_refused(void)
 
 static void test_compile_error_carries_the_log(void)
 {
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile("// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n",
-                                     NULL, hip, &k),
-                 TACK_ERUNTIME);
-    CHECK(k == NULL);
-    const char *e = tack_last_error();
-    CHECK(strstr(e, "failed to compile for HIP") && strstr(e, "no such thing"));
-    /* The log names the user's own line. */
-    CHECK(strstr(e, "kernel:2:"));
-    CHECK(strstr(tack_kernel_compile_log(), "no such thing"));
+    CHECK_COMPILE_ERROR(hip, "HIP");
 }
 
 static void test_missing_hiprtc_says_what_to_install(void)
 {
-    char *saved = strdup(getenv("TACK_HIPRTC_LIBRARY"));
-    setenv("TACK_HIPRTC_LIBRARY", "/nonexistent/libhiprtc.so", 1);
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile("void g(tack_index i, int32_t *y) { y[i] = 1; }", NULL, hip, &k), TACK_ERUNTIME);
-    CHECK(strstr(tack_last_error(), "hipRTC") && strstr(tack_last_error(), "TACK_HIPRTC_LIBRARY"));
-    /* Not remembered: with the compiler back, the same kernel builds. */
-    setenv("TACK_HIPRTC_LIBRARY", saved, 1);
-    CHECK_OK(tack_kernel_compile("void g(tack_index i, int32_t *y) { y[i] = 1; }", NULL, hip, &k));
-    tack_kernel_release(k);
-    free(saved);
+    CHECK_MISSING_COMPILER(hip, "TACK_HIPRTC_LIBRARY", "/nonexistent/libhiprtc.so", "hipRTC", "TACK_HIPRTC_LIBRARY");
 }
 
 static void test_release_unloads_the_module(void)

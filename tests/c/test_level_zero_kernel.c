@@ -216,29 +216,13 @@ static void test_f64_needs_a_device_with_fp64(void)
 
 static void test_compile_error_carries_the_log(void)
 {
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile("// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n",
-                                     NULL, ze, &k),
-                 TACK_ERUNTIME);
-    CHECK(k == NULL);
-    const char *e = tack_last_error();
-    CHECK(strstr(e, "failed to compile for level_zero") && strstr(e, "no such thing"));
-    CHECK(strstr(e, "kernel:2:"));
-    CHECK(strstr(tack_kernel_compile_log(), "no such thing"));
+    CHECK_COMPILE_ERROR(ze, "level_zero");
 }
 
 static void test_missing_libocloc_says_what_to_install(void)
 {
-    char *saved = strdup(getenv("TACK_OCLOC_LIBRARY"));
-    setenv("TACK_OCLOC_LIBRARY", "/nonexistent/libocloc.so", 1);
-    const char *src = "void g(tack_index i, int32_t *y) { y[i] = 1; }";
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile(src, NULL, ze, &k), TACK_ERUNTIME);
-    CHECK(strstr(tack_last_error(), "libocloc") && strstr(tack_last_error(), "apt-get install intel-opencl-icd"));
-    setenv("TACK_OCLOC_LIBRARY", saved, 1);
-    CHECK_OK(tack_kernel_compile(src, NULL, ze, &k));
-    tack_kernel_release(k);
-    free(saved);
+    CHECK_MISSING_COMPILER(ze, "TACK_OCLOC_LIBRARY", "/nonexistent/libocloc.so", "libocloc",
+                           "apt-get install intel-opencl-icd");
 }
 
 int main(void)
