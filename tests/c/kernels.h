@@ -179,4 +179,17 @@ static inline int nvrtc_probe(void)
     return 0;
 }
 
+/* Begins a test that needs NVRTC: a fresh compile cache made from the
+ * template `cache` (as cache_dir_set does), then nvrtc_probe. 0 to go on;
+ * otherwise the status to exit with, the cache already removed. */
+static inline int nvrtc_test_begin(char *cache)
+{
+    if (!cache_dir_set(cache))
+        return 1;
+    int status = nvrtc_probe();
+    if (status)
+        remove_tree(cache);
+    return status;
+}
+
 #endif

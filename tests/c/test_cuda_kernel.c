@@ -190,13 +190,9 @@ static void test_checks_come_before_anything_runs(void)
 int main(void)
 {
     char cache[] = "/tmp/tack-test-cuda-kernel-XXXXXX";
-    if (!cache_dir_set(cache))
-        return 1;
-    int skip = nvrtc_probe();
-    if (skip) {
-        remove_tree(cache);
-        return skip;
-    }
+    int status = nvrtc_test_begin(cache);
+    if (status)
+        return status;
     sim_open();
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
     if (!saxpy_open("cuda", &cuda, &saxpy))

@@ -75,13 +75,9 @@ static void test_arch_and_errors(void)
 int main(void)
 {
     char cache[] = "/tmp/tack-test-nvrtc-XXXXXX";
-    if (!cache_dir_set(cache))
-        return 1;
-    int skip = nvrtc_probe();
-    if (skip) {
-        remove_tree(cache);
-        return skip;
-    }
+    int status = nvrtc_test_begin(cache);
+    if (status)
+        return status;
     RUN(test_every_dtype);
     RUN(test_arch_and_errors);
     remove_tree(cache);
