@@ -11,33 +11,47 @@ static int check_failures;
 static int check_passed;
 static int check_failed_tests;
 
-#define CHECK(cond)                                                                                   \
+/* The checks report a failure at `file`:`line` and quote `text`, the
+ * expression as the caller wrote it (before macro expansion). */
+#define CHECK_TEXT_AT(file, line, cond, text)                                                         \
     do {                                                                                              \
         if (!(cond)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", (file), (line), (text));                     \
             check_failures++;                                                                         \
         }                                                                                             \
     } while (0)
 
-#define CHECK_OK(expr)                                                                                \
+#define CHECK_OK_TEXT_AT(file, line, expr, text)                                                      \
     do {                                                                                              \
         tack_status check_st_ = (expr);                                                               \
         if (check_st_ != TACK_OK) {                                                                   \
-            fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #expr,                 \
+            fprintf(stderr, "%s:%d: %s returned %s: %s\n", (file), (line), (text),                    \
                     tack_status_name(check_st_), tack_last_error());                                  \
             check_failures++;                                                                         \
         }                                                                                             \
     } while (0)
 
-#define CHECK_STATUS(expr, want)                                                                      \
+#define CHECK(cond) CHECK_TEXT_AT(__FILE__, __LINE__, cond, #cond)
+#define CHECK_OK(expr) CHECK_OK_TEXT_AT(__FILE__, __LINE__, expr, #expr)
+
+/* For a helper that checks on behalf of a case: it takes its caller's
+ * __FILE__ and __LINE__ and passes them here, so a failure names the
+ * case's line rather than the helper's. */
+#define CHECK_AT(file, line, cond) CHECK_TEXT_AT(file, line, cond, #cond)
+#define CHECK_OK_AT(file, line, expr) CHECK_OK_TEXT_AT(file, line, expr, #expr)
+
+#define CHECK_STATUS_TEXT_AT(file, line, expr, want, text)                                            \
     do {                                                                                              \
         tack_status check_st_ = (expr);                                                               \
         if (check_st_ != (want)) {                                                                    \
-            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, #expr,   \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", (file), (line), (text),      \
                     tack_status_name(check_st_), tack_status_name(want), tack_last_error());          \
             check_failures++;                                                                         \
         }                                                                                             \
     } while (0)
+
+#define CHECK_STATUS(expr, want) CHECK_STATUS_TEXT_AT(__FILE__, __LINE__, expr, want, #expr)
+#define CHECK_STATUS_AT(file, line, expr, want) CHECK_STATUS_TEXT_AT(file, line, expr, want, #expr)
 
 #define RUN(test)                                                                                     \
     do {                                                                                              \

@@ -23,7 +23,9 @@
 #include "../../src/core/internal.h"
 #include "../../src/core/queue.h"
 #include "../../src/driver/cuda.h"
+#include "backend.h"
 #include "check.h"
+#include "cuda_fill.h"
 #include "sim.h"
 #include "tack/tack.h"
 
@@ -67,17 +69,20 @@ static struct sim {
     CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
 } sim;
 
+/* A driver entry point, and one of the simulator's own hooks. */
 #define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
+#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_cuda_" #name)
 
 /* Opens the same library Tack will (one instance per process) and, like
  * any library using CUDA, initialises it. */
 static void sim_open(void)
 {
     sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
-    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_cuda_stats");
-    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_cuda_fail");
-    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_cuda_host_address");
-    SIM_SYMBOL(sim.lib, sim.set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
+    SIM_OWN(stats);
+    SIM_OWN(fail);
+    SIM_OWN(host_address);
+    SIM_OWN(set_kernel_hook);
+    fill_host_address = sim.host_address;
     SIM_LOAD(cuInit);
     SIM_LOAD(cuCtxCreate_v2);
     SIM_LOAD(cuCtxDestroy_v2);
@@ -125,31 +130,6 @@ static CUcontext current_context(void)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-
-static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
-
-static tack_device *open_device(const char *name)
-{
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open(name, NULL, 0, &d));
-    if (!d) {
-        fflush(NULL);
-        exit(1);
-    }
-    return d;
-}
-
-static tack_array *f32_array(tack_device *d, int64_t n, int exportable)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, exportable, &a));
-    if (!a) {
-        fflush(NULL);
-        exit(1);
-    }
-    return a;
-}
-
 static void set_ramp(tack_array *a, float scale)
 {
     size_t n = tack_array_size(a);
@@ -178,15 +158,6 @@ static int array_is_ramp(tack_array *a, float scale)
     return ok;
 }
 
-static int all_bytes(const void *p, size_t n, unsigned char value)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != value)
-            return 0;
-    return 1;
-}
-
 /* ---- no driver, no device ------------------------------------------------ */
 
 static void test_no_driver_is_a_runtime_error(void)
@@ -200,7 +171,7 @@ static void test_no_driver_is_a_runtime_error(void)
     /* The same answer every time, and everything else keeps working. */
     CHECK_STATUS(tack_device_open("cuda:0", NULL, 0, &d), TACK_ERUNTIME);
     tack_device *cpu = open_device("cpu");
-    tack_array *a = f32_array(cpu, 4, 0);
+    tack_array *a = f32_array(cpu, 4);
     tack_array_release(a);
     tack_device_release(cpu);
     DLDevice dl = {kDLCUDA, 0};
@@ -260,7 +231,7 @@ static void test_retains_the_primary_context_without_a_current_one(void)
     sim.cuDevicePrimaryCtxRelease_v2(0);
     /* Tack made its context current only for its own calls. */
     CHECK(current_context() == NULL);
-    tack_array *a = f32_array(d, 8, 0);
+    tack_array *a = f32_array(d, 8);
     CHECK(current_context() == NULL);
     tack_array_release(a);
     tack_device_release(d);
@@ -276,7 +247,7 @@ static void test_adopts_the_current_context(void)
     CHECK(tack_device_shares_external_context(d) == 1);
     CHECK(sim_stat("primary_retains") == 0);
     CHECK(current_context() == mine);
-    tack_array *a = f32_array(d, 16, 0);
+    tack_array *a = f32_array(d, 16);
     set_ramp(a, 2.0f);
     CHECK(array_is_ramp(a, 2.0f));
     tack_array_release(a);
@@ -303,7 +274,7 @@ static void test_a_current_primary_context_is_retained_not_adopted(void)
      * keeps it, and its arrays, alive. */
     sim.cuCtxSetCurrent(NULL);
     sim.cuDevicePrimaryCtxRelease_v2(0);
-    tack_array *a = f32_array(d, 4, 0);
+    tack_array *a = f32_array(d, 4);
     set_ramp(a, 1.0f);
     CHECK(array_is_ramp(a, 1.0f));
     tack_array_release(a);
@@ -347,7 +318,7 @@ static void test_works_from_any_thread(void)
 {
     sim_open();
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 100, 0);
+    tack_array *a = f32_array(d, 100);
     set_ramp(a, 3.0f);
     struct thread_job job = {tack_array_retain(a), TACK_ERUNTIME, 0, (CUcontext)1};
     pthread_t t;
@@ -369,7 +340,7 @@ static void test_use_after_the_context_is_destroyed(void)
     CUcontext mine = NULL;
     sim.cuCtxCreate_v2(&mine, 0, 0);
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 64, 0), *b = f32_array(d, 64, 0);
+    tack_array *a = f32_array(d, 64), *b = f32_array(d, 64);
     CHECK(sim_stat("live_allocs") == 2);
     /* Its owner destroys the context; the allocations go with it. */
     CHECK(sim.cuCtxDestroy_v2(mine) == CUDA_SUCCESS);
@@ -402,7 +373,7 @@ static void test_use_after_the_primary_context_is_reset(void)
 {
     sim_open();
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 8, 0);
+    tack_array *a = f32_array(d, 8);
     CHECK(sim.cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS);
     /* A new primary context at the same handle is not the old one. */
     CUcontext again = NULL;
@@ -424,7 +395,7 @@ static void test_allocations_are_zeroed(void)
 {
     sim_open();
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 1000, 0);
+    tack_array *a = f32_array(d, 1000);
     CHECK(sim_stat("async_allocs") == 1);
     CHECK(sim_stat("allocs") == 0);
     /* Zero before anyone else can read it: nothing left queued. */
@@ -442,7 +413,7 @@ static void test_copies_fill_and_to_device(void)
 {
     sim_open();
     tack_device *d = open_device("cuda"), *cpu = open_device("cpu");
-    tack_array *a = f32_array(d, 257, 0);
+    tack_array *a = f32_array(d, 257);
     set_ramp(a, 0.5f);
     CHECK(array_is_ramp(a, 0.5f));
     float seven = 7.0f, v[257];
@@ -472,7 +443,7 @@ static void test_frees_are_stream_ordered(void)
 {
     sim_open();
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 32, 0);
+    tack_array *a = f32_array(d, 32);
     CHECK(sim_stat("live_allocs") == 1);
     tack_array_release(a);
     /* Queued behind the work on Tack's stream, not waited for. */
@@ -491,7 +462,7 @@ static void test_without_memory_pools(void)
     setenv("TACK_SIM_CUDA_NO_POOLS", "1", 1);
     sim_open();
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 10, 0);
+    tack_array *a = f32_array(d, 10);
     CHECK(sim_stat("allocs") == 1);
     CHECK(sim_stat("async_allocs") == 0);
     float v[10];
@@ -524,7 +495,7 @@ static void test_allocation_failures_keep_nothing(void)
     CHECK(tack_buffer_live_count() == buffers);
     CHECK(sim_stat("injected_failures") == 3);
     /* And the device still works. */
-    a = f32_array(d, 4, 0);
+    a = f32_array(d, 4);
     tack_array_release(a);
     tack_device_release(d);
 }
@@ -596,7 +567,7 @@ static void test_wrap_refuses_host_memory(void)
     CHECK(contains(tack_last_error(), "host memory"));
     CHECK(sim_stat("pointer_queries") > queries);
     /* Memory freed by its owner is host memory to the driver, too. */
-    tack_array *owned = f32_array(d, 4, 0);
+    tack_array *owned = f32_array(d, 4);
     uint64_t gone = (uint64_t)(uintptr_t)tack_array_data(owned);
     tack_array_release(owned);
     CHECK_OK(tack_device_synchronize(d));
@@ -611,7 +582,7 @@ static void test_wrap_refuses_another_devices_memory(void)
     setenv("TACK_SIM_CUDA_DEVICES", "2", 1);
     sim_open();
     tack_device *d0 = open_device("cuda:0"), *d1 = open_device("cuda:1");
-    tack_array *on1 = f32_array(d1, 4, 0), *a = NULL;
+    tack_array *on1 = f32_array(d1, 4), *a = NULL;
     int64_t n = 4;
     CHECK_STATUS(tack_array_wrap(d0, (uint64_t)(uintptr_t)tack_array_data(on1), TACK_F32, 1, &n, 1, &a),
                  TACK_EVALUE);
@@ -630,7 +601,7 @@ static void test_dlpack_export_and_import(void)
     setenv("TACK_SIM_CUDA_DEVICES", "2", 1);
     sim_open();
     tack_device *d0 = open_device("cuda"), *d1 = open_device("cuda:1"), *cpu = open_device("cpu");
-    tack_array *a = f32_array(d1, 12, 0);
+    tack_array *a = f32_array(d1, 12);
     set_ramp(a, 1.0f);
     DLManagedTensorVersioned *t = NULL;
     CHECK_OK(tack_array_to_dlpack_versioned(a, &t));
@@ -680,13 +651,7 @@ static void test_dlpack_import_of_pinned_and_host_tensors(void)
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    m.dl_tensor.data = pinned;
-    m.dl_tensor.device.device_type = kDLCUDAHost;
-    m.dl_tensor.ndim = 1;
-    m.dl_tensor.dtype.code = kDLFloat;
-    m.dl_tensor.dtype.bits = 32;
-    m.dl_tensor.dtype.lanes = 1;
-    m.dl_tensor.shape = shape;
+    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){kDLCUDAHost, 0}, shape);
     m.deleter = count_deleter;
     /* kDLCUDAHost is host memory: a cpu array, even with cuda as default. */
     tack_array *a = NULL;
@@ -718,54 +683,6 @@ static void test_dlpack_import_of_pinned_and_host_tensors(void)
 
 /* ---- launches, through the backend's kernel slots ---------------------------- */
 
-static const char fake_ptx[] = "// simulated PTX\n.visible .entry tack_kernel_entry(...)\n";
-
-struct fill_closure {
-    int64_t n;
-    CUdeviceptr y;
-    float value;
-    unsigned grid, block;
-};
-static struct fill_closure last_launch;
-
-/* The entry a "fill" kernel would have: (int64 n, float *y, float value). */
-static void *fill_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
-{
-    struct fill_closure *c = malloc(sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry")) {
-        free(c);
-        return NULL;
-    }
-    c->n = *(int64_t *)params[0];
-    c->y = *(CUdeviceptr *)params[1];
-    c->value = *(float *)params[2];
-    c->grid = grid[0];
-    c->block = block[0];
-    last_launch = *c;
-    return c;
-}
-
-static void fill_run(void *p)
-{
-    struct fill_closure *c = p;
-    float *y = sim.host_address(c->y, (size_t)c->n * sizeof(float));
-    if (y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->value;
-    free(c);
-}
-
-static void *load_fill(tack_device *d)
-{
-    static const size_t sizes[2] = {sizeof(void *), sizeof(float)};
-    struct tack_kernel_code code = {"ptx", fake_ptx, sizeof fake_ptx, "tack_kernel_entry", NULL, 2, sizes};
-    void *k = NULL;
-    CHECK_OK(d->ops->kernel_load(d, &code, &k));
-    if (!k)
-        exit(1);
-    return k;
-}
-
 /* Launches as the queue does: the buffer records the launch's number. */
 static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float value)
 {
@@ -782,7 +699,7 @@ static void test_launches_are_queued_and_ordered(void)
     sim_open();
     sim.set_kernel_hook(fill_capture, fill_run);
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 1000, 0);
+    tack_array *a = f32_array(d, 1000);
     void *k = load_fill(d);
     CHECK(sim_stat("modules_loaded") == 1);
     CHECK(current_context() == NULL);
@@ -792,8 +709,8 @@ static void test_launches_are_queued_and_ordered(void)
     CHECK(sim_stat("launches") == 1);
     CHECK(sim_stat("launches_done") == 0);
     CHECK(all_bytes(sim.host_address((CUdeviceptr)(uintptr_t)tack_array_data(a), 4000), 4000, 0));
-    CHECK(last_launch.n == 1000 && last_launch.value == 2.5f);
-    CHECK(last_launch.block == 256 && last_launch.grid == 4);
+    CHECK(fill_last.n == 1000 && fill_last.value == 2.5f);
+    CHECK(fill_last.block == 256 && fill_last.grid == 4);
     /* A copy to the host comes after it on Tack's stream, without any
      * other wait. */
     float v[1000];
@@ -815,9 +732,9 @@ static void test_launch_geometry_strides_over_large_ranges(void)
     float value = 1.0f;
     void *const args[2] = {&data, &value};
     CHECK_OK(d->ops->kernel_launch(d, k, (int64_t)1 << 40, args));
-    CHECK(last_launch.n == (int64_t)1 << 40);
+    CHECK(fill_last.n == (int64_t)1 << 40);
     /* Filling the GPU (4 multiprocessors here), the entry strides over the rest. */
-    CHECK(last_launch.grid == 4 * 32 && last_launch.block == 256);
+    CHECK(fill_last.grid == 4 * 32 && fill_last.block == 256);
     CHECK_OK(d->ops->kernel_launch(d, k, 0, args));
     CHECK(sim_stat("launches") == 1);
     sim.set_kernel_hook(NULL, NULL);
@@ -850,7 +767,7 @@ static void test_dlpack_export_waits_for_queued_launches(void)
     sim_open();
     sim.set_kernel_hook(fill_capture, fill_run);
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 64, 0);
+    tack_array *a = f32_array(d, 64);
     void *k = load_fill(d);
     CHECK_OK(launch_fill(d, k, a, 4.0f));
     const float *raw = sim.host_address((CUdeviceptr)(uintptr_t)tack_array_data(a), 256);
@@ -876,7 +793,7 @@ static void test_exportable_array_exports_its_memory(void)
 {
     sim_open();
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 1000, 1);
+    tack_array *a = f32_array_exportable(d, 1000);
     CHECK(sim_stat("vmm_creates") == 1);
     CHECK(sim_stat("async_allocs") == 0);
     set_ramp(a, 1.0f);
@@ -928,7 +845,7 @@ static void test_plain_array_exports_a_copy(void)
     sim_open();
     sim.set_kernel_hook(fill_capture, fill_run);
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 300, 0);
+    tack_array *a = f32_array(d, 300);
     set_ramp(a, 1.0f);
     void *k = load_fill(d);
     /* The export waits for the launches queued on the array. */
@@ -969,7 +886,7 @@ static void test_export_memory_without_vmm(void)
     int64_t n = 4;
     CHECK_STATUS(tack_array_empty(d, TACK_F32, 1, &n, 1, &a), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "exportable"));
-    a = f32_array(d, 4, 0);
+    a = f32_array(d, 4);
     tack_exported_memory rec;
     CHECK_STATUS(tack_array_export_memory(a, &rec), TACK_ERUNTIME);
     /* Nothing kept from the failed export. */
@@ -1068,7 +985,7 @@ static void test_export_memory_reaches_another_process(void)
     close(sv[1]);
     sim_open();
     tack_device *d = open_device("cuda");
-    tack_array *a = f32_array(d, 500, 1);
+    tack_array *a = f32_array_exportable(d, 500);
     set_ramp(a, 4.0f);
     tack_exported_memory rec;
     CHECK_OK(tack_array_export_memory(a, &rec));

@@ -8,8 +8,6 @@
  * waits, and the checks made before anything runs.
  * Skipped (exit 77) where NVRTC cannot be found.
  */
-#include <glob.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +16,7 @@
 #include "../../src/driver/cuda.h"
 #include "arrays.h"
 #include "check.h"
+#include "kernels.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -45,39 +44,7 @@ static void sim_open(void)
     SIM_SYMBOL(lib, sim_cuCtxPopCurrent, "cuCtxPopCurrent_v2");
 }
 
-/* The project's virtual environment may carry NVRTC (nvidia-cuda-nvrtc):
- * look for it in the folders above the test executable, which is built
- * inside the checkout. */
-static void find_venv_nvrtc(void)
-{
-    if (getenv("TACK_NVRTC_LIBRARY"))
-        return;
-    char dir[PATH_MAX], pattern[PATH_MAX + 96];
-    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
-    if (n <= 0)
-        return;
-    dir[n] = 0;
-    for (char *slash = strrchr(dir, '/'); slash && slash != dir; slash = strrchr(dir, '/')) {
-        *slash = 0;
-        snprintf(pattern, sizeof pattern, "%s/.venv/lib/python3*/site-packages/nvidia/cu*/lib/libnvrtc.so.*", dir);
-        glob_t g;
-        if (glob(pattern, 0, NULL, &g) != 0)
-            continue;
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            if (!strstr(g.gl_pathv[i], "builtins") && !strstr(g.gl_pathv[i], ".alt.")) {
-                setenv("TACK_NVRTC_LIBRARY", g.gl_pathv[i], 1);
-                break;
-            }
-        }
-        globfree(&g);
-        return;
-    }
-}
-
 /* ---- the GPU's stand-in for saxpy ------------------------------------------ */
-
-static const char saxpy_source[] =
-    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
 
 struct saxpy_launch {
     int64_t n;
@@ -107,11 +74,8 @@ static void *saxpy_capture(const char *name, void **params, const unsigned grid[
 static void saxpy_run(void *p)
 {
     struct saxpy_launch *c = p;
-    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
-    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
-    if (x && y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->a * x[i] + y[i];
+    size_t bytes = (size_t)c->n * sizeof(float);
+    saxpy_on_host(c->n, c->a, sim_host_address(c->x, bytes), sim_host_address(c->y, bytes));
     free(c);
 }
 
@@ -122,11 +86,7 @@ static tack_kernel *saxpy;
 
 static tack_array *ramp(int64_t n, float scale) { return ramp_on(cuda, n, scale); }
 
-static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
-{
-    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
-    return tack_kernel_call(saxpy, args, 3);
-}
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y) { return saxpy_call(saxpy, a, x, y); }
 
 /* ---- cases ----------------------------------------------------------------- */
 
@@ -230,26 +190,12 @@ static void test_checks_come_before_anything_runs(void)
 int main(void)
 {
     char cache[] = "/tmp/tack-test-cuda-kernel-XXXXXX";
-    if (!mkdtemp(cache))
-        return 1;
-    setenv("TACK_CACHE_DIR", cache, 1);
-    find_venv_nvrtc();
-    tack_kernel *probe = NULL;
-    const char *ptx;
-    size_t size;
-    if (tack_kernel_create(saxpy_source, NULL, &probe) != TACK_OK)
-        return 1;
-    tack_status st = tack_kernel_ptx(probe, NULL, &ptx, &size);
-    tack_kernel_release(probe);
-    if (st != TACK_OK && strstr(tack_last_error(), "NVRTC")) {
-        printf("SKIP: NVRTC is not available here: %s\n", tack_last_error());
-        return 77;
-    }
+    int status = nvrtc_test_begin(cache);
+    if (status)
+        return status;
     sim_open();
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
-    CHECK_OK(tack_device_open("cuda", NULL, 0, &cuda));
-    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, cuda, &saxpy));
-    if (!cuda || !saxpy)
+    if (!saxpy_open("cuda", &cuda, &saxpy))
         CHECK_DONE();
     CHECK(sim_stats("modules_loaded") == 1);
     RUN(test_launch_is_queued_with_its_arguments);
@@ -257,12 +203,7 @@ int main(void)
     RUN(test_export_sees_queued_launches_complete);
     RUN(test_launch_over_wrapped_memory_completes_before_returning);
     RUN(test_checks_come_before_anything_runs);
-    tack_kernel_release(saxpy);
-    CHECK_OK(tack_device_synchronize(cuda));
-    tack_device_release(cuda);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", cache);
+    saxpy_close(cuda, saxpy);
+    remove_tree(cache);
     CHECK_DONE();
 }

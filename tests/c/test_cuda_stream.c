@@ -19,7 +19,9 @@
 #include "../../src/core/internal.h"
 #include "../../src/core/queue.h"
 #include "../../src/driver/cuda.h"
+#include "backend.h"
 #include "check.h"
+#include "cuda_fill.h"
 #include "sim.h"
 #include "tack/tack.h"
 
@@ -47,15 +49,18 @@ static struct sim {
     CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
 } sim;
 
+/* A driver entry point, and one of the simulator's own hooks. */
 #define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
+#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_cuda_" #name)
 
 static void sim_open(void)
 {
     sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
-    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_cuda_stats");
-    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_cuda_fail");
-    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_cuda_host_address");
-    SIM_SYMBOL(sim.lib, sim.set_kernel_hook, "tack_sim_cuda_set_kernel_hook");
+    SIM_OWN(stats);
+    SIM_OWN(fail);
+    SIM_OWN(host_address);
+    SIM_OWN(set_kernel_hook);
+    fill_host_address = sim.host_address;
     SIM_LOAD(cuInit);
     SIM_LOAD(cuDevicePrimaryCtxRetain);
     SIM_LOAD(cuDevicePrimaryCtxRelease_v2);
@@ -84,30 +89,6 @@ static long long host_waits(void)
     return sim_stat("stream_syncs") + sim_stat("ctx_syncs") + sim_stat("event_syncs");
 }
 
-
-static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
-
-static tack_device *open_device(const char *name)
-{
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open(name, NULL, 0, &d));
-    if (!d) {
-        fflush(NULL);
-        exit(1);
-    }
-    return d;
-}
-
-static tack_array *f32_array(tack_device *d, int64_t n)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
-    if (!a) {
-        fflush(NULL);
-        exit(1);
-    }
-    return a;
-}
 
 /* A stream of the consumer's own in `ctx`, made the way another library
  * makes one. */
@@ -140,51 +121,7 @@ static CUcontext primary_context(int device)
 
 static int64_t stream_value(CUstream s) { return (int64_t)(uintptr_t)s; }
 
-/* ---- a fill kernel the simulator runs on the host ------------------------ */
-
-static const char fake_ptx[] = "// simulated PTX\n.visible .entry tack_kernel_entry(...)\n";
-
-struct fill_closure {
-    int64_t n;
-    CUdeviceptr y;
-    float value;
-};
-
-static void *fill_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
-{
-    (void)grid;
-    (void)block;
-    struct fill_closure *c = malloc(sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry")) {
-        free(c);
-        return NULL;
-    }
-    c->n = *(int64_t *)params[0];
-    c->y = *(CUdeviceptr *)params[1];
-    c->value = *(float *)params[2];
-    return c;
-}
-
-static void fill_run(void *p)
-{
-    struct fill_closure *c = p;
-    float *y = sim.host_address(c->y, (size_t)c->n * sizeof(float));
-    if (y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->value;
-    free(c);
-}
-
-static void *load_fill(tack_device *d)
-{
-    static const size_t sizes[2] = {sizeof(void *), sizeof(float)};
-    struct tack_kernel_code code = {"ptx", fake_ptx, sizeof fake_ptx, "tack_kernel_entry", NULL, 2, sizes};
-    void *k = NULL;
-    CHECK_OK(d->ops->kernel_load(d, &code, &k));
-    if (!k)
-        exit(1);
-    return k;
-}
+/* ---- the fill kernel (cuda_fill.h), launched through the queue ---------- */
 
 /* A launch through the queue, as tack_kernel_launch makes it: recorded on
  * the buffer, and waited for when the buffer is shared. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../src/driver/hip.h"
+#include "backend.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/tack.h"
@@ -38,17 +39,19 @@ static struct sim {
     tack_hip_error (*hipGetLastError)(void);
 } sim;
 
+/* A driver entry point, and one of the simulator's own hooks. */
 #define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
+#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_hip_" #name)
 
 /* Opens the same library Tack will: one instance per process. Nothing is
  * called yet, so a case may still set the simulator's environment. */
 static void sim_open(void)
 {
     sim.lib = sim_library("TACK_HIP_LIBRARY", "the simulated runtime");
-    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_hip_stats");
-    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_hip_fail");
-    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_hip_host_address");
-    SIM_SYMBOL(sim.lib, sim.allocation_device, "tack_sim_hip_allocation_device");
+    SIM_OWN(stats);
+    SIM_OWN(fail);
+    SIM_OWN(host_address);
+    SIM_OWN(allocation_device);
     SIM_LOAD(hipInit);
     SIM_LOAD(hipGetDevice);
     SIM_LOAD(hipSetDevice);
@@ -68,34 +71,6 @@ static long long stat(const char *name)
 /* ---- helpers ------------------------------------------------------------- */
 
 #define RUN_ISOLATED(test) RUN_CHILD_AFTER(sim_open, test)
-
-static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
-
-static void bail_if(int failed)
-{
-    if (failed) {
-        fflush(NULL);
-        exit(1);
-    }
-}
-
-static tack_device *open_device(const char *name)
-{
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open(name, NULL, 0, &d));
-    bail_if(!d);
-    return d;
-}
-
-static tack_array *f32_array(tack_device *d, int64_t n)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
-    bail_if(!a);
-    return a;
-}
-
-static uint64_t address(const tack_array *a) { return (uint64_t)(uintptr_t)tack_array_data(a); }
 
 static int current_device(void)
 {
@@ -162,10 +137,7 @@ static void test_allocations_are_zeroed_on_their_device(void)
     tack_array *a = f32_array(d, 1000);
     const unsigned char *store = sim.host_address(address(a), 4000);
     CHECK(store != NULL && (const void *)store != tack_array_data(a));
-    int nonzero = 0;
-    for (int i = 0; store && i < 4000; i++)
-        nonzero += store[i] != 0;
-    CHECK(nonzero == 0);
+    CHECK(all_bytes(store, 4000, 0));
     CHECK(sim.allocation_device(address(a)) == 0);
     /* hip:1 allocates on device 1 and leaves the thread's current device
      * as the application set it. */
@@ -240,13 +212,7 @@ static void test_failures_keep_nothing(void)
 
 static void test_export_memory_is_refused(void)
 {
-    tack_device *d = open_device("hip");
-    tack_array *a = f32_array(d, 4);
-    tack_exported_memory m;
-    CHECK_STATUS(tack_array_export_memory(a, &m), TACK_ERUNTIME);
-    CHECK(contains(tack_last_error(), "Backend hip does not support memory export"));
-    tack_array_release(a);
-    tack_device_release(d);
+    CHECK_EXPORT_REFUSED("hip");
 }
 
 /* ---- memory spaces ----------------------------------------------------------- */
@@ -333,11 +299,7 @@ static void test_dlpack_rocm_host_memory_goes_to_cpu(void)
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    m.dl_tensor.data = pinned;
-    m.dl_tensor.device = (DLDevice){kDLROCMHost, 0};
-    m.dl_tensor.ndim = 1;
-    m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
-    m.dl_tensor.shape = shape;
+    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){kDLROCMHost, 0}, shape);
     tack_array *a = NULL;
     CHECK_OK(tack_array_from_dlpack(&m, NULL, d, &a));
     bail_if(!a);

@@ -21,34 +21,9 @@
 #include <hip/hip_runtime_api.h>
 
 #include "../../src/driver/hip.h"
+#include "abi.h"
 #include "check.h"
 #include "tack/tack.h"
-
-#define SAME_SIZE(ours, theirs)                                                                               \
-    do {                                                                                                      \
-        if (sizeof(ours) != sizeof(theirs)) {                                                                 \
-            fprintf(stderr, "sizeof %s is %zu, %s is %zu\n", #ours, sizeof(ours), #theirs, sizeof(theirs));   \
-            check_failures++;                                                                                 \
-        }                                                                                                     \
-    } while (0)
-
-#define SAME_FIELD(ours, theirs, field)                                                                       \
-    do {                                                                                                      \
-        if (offsetof(ours, field) != offsetof(theirs, field) ||                                              \
-            sizeof(((ours *)0)->field) != sizeof(((theirs *)0)->field)) {                                     \
-            fprintf(stderr, "%s.%s differs from %s.%s\n", #ours, #field, #theirs, #field);                    \
-            check_failures++;                                                                                 \
-        }                                                                                                     \
-    } while (0)
-
-#define SAME_VALUE(ours, theirs)                                                                              \
-    do {                                                                                                      \
-        if ((long long)(ours) != (long long)(theirs)) {                                                       \
-            fprintf(stderr, "%s is %lld, %s is %lld\n", #ours, (long long)(ours), #theirs,                    \
-                    (long long)(theirs));                                                                     \
-            check_failures++;                                                                                 \
-        }                                                                                                     \
-    } while (0)
 
 static void test_values(void)
 {
@@ -84,14 +59,10 @@ static void test_values(void)
 
 static void test_pointer_attributes(void)
 {
-    SAME_SIZE(tack_hip_pointer_attributes, hipPointerAttribute_t);
+    SAME_STRUCT(tack_hip_pointer_attributes, hipPointerAttribute_t, device, devicePointer, hostPointer, isManaged,
+                allocationFlags);
     /* The first field is memoryType in ROCm 5 and type in ROCm 6. */
     SAME_VALUE(offsetof(tack_hip_pointer_attributes, type), 0);
-    SAME_FIELD(tack_hip_pointer_attributes, hipPointerAttribute_t, device);
-    SAME_FIELD(tack_hip_pointer_attributes, hipPointerAttribute_t, devicePointer);
-    SAME_FIELD(tack_hip_pointer_attributes, hipPointerAttribute_t, hostPointer);
-    SAME_FIELD(tack_hip_pointer_attributes, hipPointerAttribute_t, isManaged);
-    SAME_FIELD(tack_hip_pointer_attributes, hipPointerAttribute_t, allocationFlags);
 }
 
 /* Every entry point Tack resolves is one the header declares: naming each

@@ -14,6 +14,7 @@
 
 #include "arrays.h"
 #include "check.h"
+#include "kernels.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -41,9 +42,6 @@ static void sim_open(void)
 }
 
 /* ---- the GPU's stand-in for saxpy ------------------------------------------ */
-
-static const char saxpy_source[] =
-    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
 
 struct saxpy_launch {
     int64_t n;
@@ -75,11 +73,8 @@ static void *saxpy_capture(const char *name, void **params, const unsigned grid[
 static void saxpy_run(void *p)
 {
     struct saxpy_launch *c = p;
-    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
-    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
-    if (x && y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->a * x[i] + y[i];
+    size_t bytes = (size_t)c->n * sizeof(float);
+    saxpy_on_host(c->n, c->a, sim_host_address(c->x, bytes), sim_host_address(c->y, bytes));
     free(c);
 }
 
@@ -90,11 +85,7 @@ static tack_kernel *saxpy;
 
 static tack_array *ramp(int64_t n, float scale) { return ramp_on(hip, n, scale); }
 
-static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
-{
-    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
-    return tack_kernel_call(saxpy, args, 3);
-}
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y) { return saxpy_call(saxpy, a, x, y); }
 
 /* ---- cases ----------------------------------------------------------------- */
 
@@ -159,30 +150,12 @@ static void test_read_only_binding_is_refused(void)
 
 static void test_compile_error_carries_the_log(void)
 {
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile("// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n",
-                                     NULL, hip, &k),
-                 TACK_ERUNTIME);
-    CHECK(k == NULL);
-    const char *e = tack_last_error();
-    CHECK(strstr(e, "failed to compile for HIP") && strstr(e, "no such thing"));
-    /* The log names the user's own line. */
-    CHECK(strstr(e, "kernel:2:"));
-    CHECK(strstr(tack_kernel_compile_log(), "no such thing"));
+    CHECK_COMPILE_ERROR(hip, "HIP");
 }
 
 static void test_missing_hiprtc_says_what_to_install(void)
 {
-    char *saved = strdup(getenv("TACK_HIPRTC_LIBRARY"));
-    setenv("TACK_HIPRTC_LIBRARY", "/nonexistent/libhiprtc.so", 1);
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile("void g(tack_index i, int32_t *y) { y[i] = 1; }", NULL, hip, &k), TACK_ERUNTIME);
-    CHECK(strstr(tack_last_error(), "hipRTC") && strstr(tack_last_error(), "TACK_HIPRTC_LIBRARY"));
-    /* Not remembered: with the compiler back, the same kernel builds. */
-    setenv("TACK_HIPRTC_LIBRARY", saved, 1);
-    CHECK_OK(tack_kernel_compile("void g(tack_index i, int32_t *y) { y[i] = 1; }", NULL, hip, &k));
-    tack_kernel_release(k);
-    free(saved);
+    CHECK_MISSING_COMPILER(hip, "TACK_HIPRTC_LIBRARY", "/nonexistent/libhiprtc.so", "hipRTC", "TACK_HIPRTC_LIBRARY");
 }
 
 static void test_release_unloads_the_module(void)
@@ -198,9 +171,7 @@ int main(void)
 {
     sim_open();
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
-    CHECK_OK(tack_device_open("hip", NULL, 0, &hip));
-    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, hip, &saxpy));
-    if (!hip || !saxpy)
+    if (!saxpy_open("hip", &hip, &saxpy))
         CHECK_DONE();
     RUN(test_generated_source_is_hip);
     RUN(test_launch_binds_arguments_in_order);
@@ -209,8 +180,6 @@ int main(void)
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_hiprtc_says_what_to_install);
     RUN(test_release_unloads_the_module);
-    tack_kernel_release(saxpy);
-    CHECK_OK(tack_device_synchronize(hip));
-    tack_device_release(hip);
+    saxpy_close(hip, saxpy);
     CHECK_DONE();
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kernels.h"
 #include "tack/tack.h"
 
 static tack_device *cpu;
@@ -521,9 +522,6 @@ int main(void)
     RUN(test_cache);
     RUN(test_generated_source);
     tack_device_release(cpu);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
+    remove_tree(tmpdir);
     CHECK_DONE();
 }

@@ -1,44 +1,14 @@
 /* CUDA source generation and NVRTC compilation to PTX, for every dtype.
  * Needs NVRTC, not a GPU; skipped (exit 77) with the reason where NVRTC
  * cannot be found. */
-#include <glob.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "kernels.h"
 #include "tack/tack.h"
-
-/* The project's virtual environment may carry NVRTC (the nvidia-cuda-nvrtc
- * package); the test runs from build/<dir>/ inside the checkout. */
-static void find_venv_nvrtc(void)
-{
-    if (getenv("TACK_NVRTC_LIBRARY"))
-        return;
-    char exe[PATH_MAX], pattern[PATH_MAX + 96];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return;
-    exe[n] = 0;
-    for (int up = 0; up < 3; up++) {
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = 0;
-    }
-    snprintf(pattern, sizeof pattern, "%s/.venv/lib/python3*/site-packages/nvidia/cu*/lib/libnvrtc.so.*", exe);
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            if (!strstr(g.gl_pathv[i], "builtins") && !strstr(g.gl_pathv[i], ".alt.")) {
-                setenv("TACK_NVRTC_LIBRARY", g.gl_pathv[i], 1);
-                break;
-            }
-        }
-        globfree(&g);
-    }
-}
 
 static int count(const char *hay, const char *needle)
 {
@@ -105,26 +75,11 @@ static void test_arch_and_errors(void)
 int main(void)
 {
     char cache[] = "/tmp/tack-test-nvrtc-XXXXXX";
-    if (!mkdtemp(cache))
-        return 1;
-    setenv("TACK_CACHE_DIR", cache, 1);
-    find_venv_nvrtc();
-    tack_kernel *probe = NULL;
-    const char *ptx;
-    size_t size;
-    if (tack_kernel_create("void p(tack_index i, float *y) { y[i] = 0; }", NULL, &probe) != TACK_OK)
-        return 1;
-    tack_status st = tack_kernel_ptx(probe, NULL, &ptx, &size);
-    tack_kernel_release(probe);
-    if (st != TACK_OK && strstr(tack_last_error(), "NVRTC") && strstr(tack_last_error(), "not")) {
-        printf("SKIP: NVRTC is not available here: %s\n", tack_last_error());
-        return 77;
-    }
+    int status = nvrtc_test_begin(cache);
+    if (status)
+        return status;
     RUN(test_every_dtype);
     RUN(test_arch_and_errors);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", cache);
+    remove_tree(cache);
     CHECK_DONE();
 }

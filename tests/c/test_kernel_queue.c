@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "kernels.h"
 #include "internal.h"
 #include "queue.h"
 #include "tack/tack.h"
@@ -348,9 +349,8 @@ static void test_two_devices(void)
 int main(void)
 {
     char cache[] = "/tmp/tack-test-queue-XXXXXX";
-    if (!mkdtemp(cache))
+    if (!cache_dir_set(cache))
         return 1;
-    setenv("TACK_CACHE_DIR", cache, 1);
     unsetenv("TACK_CC");
     if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK)
         return 1;
@@ -366,9 +366,6 @@ int main(void)
     RUN(test_two_devices);
     tack_device_release(qdev);
     tack_device_release(cpu);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", cache);
+    remove_tree(cache);
     CHECK_DONE();
 }

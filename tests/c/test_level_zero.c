@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../../src/driver/level_zero.h"
+#include "backend.h"
 #include "check.h"
 #include "sim.h"
 #include "tack/tack.h"
@@ -41,24 +42,26 @@ static struct sim {
     void (*set_free_policies)(uint32_t policies);
 } sim;
 
+/* One of the simulator's own hooks, into the field of its name. */
+#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_ze_" #name)
 
 /* Opens the same library Tack will: one instance per process. */
 static void sim_open(void)
 {
     sim.lib = sim_library("TACK_LEVEL_ZERO_LIBRARY", "the simulated driver");
-    SIM_SYMBOL(sim.lib, sim.stats, "tack_sim_ze_stats");
-    SIM_SYMBOL(sim.lib, sim.fail, "tack_sim_ze_fail");
-    SIM_SYMBOL(sim.lib, sim.create_context, "tack_sim_ze_create_context");
-    SIM_SYMBOL(sim.lib, sim.alloc, "tack_sim_ze_alloc");
-    SIM_SYMBOL(sim.lib, sim.free, "tack_sim_ze_free");
-    SIM_SYMBOL(sim.lib, sim.allocation_context, "tack_sim_ze_allocation_context");
-    SIM_SYMBOL(sim.lib, sim.allocation_device, "tack_sim_ze_allocation_device");
-    SIM_SYMBOL(sim.lib, sim.allocations_in, "tack_sim_ze_allocations_in");
-    SIM_SYMBOL(sim.lib, sim.lists_in, "tack_sim_ze_lists_in");
-    SIM_SYMBOL(sim.lib, sim.queues_in, "tack_sim_ze_queues_in");
-    SIM_SYMBOL(sim.lib, sim.immediate_lists_in, "tack_sim_ze_immediate_lists_in");
-    SIM_SYMBOL(sim.lib, sim.host_address, "tack_sim_ze_host_address");
-    SIM_SYMBOL(sim.lib, sim.set_free_policies, "tack_sim_ze_set_free_policies");
+    SIM_OWN(stats);
+    SIM_OWN(fail);
+    SIM_OWN(create_context);
+    SIM_OWN(alloc);
+    SIM_OWN(free);
+    SIM_OWN(allocation_context);
+    SIM_OWN(allocation_device);
+    SIM_OWN(allocations_in);
+    SIM_OWN(lists_in);
+    SIM_OWN(queues_in);
+    SIM_OWN(immediate_lists_in);
+    SIM_OWN(host_address);
+    SIM_OWN(set_free_policies);
 }
 
 static long long stat(const char *name)
@@ -70,24 +73,6 @@ static long long stat(const char *name)
 
 #define RUN_ISOLATED(test) RUN_CHILD_AFTER(sim_open, test)
 
-static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
-
-static void bail_if(int failed)
-{
-    if (failed) {
-        fflush(NULL);
-        exit(1);
-    }
-}
-
-static tack_device *plain(const char *name)
-{
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open(name, NULL, 0, &d));
-    bail_if(!d);
-    return d;
-}
-
 /* Another library's context on device `index`: its three handles. */
 static void other_library(int index, uint64_t h[3])
 {
@@ -95,32 +80,11 @@ static void other_library(int index, uint64_t h[3])
     bail_if(!h[0] || !h[1] || !h[2]);
 }
 
-static tack_device *adopt(const uint64_t h[3])
-{
-    tack_option o[3] = {{"external_context", "driver", h[0]},
-                        {"external_context", "device", h[1]},
-                        {"external_context", "context", h[2]}};
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open("level_zero", o, 3, &d));
-    bail_if(!d);
-    return d;
-}
-
-static tack_array *f32_array(tack_device *d, int64_t n)
-{
-    tack_array *a = NULL;
-    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
-    bail_if(!a);
-    return a;
-}
-
-static uint64_t address(const tack_array *a) { return (uint64_t)(uintptr_t)tack_array_data(a); }
-
 /* ---- opening ------------------------------------------------------------- */
 
 static void test_plain_device_has_a_context_of_its_own(void)
 {
-    tack_device *d = plain("level_zero");
+    tack_device *d = open_device("level_zero");
     CHECK(!strcmp(tack_device_backend(d), "level_zero"));
     CHECK(!strcmp(tack_device_name(d), "level_zero:0"));
     CHECK(!tack_device_shares_external_context(d));
@@ -137,11 +101,11 @@ static void test_plain_device_has_a_context_of_its_own(void)
     CHECK(sim.queues_in(ctx, 1) == 1 && sim.queues_in(ctx, -1) == 1);
     CHECK(sim.lists_in(ctx, 1) > 1 && sim.lists_in(ctx, -1) == sim.lists_in(ctx, 1));
     /* The process-wide device: one object, one context. */
-    tack_device *again = plain("level_zero:0");
+    tack_device *again = open_device("level_zero:0");
     CHECK(again == d);
     tack_device_release(again);
     /* level_zero:1 shares Tack's context but is another memory domain. */
-    tack_device *one = plain("level_zero:1");
+    tack_device *one = open_device("level_zero:1");
     CHECK(!strcmp(tack_device_name(one), "level_zero:1"));
     CHECK(tack_device_context_handle(one) == ctx);
     CHECK(stat("contexts_created") == 1);
@@ -173,7 +137,7 @@ static void test_a_failing_driver_is_a_runtime_error(void)
     sim.fail("zeCommandListCreateImmediate", TACK_ZE_ERROR_OUT_OF_HOST_MEMORY, 1);
     CHECK(tack_device_open("level_zero", NULL, 0, &d) != TACK_OK);
     CHECK(d == (tack_device *)0x1);
-    d = plain("level_zero");
+    d = open_device("level_zero");
     CHECK(stat("contexts_created") == 1);
     tack_device_release(d);
     CHECK(stat("destroys") == 0);
@@ -329,7 +293,7 @@ static void test_adopted_context_receives_every_allocation(void)
 
 static void test_adopted_device_is_a_domain_of_its_own(void)
 {
-    tack_device *p = plain("level_zero");
+    tack_device *p = open_device("level_zero");
     uint64_t h[3], g[3];
     other_library(0, h);
     other_library(0, g);
@@ -373,7 +337,7 @@ static void test_adopted_device_takes_its_ordinal_from_the_handles(void)
 
 static void test_arrays_made_before_adoption_keep_their_device(void)
 {
-    tack_device *p = plain("level_zero");
+    tack_device *p = open_device("level_zero");
     uint64_t before = tack_device_memory_domain(p), own = tack_device_context_handle(p);
     tack_array *a = f32_array(p, 4);
     const float values[4] = {1, 2, 3, 4};
@@ -411,16 +375,13 @@ static void test_arrays_made_before_adoption_keep_their_device(void)
 
 static void test_allocations_are_zeroed_and_copied_through_the_driver(void)
 {
-    tack_device *d = plain("level_zero");
+    tack_device *d = open_device("level_zero");
     tack_array *a = f32_array(d, 1000);
     /* The memory is the driver's: the host cannot address it, and the
      * driver filled it with 0xA5 before Tack zeroed it. */
     const unsigned char *store = sim.host_address(address(a), 4000);
     CHECK(store != NULL && (const void *)store != tack_array_data(a));
-    int nonzero = 0;
-    for (int i = 0; store && i < 4000; i++)
-        nonzero += store[i] != 0;
-    CHECK(nonzero == 0);
+    CHECK(all_bytes(store, 4000, 0));
     float v = 2.5f, back[1000];
     CHECK_OK(tack_array_fill(a, &v));
     CHECK_OK(tack_array_copy_to_host(a, back, sizeof back));
@@ -440,7 +401,7 @@ static void test_allocations_are_zeroed_and_copied_through_the_driver(void)
 
 static void test_frees_are_deferred_when_the_driver_can(void)
 {
-    tack_device *d = plain("level_zero");
+    tack_device *d = open_device("level_zero");
     long long frees = stat("frees"), deferred = stat("deferred_frees"), live = stat("live_allocs");
     tack_array *a = f32_array(d, 16);
     CHECK(stat("live_allocs") == live + 1);
@@ -455,7 +416,7 @@ static void test_frees_without_the_extension(void)
 {
     /* A driver that predates the memory-free-policies extension. */
     sim.set_free_policies(0);
-    tack_device *d = plain("level_zero");
+    tack_device *d = open_device("level_zero");
     long long frees = stat("frees"), live = stat("live_allocs");
     tack_array *a = f32_array(d, 16);
     tack_array_release(a);
@@ -468,7 +429,7 @@ static void test_frees_without_the_extension(void)
 
 static void test_allocation_failures_keep_nothing(void)
 {
-    tack_device *d = plain("level_zero");
+    tack_device *d = open_device("level_zero");
     long long live = stat("live_allocs");
     int64_t n = 16;
     tack_array *a = (tack_array *)0x1;
@@ -495,7 +456,7 @@ static void test_allocation_failures_keep_nothing(void)
 
 static void test_wrap_accepts_device_and_shared_memory(void)
 {
-    tack_device *d = plain("level_zero");
+    tack_device *d = open_device("level_zero");
     uint64_t ctx = tack_device_context_handle(d), h[3];
     other_library(0, h);
     uint64_t dev = sim.alloc(ctx, h[1], 2, 64), shared = sim.alloc(ctx, h[1], 3, 64);
@@ -521,7 +482,7 @@ static void test_wrap_accepts_device_and_shared_memory(void)
 
 static void test_wrap_refuses_host_memory_and_faults(void)
 {
-    tack_device *d = plain("level_zero");
+    tack_device *d = open_device("level_zero");
     uint64_t ctx = tack_device_context_handle(d), h[3];
     other_library(1, h);
     int64_t n = 4;
@@ -549,20 +510,14 @@ static void test_wrap_refuses_host_memory_and_faults(void)
 
 static void test_export_memory_is_refused(void)
 {
-    tack_device *d = plain("level_zero");
-    tack_array *a = f32_array(d, 4);
-    tack_exported_memory m;
-    CHECK_STATUS(tack_array_export_memory(a, &m), TACK_ERUNTIME);
-    CHECK(contains(tack_last_error(), "Backend level_zero does not support memory export"));
-    tack_array_release(a);
-    tack_device_release(d);
+    CHECK_EXPORT_REFUSED("level_zero");
 }
 
 /* ---- DLPack ------------------------------------------------------------------ */
 
 static void test_dlpack_round_trip(void)
 {
-    tack_device *p = plain("level_zero");
+    tack_device *p = open_device("level_zero");
     tack_array *a = f32_array(p, 6);
     const float values[6] = {1, 2, 3, 4, 5, 6};
     CHECK_OK(tack_array_copy_from_host(a, values, sizeof values));
@@ -594,18 +549,14 @@ static void test_dlpack_into_an_adopted_context(void)
 {
     uint64_t h[3];
     other_library(0, h);
-    tack_device *d = adopt(h), *p = plain("level_zero"), *cpu = NULL;
+    tack_device *d = adopt(h), *p = open_device("level_zero"), *cpu = NULL;
     CHECK_OK(tack_device_open("cpu", NULL, 0, &cpu));
     /* Another library's kDLOneAPI tensor, in its own context. */
     uint64_t mem = sim.alloc(h[2], h[1], 2, 64);
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    m.dl_tensor.data = (void *)(uintptr_t)mem;
-    m.dl_tensor.device = (DLDevice){kDLOneAPI, 0};
-    m.dl_tensor.ndim = 1;
-    m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
-    m.dl_tensor.shape = shape;
+    f32_vector_tensor(&m.dl_tensor, (void *)(uintptr_t)mem, (DLDevice){kDLOneAPI, 0}, shape);
     tack_array *a = NULL;
     CHECK_OK(tack_array_from_dlpack(&m, d, NULL, &a));
     bail_if(!a);
@@ -640,7 +591,7 @@ static void test_dlpack_into_an_adopted_context(void)
 
 static void test_tack_destroys_no_level_zero_object(void)
 {
-    tack_device *p = plain("level_zero"), *q = plain("level_zero:1");
+    tack_device *p = open_device("level_zero"), *q = open_device("level_zero:1");
     uint64_t h[3];
     other_library(0, h);
     for (int round = 0; round < 3; round++) {

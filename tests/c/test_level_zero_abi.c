@@ -18,34 +18,9 @@
 #include <level_zero/ze_api.h>
 
 #include "../../src/driver/level_zero.h"
+#include "abi.h"
 #include "check.h"
 #include "tack/tack.h"
-
-#define SAME_SIZE(ours, theirs)                                                                               \
-    do {                                                                                                      \
-        if (sizeof(ours) != sizeof(theirs)) {                                                                 \
-            fprintf(stderr, "sizeof %s is %zu, %s is %zu\n", #ours, sizeof(ours), #theirs, sizeof(theirs));   \
-            check_failures++;                                                                                 \
-        }                                                                                                     \
-    } while (0)
-
-#define SAME_FIELD(ours, theirs, field)                                                                       \
-    do {                                                                                                      \
-        if (offsetof(ours, field) != offsetof(theirs, field) ||                                              \
-            sizeof(((ours *)0)->field) != sizeof(((theirs *)0)->field)) {                                     \
-            fprintf(stderr, "%s.%s differs from %s.%s\n", #ours, #field, #theirs, #field);                    \
-            check_failures++;                                                                                 \
-        }                                                                                                     \
-    } while (0)
-
-#define SAME_VALUE(ours, theirs)                                                                              \
-    do {                                                                                                      \
-        if ((unsigned long long)(ours) != (unsigned long long)(theirs)) {                                     \
-            fprintf(stderr, "%s is 0x%llx, %s is 0x%llx\n", #ours, (unsigned long long)(ours), #theirs,       \
-                    (unsigned long long)(theirs));                                                            \
-            check_failures++;                                                                                 \
-        }                                                                                                     \
-    } while (0)
 
 static void test_scalars_and_handles(void)
 {
@@ -117,81 +92,26 @@ static void test_values(void)
 
 static void test_structures(void)
 {
-    SAME_SIZE(tack_ze_driver_properties, ze_driver_properties_t);
-    SAME_FIELD(tack_ze_driver_properties, ze_driver_properties_t, pNext);
-    SAME_FIELD(tack_ze_driver_properties, ze_driver_properties_t, uuid);
-    SAME_FIELD(tack_ze_driver_properties, ze_driver_properties_t, driverVersion);
-
-    SAME_SIZE(tack_ze_driver_memory_free_ext_properties, ze_driver_memory_free_ext_properties_t);
-    SAME_FIELD(tack_ze_driver_memory_free_ext_properties, ze_driver_memory_free_ext_properties_t, freePolicies);
-    SAME_SIZE(tack_ze_memory_free_ext_desc, ze_memory_free_ext_desc_t);
-    SAME_FIELD(tack_ze_memory_free_ext_desc, ze_memory_free_ext_desc_t, freePolicy);
-
-    SAME_SIZE(tack_ze_device_properties, ze_device_properties_t);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, type);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, flags);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, maxMemAllocSize);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, numSlices);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, timerResolution);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, kernelTimestampValidBits);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, uuid);
-    SAME_FIELD(tack_ze_device_properties, ze_device_properties_t, name);
-
-    SAME_SIZE(tack_ze_device_compute_properties, ze_device_compute_properties_t);
-    SAME_FIELD(tack_ze_device_compute_properties, ze_device_compute_properties_t, maxTotalGroupSize);
-    SAME_FIELD(tack_ze_device_compute_properties, ze_device_compute_properties_t, maxGroupCountZ);
-    SAME_FIELD(tack_ze_device_compute_properties, ze_device_compute_properties_t, subGroupSizes);
-
-    SAME_SIZE(tack_ze_device_module_properties, ze_device_module_properties_t);
-    SAME_FIELD(tack_ze_device_module_properties, ze_device_module_properties_t, flags);
-    SAME_FIELD(tack_ze_device_module_properties, ze_device_module_properties_t, fp64flags);
-    SAME_FIELD(tack_ze_device_module_properties, ze_device_module_properties_t, nativeKernelSupported);
-
-    SAME_SIZE(tack_ze_command_queue_group_properties, ze_command_queue_group_properties_t);
-    SAME_FIELD(tack_ze_command_queue_group_properties, ze_command_queue_group_properties_t, flags);
-    SAME_FIELD(tack_ze_command_queue_group_properties, ze_command_queue_group_properties_t,
-               maxMemoryFillPatternSize);
-    SAME_FIELD(tack_ze_command_queue_group_properties, ze_command_queue_group_properties_t, numQueues);
-
-    SAME_SIZE(tack_ze_context_desc, ze_context_desc_t);
-    SAME_FIELD(tack_ze_context_desc, ze_context_desc_t, flags);
-
-    SAME_SIZE(tack_ze_command_queue_desc, ze_command_queue_desc_t);
-    SAME_FIELD(tack_ze_command_queue_desc, ze_command_queue_desc_t, ordinal);
-    SAME_FIELD(tack_ze_command_queue_desc, ze_command_queue_desc_t, index);
-    SAME_FIELD(tack_ze_command_queue_desc, ze_command_queue_desc_t, flags);
-    SAME_FIELD(tack_ze_command_queue_desc, ze_command_queue_desc_t, mode);
-    SAME_FIELD(tack_ze_command_queue_desc, ze_command_queue_desc_t, priority);
-
-    SAME_SIZE(tack_ze_command_list_desc, ze_command_list_desc_t);
-    SAME_FIELD(tack_ze_command_list_desc, ze_command_list_desc_t, commandQueueGroupOrdinal);
-    SAME_FIELD(tack_ze_command_list_desc, ze_command_list_desc_t, flags);
-
-    SAME_SIZE(tack_ze_fence_desc, ze_fence_desc_t);
-    SAME_FIELD(tack_ze_fence_desc, ze_fence_desc_t, flags);
-
-    SAME_SIZE(tack_ze_device_mem_alloc_desc, ze_device_mem_alloc_desc_t);
-    SAME_FIELD(tack_ze_device_mem_alloc_desc, ze_device_mem_alloc_desc_t, flags);
-    SAME_FIELD(tack_ze_device_mem_alloc_desc, ze_device_mem_alloc_desc_t, ordinal);
-
-    SAME_SIZE(tack_ze_memory_allocation_properties, ze_memory_allocation_properties_t);
-    SAME_FIELD(tack_ze_memory_allocation_properties, ze_memory_allocation_properties_t, type);
-    SAME_FIELD(tack_ze_memory_allocation_properties, ze_memory_allocation_properties_t, id);
-    SAME_FIELD(tack_ze_memory_allocation_properties, ze_memory_allocation_properties_t, pageSize);
-
-    SAME_SIZE(tack_ze_module_desc, ze_module_desc_t);
-    SAME_FIELD(tack_ze_module_desc, ze_module_desc_t, format);
-    SAME_FIELD(tack_ze_module_desc, ze_module_desc_t, inputSize);
-    SAME_FIELD(tack_ze_module_desc, ze_module_desc_t, pInputModule);
-    SAME_FIELD(tack_ze_module_desc, ze_module_desc_t, pBuildFlags);
-    SAME_FIELD(tack_ze_module_desc, ze_module_desc_t, pConstants);
-
-    SAME_SIZE(tack_ze_kernel_desc, ze_kernel_desc_t);
-    SAME_FIELD(tack_ze_kernel_desc, ze_kernel_desc_t, flags);
-    SAME_FIELD(tack_ze_kernel_desc, ze_kernel_desc_t, pKernelName);
-
-    SAME_SIZE(tack_ze_group_count, ze_group_count_t);
-    SAME_FIELD(tack_ze_group_count, ze_group_count_t, groupCountZ);
+    SAME_STRUCT(tack_ze_driver_properties, ze_driver_properties_t, pNext, uuid, driverVersion);
+    SAME_STRUCT(tack_ze_driver_memory_free_ext_properties, ze_driver_memory_free_ext_properties_t, freePolicies);
+    SAME_STRUCT(tack_ze_memory_free_ext_desc, ze_memory_free_ext_desc_t, freePolicy);
+    SAME_STRUCT(tack_ze_device_properties, ze_device_properties_t, type, flags, maxMemAllocSize, numSlices,
+                timerResolution, kernelTimestampValidBits, uuid, name);
+    SAME_STRUCT(tack_ze_device_compute_properties, ze_device_compute_properties_t, maxTotalGroupSize, maxGroupCountZ,
+                subGroupSizes);
+    SAME_STRUCT(tack_ze_device_module_properties, ze_device_module_properties_t, flags, fp64flags,
+                nativeKernelSupported);
+    SAME_STRUCT(tack_ze_command_queue_group_properties, ze_command_queue_group_properties_t, flags,
+                maxMemoryFillPatternSize, numQueues);
+    SAME_STRUCT(tack_ze_context_desc, ze_context_desc_t, flags);
+    SAME_STRUCT(tack_ze_command_queue_desc, ze_command_queue_desc_t, ordinal, index, flags, mode, priority);
+    SAME_STRUCT(tack_ze_command_list_desc, ze_command_list_desc_t, commandQueueGroupOrdinal, flags);
+    SAME_STRUCT(tack_ze_fence_desc, ze_fence_desc_t, flags);
+    SAME_STRUCT(tack_ze_device_mem_alloc_desc, ze_device_mem_alloc_desc_t, flags, ordinal);
+    SAME_STRUCT(tack_ze_memory_allocation_properties, ze_memory_allocation_properties_t, type, id, pageSize);
+    SAME_STRUCT(tack_ze_module_desc, ze_module_desc_t, format, inputSize, pInputModule, pBuildFlags, pConstants);
+    SAME_STRUCT(tack_ze_kernel_desc, ze_kernel_desc_t, flags, pKernelName);
+    SAME_STRUCT(tack_ze_group_count, ze_group_count_t, groupCountZ);
 }
 
 /* Every entry point Tack resolves is one the header declares: naming each

@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "arrays.h"
+#include "backend.h"
 #include "check.h"
+#include "kernels.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -45,9 +47,6 @@ static void sim_open(void)
 }
 
 /* ---- the GPU's stand-in for saxpy ------------------------------------------ */
-
-static const char saxpy_source[] =
-    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
 
 struct saxpy_launch {
     int64_t n;
@@ -86,11 +85,8 @@ static void *saxpy_capture(const char *name, void *const *args, const size_t *si
 static void saxpy_run(void *p)
 {
     struct saxpy_launch *c = p;
-    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
-    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
-    if (x && y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->a * x[i] + y[i];
+    size_t bytes = (size_t)c->n * sizeof(float);
+    saxpy_on_host(c->n, c->a, sim_host_address(c->x, bytes), sim_host_address(c->y, bytes));
     free(c);
 }
 
@@ -99,22 +95,13 @@ static void saxpy_run(void *p)
 static tack_device *ze;
 static tack_kernel *saxpy;
 
-static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
-{
-    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
-    return tack_kernel_call(saxpy, args, 3);
-}
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y) { return saxpy_call(saxpy, a, x, y); }
 
 static tack_device *adopt_new_context(void)
 {
     uint64_t h[3];
     CHECK(sim_create_context(0, h) == 0);
-    tack_option o[3] = {{"external_context", "driver", h[0]},
-                        {"external_context", "device", h[1]},
-                        {"external_context", "context", h[2]}};
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open("level_zero", o, 3, &d));
-    return d;
+    return adopt_or_null(h);
 }
 
 /* ---- cases ----------------------------------------------------------------- */
@@ -229,42 +216,23 @@ static void test_f64_needs_a_device_with_fp64(void)
 
 static void test_compile_error_carries_the_log(void)
 {
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile("// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n",
-                                     NULL, ze, &k),
-                 TACK_ERUNTIME);
-    CHECK(k == NULL);
-    const char *e = tack_last_error();
-    CHECK(strstr(e, "failed to compile for level_zero") && strstr(e, "no such thing"));
-    CHECK(strstr(e, "kernel:2:"));
-    CHECK(strstr(tack_kernel_compile_log(), "no such thing"));
+    CHECK_COMPILE_ERROR(ze, "level_zero");
 }
 
 static void test_missing_libocloc_says_what_to_install(void)
 {
-    char *saved = strdup(getenv("TACK_OCLOC_LIBRARY"));
-    setenv("TACK_OCLOC_LIBRARY", "/nonexistent/libocloc.so", 1);
-    const char *src = "void g(tack_index i, int32_t *y) { y[i] = 1; }";
-    tack_kernel *k = NULL;
-    CHECK_STATUS(tack_kernel_compile(src, NULL, ze, &k), TACK_ERUNTIME);
-    CHECK(strstr(tack_last_error(), "libocloc") && strstr(tack_last_error(), "apt-get install intel-opencl-icd"));
-    setenv("TACK_OCLOC_LIBRARY", saved, 1);
-    CHECK_OK(tack_kernel_compile(src, NULL, ze, &k));
-    tack_kernel_release(k);
-    free(saved);
+    CHECK_MISSING_COMPILER(ze, "TACK_OCLOC_LIBRARY", "/nonexistent/libocloc.so", "libocloc",
+                           "apt-get install intel-opencl-icd");
 }
 
 int main(void)
 {
     char cache[] = "/tmp/tack-test-ze-kernel-XXXXXX";
-    if (!mkdtemp(cache))
+    if (!cache_dir_set(cache))
         return 1;
-    setenv("TACK_CACHE_DIR", cache, 1);
     sim_open();
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
-    CHECK_OK(tack_device_open("level_zero", NULL, 0, &ze));
-    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, ze, &saxpy));
-    if (!ze || !saxpy)
+    if (!saxpy_open("level_zero", &ze, &saxpy))
         CHECK_DONE();
     RUN(test_generated_source_is_opencl);
     RUN(test_launch_binds_arguments_in_order);
@@ -275,14 +243,9 @@ int main(void)
     RUN(test_f64_needs_a_device_with_fp64);
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_libocloc_says_what_to_install);
-    tack_kernel_release(saxpy);
-    CHECK_OK(tack_device_synchronize(ze));
-    tack_device_release(ze);
+    saxpy_close(ze, saxpy);
     /* Tack destroys no Level Zero object, kernels included. */
     CHECK(sim_stats("destroys") == 0);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", cache);
+    remove_tree(cache);
     CHECK_DONE();
 }

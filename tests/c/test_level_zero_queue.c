@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "arrays.h"
+#include "backend.h"
 #include "check.h"
+#include "kernels.h"
 #include "sim.h"
 #include "tack/exchange.h"
 #include "tack/kernel.h"
@@ -53,9 +55,6 @@ static long long stat(const char *name) { return sim_counter(sim_stats, name); }
 
 /* ---- the GPU's stand-in for saxpy ------------------------------------------ */
 
-static const char saxpy_source[] =
-    "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }\n";
-
 struct saxpy_launch {
     int64_t n;
     float a;
@@ -86,11 +85,8 @@ static void *saxpy_capture(const char *name, void *const *args, const size_t *si
 static void saxpy_run(void *p)
 {
     struct saxpy_launch *c = p;
-    const float *x = sim_host_address(c->x, (size_t)c->n * sizeof(float));
-    float *y = sim_host_address(c->y, (size_t)c->n * sizeof(float));
-    if (x && y)
-        for (int64_t i = 0; i < c->n; i++)
-            y[i] = c->a * x[i] + y[i];
+    size_t bytes = (size_t)c->n * sizeof(float);
+    saxpy_on_host(c->n, c->a, sim_host_address(c->x, bytes), sim_host_address(c->y, bytes));
 }
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -116,23 +112,12 @@ static float stored(const tack_array *a, size_t i)
     return v ? v[i] : -1.0f;
 }
 
-static tack_status call_saxpy(float a, tack_array *x, tack_array *y)
-{
-    tack_arg args[3] = {tack_arg_f32(a), tack_arg_array(x), tack_arg_array(y)};
-    return tack_kernel_call(saxpy, args, 3);
-}
+static tack_status call_saxpy(float a, tack_array *x, tack_array *y) { return saxpy_call(saxpy, a, x, y); }
 
 static tack_device *adopt_new_context(uint64_t h[3])
 {
     CHECK(sim_create_context(0, h) == 0);
-    tack_option o[3] = {{"external_context", "driver", h[0]},
-                        {"external_context", "device", h[1]},
-                        {"external_context", "context", h[2]}};
-    tack_device *d = NULL;
-    CHECK_OK(tack_device_open("level_zero", o, 3, &d));
-    if (!d)
-        exit(1);
-    return d;
+    return adopt(h);
 }
 
 /* ---- cases ----------------------------------------------------------------- */
@@ -230,11 +215,7 @@ static void test_a_launch_over_an_imported_tensor_completes_before_returning(voi
         storage[i] = 10.0f;
     static int64_t shape[1] = {16};
     DLManagedTensor *t = calloc(1, sizeof *t);
-    t->dl_tensor.data = (void *)(uintptr_t)mem;
-    t->dl_tensor.device = (DLDevice){kDLOneAPI, 0};
-    t->dl_tensor.ndim = 1;
-    t->dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
-    t->dl_tensor.shape = shape;
+    f32_vector_tensor(&t->dl_tensor, (void *)(uintptr_t)mem, (DLDevice){kDLOneAPI, 0}, shape);
     t->deleter = dl_deleter;
     tack_array *y = NULL, *x = filled(d, 16, 1.0f);
     tack_kernel *k = NULL;
@@ -338,14 +319,11 @@ static void test_a_failed_submission_leaves_the_next_launch_working(void)
 int main(void)
 {
     char cache[] = "/tmp/tack-test-ze-queue-XXXXXX";
-    if (!mkdtemp(cache))
+    if (!cache_dir_set(cache))
         return 1;
-    setenv("TACK_CACHE_DIR", cache, 1);
     sim_open();
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
-    CHECK_OK(tack_device_open("level_zero", NULL, 0, &ze));
-    CHECK_OK(tack_kernel_compile(saxpy_source, NULL, ze, &saxpy));
-    if (!ze || !saxpy)
+    if (!saxpy_open("level_zero", &ze, &saxpy))
         CHECK_DONE();
     RUN(test_a_launch_returns_before_it_has_run);
     RUN(test_many_launches_run_in_order);
@@ -356,15 +334,10 @@ int main(void)
     RUN(test_synchronize_runs_everything_queued);
     RUN(test_freeing_an_array_a_launch_still_uses);
     RUN(test_a_failed_submission_leaves_the_next_launch_working);
-    tack_kernel_release(saxpy);
-    CHECK_OK(tack_device_synchronize(ze));
-    tack_device_release(ze);
+    saxpy_close(ze, saxpy);
     /* Tack destroys no Level Zero object: not its queue, lists or fences. */
     CHECK(stat("destroys") == 0);
     CHECK(stat("resets_in_flight") == 0 && stat("faults") == 0);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", cache);
+    remove_tree(cache);
     CHECK_DONE();
 }
