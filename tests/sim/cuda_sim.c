@@ -242,36 +242,16 @@ static sim_run_fn kernel_run;
 
 static struct sim_failures failures;
 
-static int injected(const char *symbol, CUresult *r)
-{
-    long long code;
-    if (!sim_failure_due(&failures, symbol, &code))
-        return 0;
-    *r = (CUresult)code;
-    COUNT(injected_failures);
-    return 1;
-}
-
 /* Every entry point takes the lock and may be told to fail. */
 #define ENTER()                                                                                               \
-    CUresult r_ = CUDA_SUCCESS;                                                                               \
-    pthread_mutex_lock(&lock);                                                                                \
-    if (injected(__func__, &r_))                                                                              \
-        goto out;                                                                                             \
+    SIM_ENTER(CUresult, CUDA_SUCCESS);                                                                        \
+    SIM_INJECT(CUresult);                                                                                     \
     if (!initialized && strcmp(__func__, "cuInit") && strcmp(__func__, "cuGetErrorName") &&                   \
-        strcmp(__func__, "cuGetErrorString") && strcmp(__func__, "cuDriverGetVersion")) {                     \
-        r_ = CUDA_ERROR_NOT_INITIALIZED;                                                                      \
-        goto out;                                                                                             \
-    }
-#define RETURN(v)                                                                                             \
-    do {                                                                                                      \
-        r_ = (v);                                                                                             \
-        goto out;                                                                                             \
-    } while (0)
+        strcmp(__func__, "cuGetErrorString") && strcmp(__func__, "cuDriverGetVersion"))                       \
+        RETURN(CUDA_ERROR_NOT_INITIALIZED)
 #define LEAVE()                                                                                               \
     out:                                                                                                      \
-    pthread_mutex_unlock(&lock);                                                                              \
-    return r_
+    SIM_LEAVE()
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -1886,10 +1866,7 @@ SIM_API long long tack_sim_cuda_stats(const char *name)
  * when the table of pending failures is full. */
 SIM_API int tack_sim_cuda_fail(const char *symbol, int error, int nth)
 {
-    pthread_mutex_lock(&lock);
-    int r = sim_failure_arm(&failures, symbol, error, nth);
-    pthread_mutex_unlock(&lock);
-    return r;
+    return sim_failure_arm(&lock, &failures, symbol, error, nth);
 }
 
 /* The host storage behind [ptr, ptr + n) of device-visible memory, or NULL:

@@ -136,16 +136,6 @@ static unsigned last_grid[3], last_block[3];
 
 static struct sim_failures failures;
 
-static int injected(const char *symbol, tack_hip_error *r)
-{
-    long long code;
-    if (!sim_failure_due(&failures, symbol, &code))
-        return 0;
-    *r = (tack_hip_error)code;
-    COUNT(injected_failures);
-    return 1;
-}
-
 static void configure(void)
 {
     if (configured)
@@ -164,26 +154,16 @@ static int rocm5(void) { return version / 10000000 < 6; }
 /* Every entry point takes the lock and may be told to fail; a failure also
  * becomes the thread's last error, as in the real runtime. */
 #define ENTER()                                                                                               \
-    tack_hip_error r_ = TACK_HIP_SUCCESS;                                                                     \
-    pthread_mutex_lock(&lock);                                                                                \
+    SIM_ENTER(tack_hip_error, TACK_HIP_SUCCESS);                                                              \
     configure();                                                                                              \
-    if (injected(__func__, &r_))                                                                              \
-        goto out;                                                                                             \
-    if (!initialized && strcmp(__func__, "hipInit") && strcmp(__func__, "hipRuntimeGetVersion")) {            \
-        r_ = TACK_HIP_ERROR_NOT_INITIALIZED;                                                                  \
-        goto out;                                                                                             \
-    }
-#define RETURN(v)                                                                                             \
-    do {                                                                                                      \
-        r_ = (v);                                                                                             \
-        goto out;                                                                                             \
-    } while (0)
+    SIM_INJECT(tack_hip_error);                                                                               \
+    if (!initialized && strcmp(__func__, "hipInit") && strcmp(__func__, "hipRuntimeGetVersion"))              \
+        RETURN(TACK_HIP_ERROR_NOT_INITIALIZED)
 #define LEAVE()                                                                                               \
     out:                                                                                                      \
     if (r_ != TACK_HIP_SUCCESS)                                                                               \
         last_error = r_;                                                                                      \
-    pthread_mutex_unlock(&lock);                                                                              \
-    return r_
+    SIM_LEAVE()
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -596,10 +576,7 @@ SIM_API long long tack_sim_hip_stats(const char *name)
  * the table of pending failures is full. */
 SIM_API int tack_sim_hip_fail(const char *symbol, int error, int nth)
 {
-    pthread_mutex_lock(&lock);
-    int r = sim_failure_arm(&failures, symbol, error, nth);
-    pthread_mutex_unlock(&lock);
-    return r;
+    return sim_failure_arm(&lock, &failures, symbol, error, nth);
 }
 
 /* The host storage behind [ptr, ptr + n) of an allocation, or NULL. */

@@ -269,16 +269,6 @@ static sim_run_fn kernel_run;
 
 static struct sim_failures failures;
 
-static int injected(const char *symbol, tack_ze_result *r)
-{
-    long long code;
-    if (!sim_failure_due(&failures, symbol, &code))
-        return 0;
-    *r = (tack_ze_result)code;
-    COUNT(injected_failures);
-    return 1;
-}
-
 /* The environment is read once, at the first call of any entry point. */
 static void configure(void)
 {
@@ -299,24 +289,14 @@ static void configure(void)
 
 /* Every entry point takes the lock and may be told to fail. */
 #define ENTER()                                                                                               \
-    tack_ze_result r_ = TACK_ZE_SUCCESS;                                                                      \
-    pthread_mutex_lock(&lock);                                                                                \
+    SIM_ENTER(tack_ze_result, TACK_ZE_SUCCESS);                                                               \
     configure();                                                                                              \
-    if (injected(__func__, &r_))                                                                              \
-        goto out;                                                                                             \
-    if (!initialized && strcmp(__func__, "zeInit")) {                                                         \
-        r_ = TACK_ZE_ERROR_UNINITIALIZED;                                                                     \
-        goto out;                                                                                             \
-    }
-#define RETURN(v)                                                                                             \
-    do {                                                                                                      \
-        r_ = (v);                                                                                             \
-        goto out;                                                                                             \
-    } while (0)
+    SIM_INJECT(tack_ze_result);                                                                               \
+    if (!initialized && strcmp(__func__, "zeInit"))                                                           \
+        RETURN(TACK_ZE_ERROR_UNINITIALIZED)
 #define LEAVE()                                                                                               \
     out:                                                                                                      \
-    pthread_mutex_unlock(&lock);                                                                              \
-    return r_
+    SIM_LEAVE()
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -1382,10 +1362,7 @@ SIM_API long long tack_sim_ze_stats(const char *name)
  * when the table of pending failures is full. */
 SIM_API int tack_sim_ze_fail(const char *symbol, uint32_t result, int nth)
 {
-    pthread_mutex_lock(&lock);
-    int r = sim_failure_arm(&failures, symbol, result, nth);
-    pthread_mutex_unlock(&lock);
-    return r;
+    return sim_failure_arm(&lock, &failures, symbol, result, nth);
 }
 
 /* Plays another library (a SYCL runtime): initialises the driver and makes

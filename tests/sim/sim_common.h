@@ -1,10 +1,12 @@
 /* What the simulated drivers (cuda_sim.c, hip_sim.c, level_zero_sim.c)
  * share: named counters read by a stats hook, failure injection by entry
- * point name and call number, and integer settings from the environment.
+ * point name and call number, the frame of an entry point, and integer
+ * settings from the environment.
  * Header only, so each simulator still builds from its one source file. */
 #ifndef TACK_SIM_COMMON_H
 #define TACK_SIM_COMMON_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -41,7 +43,7 @@ static inline long long sim_stat_lookup(const char *const *names, atomic_llong *
 /* ---- failure injection --------------------------------------------------- */
 
 /* Pending failures: the `countdown`th next call of entry point `symbol`
- * returns `code`. The caller holds its simulator's lock. */
+ * returns `code`. Guarded by its simulator's lock. */
 struct sim_failures {
     struct {
         char symbol[64];
@@ -50,19 +52,25 @@ struct sim_failures {
     } slot[16];
 };
 
-/* Arms a failure of the nth next call (1: the next one) of `symbol`.
- * Returns 0, or -1 when the table is full. */
-static inline int sim_failure_arm(struct sim_failures *t, const char *symbol, long long code, int nth)
+/* Arms a failure of the nth next call (1: the next one) of `symbol`, taking
+ * `lock`: what each simulator's fail hook does. Returns 0, or -1 when the
+ * table is full. */
+static inline int sim_failure_arm(pthread_mutex_t *lock, struct sim_failures *t, const char *symbol, long long code,
+                                  int nth)
 {
+    int r = -1;
+    pthread_mutex_lock(lock);
     for (size_t i = 0; i < sizeof t->slot / sizeof t->slot[0]; i++) {
         if (t->slot[i].countdown <= 0) {
             snprintf(t->slot[i].symbol, sizeof t->slot[i].symbol, "%s", symbol);
             t->slot[i].code = code;
             t->slot[i].countdown = nth > 0 ? nth : 1;
-            return 0;
+            r = 0;
+            break;
         }
     }
-    return -1;
+    pthread_mutex_unlock(lock);
+    return r;
 }
 
 /* Counts a call of `symbol`: 1, with its code in *code, when this call is
@@ -77,6 +85,37 @@ static inline int sim_failure_due(struct sim_failures *t, const char *symbol, lo
     }
     return 0;
 }
+
+/* ---- entry points -------------------------------------------------------- */
+
+/* An entry point of a simulated driver runs from ENTER() to LEAVE() with
+ * the simulator's `lock` held, and RETURN(v) ends it with result v. Each
+ * simulator defines its ENTER() and LEAVE() from these pieces, around what
+ * it adds (reading its configuration, refusing calls before its init):
+ * SIM_ENTER declares the result r_ of type `type`, starting at `ok`, and
+ * takes `lock`; SIM_INJECT ends the call with the armed code when it is one
+ * of those `failures` says must fail, counted as injected_failures;
+ * SIM_LEAVE, after the label `out` that RETURN jumps to, releases `lock`
+ * and returns r_. */
+#define SIM_ENTER(type, ok)                                                                                   \
+    type r_ = (ok);                                                                                           \
+    pthread_mutex_lock(&lock)
+#define SIM_INJECT(type)                                                                                      \
+    do {                                                                                                      \
+        long long code_;                                                                                      \
+        if (sim_failure_due(&failures, __func__, &code_)) {                                                   \
+            COUNT(injected_failures);                                                                         \
+            RETURN((type)code_);                                                                              \
+        }                                                                                                     \
+    } while (0)
+#define RETURN(v)                                                                                             \
+    do {                                                                                                      \
+        r_ = (v);                                                                                             \
+        goto out;                                                                                             \
+    } while (0)
+#define SIM_LEAVE()                                                                                           \
+    pthread_mutex_unlock(&lock);                                                                              \
+    return r_
 
 /* ---- configuration ------------------------------------------------------- */
 
