@@ -61,6 +61,7 @@
 
 #include "../../src/driver/cuda.h"
 #include "sim_common.h"
+#include "sim_memory.h"
 
 /* The entry points Tack resolves, declared from Tack's own list, so that a
  * definition here that disagrees with Tack's declaration fails to build. */
@@ -255,14 +256,6 @@ static struct sim_failures failures;
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static size_t page_round(size_t n)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (n == 0)
-        n = 1;
-    return (n + page - 1) / page * page;
-}
-
 static size_t env_size(const char *name, size_t fallback)
 {
     const char *v = getenv(name);
@@ -356,8 +349,7 @@ static void alloc_destroy(struct sim_alloc *a)
     unlink_alloc(a);
     switch (a->kind) {
     case K_DEVICE:
-        munmap((void *)a->base, a->map_size);
-        munmap(a->store, a->map_size);
+        sim_pages_unmap(a->base, a->store, a->map_size);
         memory_used -= a->size;
         UNCOUNT(live_allocs);
         break;
@@ -399,21 +391,14 @@ static CUresult device_alloc(size_t size, struct sim_ctx *c, struct sim_alloc **
         return CUDA_ERROR_INVALID_VALUE;
     if (size > memory_budget - memory_used)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t m = page_round(size);
-    void *va = mmap(NULL, m, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (va == MAP_FAILED)
+    uintptr_t va;
+    char *store;
+    size_t m;
+    if (sim_pages_map(size, 1, &va, &store, &m))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *store = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (store == MAP_FAILED) {
-        munmap(va, m);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    /* Fresh device memory holds whatever was there before. */
-    memset(store, 0xA5, size);
-    struct sim_alloc *a = alloc_new(K_DEVICE, (uintptr_t)va, size, c);
+    struct sim_alloc *a = alloc_new(K_DEVICE, va, size, c);
     if (!a) {
-        munmap(va, m);
-        munmap(store, m);
+        sim_pages_unmap(va, store, m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->map_size = m;

@@ -60,11 +60,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../src/driver/level_zero.h"
 #include "sim_common.h"
+#include "sim_memory.h"
 
 /* The entry points, declared from the same list Tack loads, so a signature
  * that drifts from Tack's table does not compile. */
@@ -149,16 +149,12 @@ struct tack_ze_context_object {
 enum alloc_kind { K_HOST = 1, K_DEVICE = 2, K_SHARED = 3 }; /* the ze_memory_type_t values */
 
 struct sim_alloc {
+    struct sim_region r; /* first: the entry of `allocs` (host and shared kinds: base is the storage) */
     enum alloc_kind kind;
-    uintptr_t base;
-    size_t size;
-    size_t map_size;
-    char *store; /* where the bytes live (for host and shared kinds, base itself) */
     struct tack_ze_context_object *ctx;
     int device;
     unsigned long long id;
     int free_deferred; /* freed once the queued work that uses it has run */
-    struct sim_alloc *next;
 };
 
 enum op_type { OP_COPY, OP_FILL, OP_LAUNCH };
@@ -253,7 +249,7 @@ static struct tack_ze_fence_object *fences;
 #define RUN_LOG 4096
 static long long run_log[RUN_LOG];
 static long run_count;
-static struct sim_alloc *allocs;
+static struct sim_region *allocs;
 /* Kernels, listed like every other object (never freed), so that one whose
  * module Tack leaves to the driver is still accounted for. */
 static struct tack_ze_kernel_object *kernels;
@@ -300,14 +296,6 @@ static void configure(void)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static size_t page_round(size_t n)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (n == 0)
-        n = 1;
-    return (n + page - 1) / page * page;
-}
-
 static int device_index(tack_ze_device d)
 {
     for (int i = 0; i < n_devices; i++)
@@ -324,50 +312,18 @@ static int live_context(tack_ze_context c)
     return 0;
 }
 
-static struct sim_alloc *find_alloc(uintptr_t addr, size_t n)
-{
-    for (struct sim_alloc *a = allocs; a; a = a->next)
-        if (addr >= a->base && addr - a->base < a->size && n <= a->size - (addr - a->base))
-            return a;
-    return NULL;
-}
+static struct sim_alloc *alloc_of(struct sim_region *r) { return (struct sim_alloc *)r; }
 
-static int in_device_range(uintptr_t addr, size_t n)
-{
-    for (struct sim_alloc *a = allocs; a; a = a->next)
-        if (a->kind == K_DEVICE && addr < a->base + a->map_size && addr + n > a->base)
-            return 1;
-    return 0;
-}
+static struct sim_alloc *find_alloc(uintptr_t addr, size_t n) { return alloc_of(sim_region_find(allocs, addr, n)); }
 
 /* The host address of [addr, addr + n) as the device sees it: the storage
- * of a USM allocation, or the address itself for host memory the device
- * reads directly (as a real GPU reads system memory). NULL for a range that
- * runs off a device allocation. */
-static char *bytes(uintptr_t addr, size_t n)
-{
-    struct sim_alloc *a = find_alloc(addr, n);
-    if (a)
-        return a->store + (addr - a->base);
-    if (in_device_range(addr, n))
-        return NULL;
-    return (char *)addr;
-}
+ * of a USM allocation, or host memory the device reads directly. NULL for a
+ * range that runs off a device allocation. */
+static char *bytes(uintptr_t addr, size_t n) { return sim_region_bytes(allocs, addr, n); }
 
 static void alloc_destroy(struct sim_alloc *a)
 {
-    for (struct sim_alloc **p = &allocs; *p; p = &(*p)->next) {
-        if (*p == a) {
-            *p = a->next;
-            break;
-        }
-    }
-    if (a->kind == K_DEVICE) {
-        munmap((void *)a->base, a->map_size);
-        munmap(a->store, a->map_size);
-    } else {
-        munmap(a->store, a->map_size);
-    }
+    sim_region_remove(&allocs, &a->r);
     UNCOUNT(live_allocs);
     free(a);
 }
@@ -381,40 +337,20 @@ static tack_ze_result alloc_new(enum alloc_kind kind, struct tack_ze_context_obj
         return ZE_ERROR_UNSUPPORTED_ALIGNMENT;
     if (size > ((size_t)1 << 32))
         return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
-    size_t m = page_round(size);
-    void *store = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (store == MAP_FAILED)
-        return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
-    void *va = store;
-    if (kind == K_DEVICE) {
-        va = mmap(NULL, m, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (va == MAP_FAILED) {
-            munmap(store, m);
-            return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
-        }
-    }
-    /* Fresh memory holds whatever was there before. */
-    memset(store, 0xA5, size);
     struct sim_alloc *a = calloc(1, sizeof *a);
-    if (!a) {
-        if (va != store)
-            munmap(va, m);
-        munmap(store, m);
+    if (!a)
         return TACK_ZE_ERROR_OUT_OF_HOST_MEMORY;
+    if (sim_region_add(&allocs, &a->r, size, kind == K_DEVICE)) {
+        free(a);
+        return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
     }
     a->kind = kind;
-    a->base = (uintptr_t)va;
-    a->size = size;
-    a->map_size = m;
-    a->store = store;
     a->ctx = c;
     a->device = device;
     a->id = next_id++;
-    a->next = allocs;
-    allocs = a;
     COUNT(allocs);
     COUNT(live_allocs);
-    *out = va;
+    *out = (void *)a->r.base;
     return TACK_ZE_SUCCESS;
 }
 
@@ -425,8 +361,8 @@ static int in_use(const struct sim_alloc *a)
         for (struct sim_op *op = q->head; op; op = op->next) {
             if (op->type == OP_LAUNCH)
                 return 1; /* a kernel may touch any memory it was given */
-            if ((op->dst >= a->base && op->dst < a->base + a->size) ||
-                (op->src >= a->base && op->src < a->base + a->size))
+            if ((op->dst >= a->r.base && op->dst < a->r.base + a->r.size) ||
+                (op->src >= a->r.base && op->src < a->r.base + a->r.size))
                 return 1;
         }
     }
@@ -470,8 +406,8 @@ static tack_ze_result execute(struct sim_op *op)
 /* Frees what a deferred free left behind, once nothing queued uses it. */
 static void reap(void)
 {
-    for (struct sim_alloc *a = allocs, *next; a; a = next) {
-        next = a->next;
+    for (struct sim_alloc *a = alloc_of(allocs), *next; a; a = next) {
+        next = alloc_of(a->r.next);
         if (a->free_deferred && !in_use(a))
             alloc_destroy(a);
     }
@@ -736,8 +672,8 @@ SIM_API tack_ze_result zeContextDestroy(tack_ze_context c)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     c->live = 0;
     /* Its allocations go with it. */
-    for (struct sim_alloc *a = allocs, *next; a; a = next) {
-        next = a->next;
+    for (struct sim_alloc *a = alloc_of(allocs), *next; a; a = next) {
+        next = alloc_of(a->r.next);
         if (a->ctx == c)
             alloc_destroy(a);
     }
@@ -1060,8 +996,8 @@ static tack_ze_result free_in(tack_ze_context c, void *ptr, uint32_t policy)
     if (!ptr)
         return TACK_ZE_ERROR_INVALID_NULL_POINTER;
     struct sim_alloc *a = NULL;
-    for (struct sim_alloc *k = allocs; k; k = k->next)
-        if (k->base == (uintptr_t)ptr && !k->free_deferred)
+    for (struct sim_alloc *k = alloc_of(allocs); k; k = alloc_of(k->r.next))
+        if (k->r.base == (uintptr_t)ptr && !k->free_deferred)
             a = k;
     if (!a) {
         COUNT(invalid_frees);
@@ -1442,7 +1378,7 @@ SIM_API long tack_sim_ze_allocations_in(uint64_t context)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct sim_alloc *a = allocs; a; a = a->next)
+    for (struct sim_alloc *a = alloc_of(allocs); a; a = alloc_of(a->r.next))
         if ((uint64_t)(uintptr_t)a->ctx == context && !a->free_deferred)
             n++;
     pthread_mutex_unlock(&lock);
@@ -1453,8 +1389,7 @@ SIM_API long tack_sim_ze_allocations_in(uint64_t context)
 SIM_API void *tack_sim_ze_host_address(uint64_t ptr, size_t n)
 {
     pthread_mutex_lock(&lock);
-    struct sim_alloc *a = find_alloc((uintptr_t)ptr, n);
-    void *p = a ? a->store + ((uintptr_t)ptr - a->base) : NULL;
+    void *p = sim_region_store(allocs, (uintptr_t)ptr, n);
     pthread_mutex_unlock(&lock);
     return p;
 }
