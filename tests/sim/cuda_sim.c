@@ -385,7 +385,8 @@ static struct sim_alloc *alloc_new(enum alloc_kind kind, uintptr_t base, size_t 
     return a;
 }
 
-static CUresult device_alloc(size_t size, struct sim_ctx *c, struct sim_alloc **out)
+/* Fresh device memory of `size` bytes in context `c`, its address in *ptr. */
+static CUresult device_alloc(size_t size, struct sim_ctx *c, CUdeviceptr *ptr)
 {
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -405,7 +406,7 @@ static CUresult device_alloc(size_t size, struct sim_ctx *c, struct sim_alloc **
     a->store = store;
     memory_used += size;
     COUNT(live_allocs);
-    *out = a;
+    *ptr = a->base;
     return CUDA_SUCCESS;
 }
 
@@ -432,6 +433,30 @@ static CUresult check_stream(CUstream s, struct sim_ctx *c, struct sim_stream **
     }
     return CUDA_ERROR_INVALID_HANDLE;
 }
+
+/* The current context and, in it, a stream usable for work the calling
+ * thread queues (NULL: the legacy stream). */
+static CUresult require_stream(CUstream stream, struct sim_ctx **c, struct sim_stream **s)
+{
+    *s = NULL;
+    CUresult r = require_context(c);
+    return r ? r : check_stream(stream, *c, s);
+}
+
+/* In an entry point: declares `c`, the current context, or ends the call
+ * with the error for its absence. */
+#define CURRENT_CONTEXT(c)                                                                                    \
+    struct sim_ctx *c;                                                                                        \
+    if ((r_ = require_context(&c)) != CUDA_SUCCESS)                                                           \
+        goto out
+
+/* In an entry point: declares `c`, the current context, and `s`, the
+ * stream `stream` in it (require_stream), or ends the call with the error. */
+#define CURRENT_STREAM(c, s, stream)                                                                          \
+    struct sim_ctx *c;                                                                                        \
+    struct sim_stream *s;                                                                                     \
+    if ((r_ = require_stream(stream, &c, &s)) != CUDA_SUCCESS)                                                \
+        goto out
 
 static void fault(struct sim_ctx *c)
 {
@@ -658,31 +683,30 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
+/* The entry of `errors` for `error`, or -1 for a code it does not list. */
+static int error_index(CUresult error)
+{
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error)
+            return (int)i;
+    return -1;
+}
+
 SIM_API CUresult cuGetErrorName(CUresult error, const char **name)
 {
     ENTER();
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
-        if (errors[i].code == error) {
-            *name = errors[i].name;
-            RETURN(CUDA_SUCCESS);
-        }
-    }
-    *name = NULL;
-    RETURN(CUDA_ERROR_INVALID_VALUE);
+    int i = error_index(error);
+    *name = i < 0 ? NULL : errors[i].name;
+    RETURN(i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
     LEAVE();
 }
 
 SIM_API CUresult cuGetErrorString(CUresult error, const char **text)
 {
     ENTER();
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
-        if (errors[i].code == error) {
-            *text = errors[i].text;
-            RETURN(CUDA_SUCCESS);
-        }
-    }
-    *text = NULL;
-    RETURN(CUDA_ERROR_INVALID_VALUE);
+    int i = error_index(error);
+    *text = i < 0 ? NULL : errors[i].text;
+    RETURN(i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
     LEAVE();
 }
 
@@ -737,29 +761,29 @@ SIM_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUd
     LEAVE();
 }
 
-static void fill_uuid(CUuuid *uuid, CUdevice dev)
+/* What both versions of cuDeviceGetUuid answer. */
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
 {
     static const char prefix[] = "TACK-SIM-GPU";
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
     memset(uuid->bytes, 0, sizeof uuid->bytes);
     memcpy(uuid->bytes, prefix, sizeof prefix - 1);
     uuid->bytes[15] = (char)dev;
+    return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     ENTER();
-    if (!valid_device(dev))
-        RETURN(CUDA_ERROR_INVALID_DEVICE);
-    fill_uuid(uuid, dev);
+    RETURN(device_uuid(uuid, dev));
     LEAVE();
 }
 
 SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
     ENTER();
-    if (!valid_device(dev))
-        RETURN(CUDA_ERROR_INVALID_DEVICE);
-    fill_uuid(uuid, dev);
+    RETURN(device_uuid(uuid, dev));
     LEAVE();
 }
 
@@ -914,10 +938,7 @@ SIM_API CUresult cuCtxPopCurrent_v2(CUcontext *ctx)
 SIM_API CUresult cuCtxGetDevice(CUdevice *device)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     *device = c->device;
     LEAVE();
 }
@@ -937,10 +958,7 @@ SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
 SIM_API CUresult cuCtxSynchronize(void)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     COUNT(ctx_syncs);
     for (struct sim_stream *s = streams; s; s = s->next)
         if (s->live && s->ctx == c)
@@ -954,10 +972,7 @@ SIM_API CUresult cuCtxSynchronize(void)
 SIM_API CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     if (flags & ~1u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     struct sim_stream *s = calloc(1, sizeof *s);
@@ -999,10 +1014,7 @@ SIM_API CUresult cuStreamSynchronize(CUstream stream)
     ENTER();
     COUNT(stream_syncs);
     if (is_null_stream(stream)) {
-        struct sim_ctx *c;
-        CUresult r = require_context(&c);
-        if (r)
-            RETURN(r);
+        CURRENT_CONTEXT(c);
         drain_blocking(c);
         RETURN(c->sticky);
     }
@@ -1034,10 +1046,7 @@ SIM_API CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx)
     if (!ctx)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     if (is_null_stream(stream)) {
-        struct sim_ctx *c;
-        CUresult r = require_context(&c);
-        if (r)
-            RETURN(r);
+        CURRENT_CONTEXT(c);
         *ctx = (CUcontext)c;
         RETURN(CUDA_SUCCESS);
     }
@@ -1067,10 +1076,7 @@ static int event_complete(const struct sim_event *e) { return !e->stream || e->s
 SIM_API CUresult cuEventCreate(CUevent *event, unsigned int flags)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     /* CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS */
     if (!event || flags & ~7u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
@@ -1102,13 +1108,7 @@ SIM_API CUresult cuEventDestroy_v2(CUevent event)
 SIM_API CUresult cuEventRecord(CUevent event, CUstream stream)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s = NULL;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
+    CURRENT_STREAM(c, s, stream);
     struct sim_event *e = find_event(event);
     if (!e || e->ctx != c)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
@@ -1130,13 +1130,7 @@ SIM_API CUresult cuEventRecord(CUevent event, CUstream stream)
 SIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s = NULL;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
+    CURRENT_STREAM(c, s, stream);
     struct sim_event *e = find_event(event);
     if (!e)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
@@ -1182,32 +1176,34 @@ SIM_API CUresult cuEventSynchronize(CUevent event)
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a;
-    r = device_alloc(size, c, &a);
-    if (r)
-        RETURN(r);
-    COUNT(allocs);
-    *ptr = a->base;
+    CURRENT_CONTEXT(c);
+    CUresult r = device_alloc(size, c, ptr);
+    if (!r)
+        COUNT(allocs);
+    RETURN(r);
     LEAVE();
+}
+
+/* The device allocation that starts at `ptr` and may be freed, or NULL:
+ * an invalid free, counted. */
+static struct sim_alloc *freeable(CUdeviceptr ptr)
+{
+    struct sim_alloc *a = find_alloc(ptr, 0);
+    if (!a || a->base != ptr || a->kind != K_DEVICE || a->free_pending) {
+        COUNT(invalid_frees);
+        return NULL;
+    }
+    return a;
 }
 
 /* Synchronous frees wait for the work queued on the allocation's context. */
 SIM_API CUresult cuMemFree_v2(CUdeviceptr ptr)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a = find_alloc(ptr, 0);
-    if (!a || a->base != ptr || a->kind != K_DEVICE || a->free_pending) {
-        COUNT(invalid_frees);
+    CURRENT_CONTEXT(c);
+    struct sim_alloc *a = freeable(ptr);
+    if (!a)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    }
     for (struct sim_stream *s = streams; s; s = s->next)
         if (s->live && s->ctx == a->ctx)
             drain(s);
@@ -1219,37 +1215,21 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr ptr)
 SIM_API CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s;
-    CUresult r = require_context(&c);
+    CURRENT_STREAM(c, s, stream);
+    CUresult r = device_alloc(size, c, ptr);
     if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a;
-    r = device_alloc(size, c, &a);
-    if (r)
-        RETURN(r);
-    COUNT(async_allocs);
-    *ptr = a->base;
+        COUNT(async_allocs);
+    RETURN(r);
     LEAVE();
 }
 
 SIM_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a = find_alloc(ptr, 0);
-    if (!a || a->base != ptr || a->kind != K_DEVICE || a->free_pending) {
-        COUNT(invalid_frees);
+    CURRENT_STREAM(c, s, stream);
+    struct sim_alloc *a = freeable(ptr);
+    if (!a)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    }
     a->free_pending = 1;
     COUNT(async_frees);
     struct sim_op op = {.type = OP_FREE, .dst = ptr};
@@ -1257,13 +1237,13 @@ SIM_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
     LEAVE();
 }
 
+/* Queues `op` on `stream` (a synchronous call passes the legacy stream, and
+ * returns the context's pending fault). */
 static CUresult queue_op(CUstream stream, struct sim_op *op, int sync)
 {
     struct sim_ctx *c;
-    struct sim_stream *s = NULL;
-    CUresult r = require_context(&c);
-    if (!r && !sync)
-        r = check_stream(stream, c, &s);
+    struct sim_stream *s;
+    CUresult r = require_stream(stream, &c, &s);
     if (r)
         return r;
     /* Addresses are checked when the call is made, as the driver does;
@@ -1436,10 +1416,7 @@ SIM_API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags)
 {
     ENTER();
     (void)flags;
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     if (!p || !size)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     for (struct sim_alloc *a = allocs; a; a = a->next)
@@ -1521,6 +1498,28 @@ static struct sim_phys *find_phys(CUmemGenericAllocationHandle h)
     return NULL;
 }
 
+/* Physical memory of `size` bytes on `device` over descriptor `fd`, which
+ * the simulator now owns (closed on failure), exportable as the handle
+ * types `requested`: its handle in *handle. */
+static CUresult phys_new(int fd, size_t size, int device, int requested, CUmemGenericAllocationHandle *handle)
+{
+    struct sim_phys *p = calloc(1, sizeof *p);
+    if (!p) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    p->fd = fd;
+    p->size = size;
+    p->device = device;
+    p->requested = requested;
+    p->next = physicals;
+    physicals = p;
+    memory_used += size;
+    COUNT(vmm_live);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                              unsigned long long flags)
 {
@@ -1546,21 +1545,10 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
     }
     memset(m, 0xA5, size);
     munmap(m, size);
-    struct sim_phys *p = calloc(1, sizeof *p);
-    if (!p) {
-        close(fd);
-        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    }
-    p->fd = fd;
-    p->size = size;
-    p->device = prop->location.id;
-    p->requested = prop->requestedHandleTypes;
-    p->next = physicals;
-    physicals = p;
-    memory_used += size;
-    COUNT(vmm_creates);
-    COUNT(vmm_live);
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    CUresult r = phys_new(fd, size, prop->location.id, prop->requestedHandleTypes, handle);
+    if (!r)
+        COUNT(vmm_creates);
+    RETURN(r);
     LEAVE();
 }
 
@@ -1719,20 +1707,10 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_phys *p = calloc(1, sizeof *p);
-    if (!p) {
-        close(own);
-        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    }
-    p->fd = own;
-    p->size = (size_t)st.st_size;
-    p->requested = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    p->next = physicals;
-    physicals = p;
-    memory_used += p->size;
-    COUNT(imports);
-    COUNT(vmm_live);
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    CUresult r = phys_new(own, (size_t)st.st_size, 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, handle);
+    if (!r)
+        COUNT(imports);
+    RETURN(r);
     LEAVE();
 }
 
@@ -1741,10 +1719,7 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
 SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     if (!image)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     /* PTX is text; the simulator cannot compile it, but a test can ask for
@@ -1809,13 +1784,7 @@ SIM_API CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned i
     ENTER();
     (void)shared;
     (void)extra;
-    struct sim_ctx *c;
-    struct sim_stream *s;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
+    CURRENT_STREAM(c, s, stream);
     struct sim_function *f = NULL;
     for (struct sim_function *k = functions; k; k = k->next)
         if ((CUfunction)k == function)
