@@ -166,6 +166,17 @@ struct sim_reservation {
 
 enum op_type { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_FREE, OP_LAUNCH, OP_WAIT };
 
+/* What streams, events and modules share, the first member of each: the
+ * context they belong to, whether they are alive, and their place on a
+ * list of their kind. The lists are never freed, so that a stale handle
+ * stays readable, and are walked from one object to the next by casting,
+ * the object being first. */
+struct sim_object {
+    struct sim_ctx *ctx;
+    int live;
+    struct sim_object *next;
+};
+
 struct sim_stream;
 
 struct sim_op {
@@ -182,31 +193,25 @@ struct sim_op {
 };
 
 struct sim_stream {
-    struct sim_ctx *ctx;
+    struct sim_object o;
     unsigned flags;
-    int live;
     struct sim_op *head, *tail;
     /* Operations queued and run so far, numbered from 1: an event records
      * the first, and is complete once the second reaches it. */
     unsigned long long queued, done;
-    struct sim_stream *next;
 };
 
 /* An event: the point `seq` of stream `stream` it was last recorded at
  * (stream NULL: never recorded, or recorded where work runs at once). */
 struct sim_event {
-    struct sim_ctx *ctx;
-    int live;
+    struct sim_object o;
     struct sim_stream *stream;
     unsigned long long seq;
-    struct sim_event *next;
 };
 
 struct sim_module {
-    struct sim_ctx *ctx;
+    struct sim_object o;
     char *image;
-    int live;
-    struct sim_module *next;
 };
 
 struct sim_function {
@@ -228,9 +233,7 @@ static struct sim_ctx *contexts; /* every context ever made; never freed, so sta
 static struct sim_alloc *allocs;
 static struct sim_reservation *reservations;
 static struct sim_phys *physicals;
-static struct sim_stream *streams; /* never freed, like contexts */
-static struct sim_event *events;   /* never freed, so stale handles stay readable */
-static struct sim_module *modules;
+static struct sim_object *streams, *events, *modules; /* never freed, like contexts */
 static struct sim_function *functions;
 
 static _Thread_local struct sim_ctx *tls_stack[STACK_DEPTH];
@@ -274,6 +277,29 @@ static int known_context(struct sim_ctx *c)
         if (k == c)
             return 1;
     return 0;
+}
+
+/* A new live object of `size` bytes (a struct that begins with its struct
+ * sim_object) in context `c`, first on `list`; NULL when out of memory. */
+static void *object_new(struct sim_object **list, size_t size, struct sim_ctx *c)
+{
+    struct sim_object *o = calloc(1, size);
+    if (!o)
+        return NULL;
+    o->ctx = c;
+    o->live = 1;
+    o->next = *list;
+    *list = o;
+    return o;
+}
+
+/* The live object on `list` whose handle is `h`, or NULL. */
+static void *find_live(struct sim_object *list, const void *h)
+{
+    for (struct sim_object *o = list; o; o = o->next)
+        if ((const void *)o == h && o->live)
+            return o;
+    return NULL;
 }
 
 static CUresult require_context(struct sim_ctx **out)
@@ -421,17 +447,11 @@ static CUresult check_stream(CUstream s, struct sim_ctx *c, struct sim_stream **
     *out = NULL;
     if (is_null_stream(s))
         return CUDA_SUCCESS;
-    for (struct sim_stream *k = streams; k; k = k->next) {
-        if ((CUstream)k == s) {
-            if (!k->live)
-                return CUDA_ERROR_INVALID_HANDLE;
-            if (k->ctx != c)
-                return CUDA_ERROR_INVALID_HANDLE;
-            *out = k;
-            return CUDA_SUCCESS;
-        }
-    }
-    return CUDA_ERROR_INVALID_HANDLE;
+    struct sim_stream *k = find_live(streams, s);
+    if (!k || k->o.ctx != c)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = k;
+    return CUDA_SUCCESS;
 }
 
 /* The current context and, in it, a stream usable for work the calling
@@ -528,7 +548,7 @@ static void drain_until(struct sim_stream *s, unsigned long long upto)
         /* Counted done before it runs: a wait inside it that comes back to
          * this stream sees it taken. */
         s->done = op->seq;
-        execute(op, s->ctx);
+        execute(op, s->o.ctx);
         free(op);
     }
 }
@@ -552,8 +572,8 @@ static void drop(struct sim_stream *s)
  * not for its non-blocking ones. */
 static void drain_blocking(struct sim_ctx *c)
 {
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if (s->live && s->ctx == c && !(s->flags & CU_STREAM_NON_BLOCKING))
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
+        if (s->o.live && s->o.ctx == c && !(s->flags & CU_STREAM_NON_BLOCKING))
             drain(s);
 }
 
@@ -584,10 +604,10 @@ static void context_destroy(struct sim_ctx *c)
 {
     c->live = 0;
     c->sticky = CUDA_SUCCESS;
-    for (struct sim_stream *s = streams; s; s = s->next) {
-        if (s->ctx == c && s->live) {
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next) {
+        if (s->o.ctx == c && s->o.live) {
             drop(s);
-            s->live = 0;
+            s->o.live = 0;
         }
     }
     for (struct sim_alloc *a = allocs, *next; a; a = next) {
@@ -595,9 +615,9 @@ static void context_destroy(struct sim_ctx *c)
         if (a->ctx == c && a->kind != K_VMM)
             alloc_destroy(a);
     }
-    for (struct sim_module *m = modules; m; m = m->next)
-        if (m->ctx == c)
-            m->live = 0;
+    for (struct sim_module *m = (void *)modules; m; m = (void *)m->o.next)
+        if (m->o.ctx == c)
+            m->o.live = 0;
     /* Off this thread's stack; other threads keep a stale handle, as with
      * the real driver. */
     int j = 0;
@@ -960,8 +980,8 @@ SIM_API CUresult cuCtxSynchronize(void)
     ENTER();
     CURRENT_CONTEXT(c);
     COUNT(ctx_syncs);
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if (s->live && s->ctx == c)
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
+        if (s->o.live && s->o.ctx == c)
             drain(s);
     RETURN(c->sticky);
     LEAVE();
@@ -975,26 +995,16 @@ SIM_API CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
     CURRENT_CONTEXT(c);
     if (flags & ~1u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_stream *s = calloc(1, sizeof *s);
+    struct sim_stream *s = object_new(&streams, sizeof *s, c);
     if (!s)
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    s->ctx = c;
     s->flags = flags;
-    s->live = 1;
-    s->next = streams;
-    streams = s;
     COUNT(streams_created);
     *stream = (CUstream)s;
     LEAVE();
 }
 
-static struct sim_stream *find_stream(CUstream h)
-{
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if ((CUstream)s == h && s->live)
-            return s;
-    return NULL;
-}
+static struct sim_stream *find_stream(CUstream h) { return find_live(streams, h); }
 
 SIM_API CUresult cuStreamDestroy_v2(CUstream stream)
 {
@@ -1004,7 +1014,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream stream)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     /* Work already queued still completes. */
     drain(s);
-    s->live = 0;
+    s->o.live = 0;
     COUNT(streams_destroyed);
     LEAVE();
 }
@@ -1022,7 +1032,7 @@ SIM_API CUresult cuStreamSynchronize(CUstream stream)
     if (!s)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     drain(s);
-    RETURN(s->ctx->sticky);
+    RETURN(s->o.ctx->sticky);
     LEAVE();
 }
 
@@ -1053,21 +1063,15 @@ SIM_API CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx)
     struct sim_stream *s = find_stream(stream);
     if (!s)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
-    if (!s->ctx->live)
+    if (!s->o.ctx->live)
         RETURN(CUDA_ERROR_CONTEXT_IS_DESTROYED);
-    *ctx = (CUcontext)s->ctx;
+    *ctx = (CUcontext)s->o.ctx;
     LEAVE();
 }
 
 /* ---- events --------------------------------------------------------------- */
 
-static struct sim_event *find_event(CUevent h)
-{
-    for (struct sim_event *e = events; e; e = e->next)
-        if ((CUevent)e == h && e->live)
-            return e;
-    return NULL;
-}
+static struct sim_event *find_event(CUevent h) { return find_live(events, h); }
 
 /* Complete: never recorded, recorded where work runs at once, or the
  * recorded stream has run up to the record. */
@@ -1080,13 +1084,9 @@ SIM_API CUresult cuEventCreate(CUevent *event, unsigned int flags)
     /* CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS */
     if (!event || flags & ~7u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_event *e = calloc(1, sizeof *e);
+    struct sim_event *e = object_new(&events, sizeof *e, c);
     if (!e)
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    e->ctx = c;
-    e->live = 1;
-    e->next = events;
-    events = e;
     COUNT(events_created);
     *event = (CUevent)e;
     LEAVE();
@@ -1099,7 +1099,7 @@ SIM_API CUresult cuEventDestroy_v2(CUevent event)
     if (!e)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     /* Waits already queued on it keep their point: they copied it. */
-    e->live = 0;
+    e->o.live = 0;
     COUNT(events_destroyed);
     LEAVE();
 }
@@ -1110,7 +1110,7 @@ SIM_API CUresult cuEventRecord(CUevent event, CUstream stream)
     ENTER();
     CURRENT_STREAM(c, s, stream);
     struct sim_event *e = find_event(event);
-    if (!e || e->ctx != c)
+    if (!e || e->o.ctx != c)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     COUNT(event_records);
     if (!s) {
@@ -1166,7 +1166,7 @@ SIM_API CUresult cuEventSynchronize(CUevent event)
     COUNT(event_syncs);
     if (e->stream) {
         drain_until(e->stream, e->seq);
-        RETURN(e->stream->ctx->sticky);
+        RETURN(e->stream->o.ctx->sticky);
     }
     LEAVE();
 }
@@ -1204,8 +1204,8 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr ptr)
     struct sim_alloc *a = freeable(ptr);
     if (!a)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if (s->live && s->ctx == a->ctx)
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
+        if (s->o.live && s->o.ctx == a->ctx)
             drain(s);
     COUNT(frees);
     alloc_destroy(a);
@@ -1726,27 +1726,19 @@ SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
      * the failure a broken module gives. */
     if (strstr(image, "tack-sim: invalid"))
         RETURN(CUDA_ERROR_INVALID_PTX);
-    struct sim_module *m = calloc(1, sizeof *m);
-    if (!m || !(m->image = strdup(image))) {
-        free(m);
+    char *copy = strdup(image);
+    struct sim_module *m = copy ? object_new(&modules, sizeof *m, c) : NULL;
+    if (!m) {
+        free(copy);
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     }
-    m->ctx = c;
-    m->live = 1;
-    m->next = modules;
-    modules = m;
+    m->image = copy;
     COUNT(modules_loaded);
     *module = (CUmodule)m;
     LEAVE();
 }
 
-static struct sim_module *find_module(CUmodule h)
-{
-    for (struct sim_module *m = modules; m; m = m->next)
-        if ((CUmodule)m == h && m->live)
-            return m;
-    return NULL;
-}
+static struct sim_module *find_module(CUmodule h) { return find_live(modules, h); }
 
 SIM_API CUresult cuModuleUnload(CUmodule module)
 {
@@ -1754,7 +1746,7 @@ SIM_API CUresult cuModuleUnload(CUmodule module)
     struct sim_module *m = find_module(module);
     if (!m)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
-    m->live = 0;
+    m->o.live = 0;
     LEAVE();
 }
 
@@ -1789,9 +1781,9 @@ SIM_API CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned i
     for (struct sim_function *k = functions; k; k = k->next)
         if ((CUfunction)k == function)
             f = k;
-    if (!f || !f->module->live)
+    if (!f || !f->module->o.live)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
-    if (f->module->ctx != c)
+    if (f->module->o.ctx != c)
         RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024)
         RETURN(CUDA_ERROR_INVALID_VALUE);
