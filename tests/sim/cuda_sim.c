@@ -166,17 +166,6 @@ struct sim_reservation {
 
 enum op_type { OP_HTOD, OP_DTOH, OP_DTOD, OP_MEMSET, OP_FREE, OP_LAUNCH, OP_WAIT };
 
-/* What streams, events and modules share, the first member of each: the
- * context they belong to, whether they are alive, and their place on a
- * list of their kind. The lists are never freed, so that a stale handle
- * stays readable, and are walked from one object to the next by casting,
- * the object being first. */
-struct sim_object {
-    struct sim_ctx *ctx;
-    int live;
-    struct sim_object *next;
-};
-
 struct sim_stream;
 
 struct sim_op {
@@ -192,8 +181,10 @@ struct sim_op {
     struct sim_op *next;
 };
 
+/* Streams, events and modules: objects (sim_common.h) of a context. */
 struct sim_stream {
     struct sim_object o;
+    struct sim_ctx *ctx;
     unsigned flags;
     struct sim_op *head, *tail;
     /* Operations queued and run so far, numbered from 1: an event records
@@ -205,12 +196,14 @@ struct sim_stream {
  * (stream NULL: never recorded, or recorded where work runs at once). */
 struct sim_event {
     struct sim_object o;
+    struct sim_ctx *ctx;
     struct sim_stream *stream;
     unsigned long long seq;
 };
 
 struct sim_module {
     struct sim_object o;
+    struct sim_ctx *ctx;
     char *image;
 };
 
@@ -277,29 +270,6 @@ static int known_context(struct sim_ctx *c)
         if (k == c)
             return 1;
     return 0;
-}
-
-/* A new live object of `size` bytes (a struct that begins with its struct
- * sim_object) in context `c`, first on `list`; NULL when out of memory. */
-static void *object_new(struct sim_object **list, size_t size, struct sim_ctx *c)
-{
-    struct sim_object *o = calloc(1, size);
-    if (!o)
-        return NULL;
-    o->ctx = c;
-    o->live = 1;
-    o->next = *list;
-    *list = o;
-    return o;
-}
-
-/* The live object on `list` whose handle is `h`, or NULL. */
-static void *find_live(struct sim_object *list, const void *h)
-{
-    for (struct sim_object *o = list; o; o = o->next)
-        if ((const void *)o == h && o->live)
-            return o;
-    return NULL;
 }
 
 static CUresult require_context(struct sim_ctx **out)
@@ -447,8 +417,8 @@ static CUresult check_stream(CUstream s, struct sim_ctx *c, struct sim_stream **
     *out = NULL;
     if (is_null_stream(s))
         return CUDA_SUCCESS;
-    struct sim_stream *k = find_live(streams, s);
-    if (!k || k->o.ctx != c)
+    struct sim_stream *k = sim_object_find(streams, s);
+    if (!k || k->ctx != c)
         return CUDA_ERROR_INVALID_HANDLE;
     *out = k;
     return CUDA_SUCCESS;
@@ -548,7 +518,7 @@ static void drain_until(struct sim_stream *s, unsigned long long upto)
         /* Counted done before it runs: a wait inside it that comes back to
          * this stream sees it taken. */
         s->done = op->seq;
-        execute(op, s->o.ctx);
+        execute(op, s->ctx);
         free(op);
     }
 }
@@ -573,7 +543,7 @@ static void drop(struct sim_stream *s)
 static void drain_blocking(struct sim_ctx *c)
 {
     for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
-        if (s->o.live && s->o.ctx == c && !(s->flags & CU_STREAM_NON_BLOCKING))
+        if (s->o.live && s->ctx == c && !(s->flags & CU_STREAM_NON_BLOCKING))
             drain(s);
 }
 
@@ -605,7 +575,7 @@ static void context_destroy(struct sim_ctx *c)
     c->live = 0;
     c->sticky = CUDA_SUCCESS;
     for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next) {
-        if (s->o.ctx == c && s->o.live) {
+        if (s->ctx == c && s->o.live) {
             drop(s);
             s->o.live = 0;
         }
@@ -616,7 +586,7 @@ static void context_destroy(struct sim_ctx *c)
             alloc_destroy(a);
     }
     for (struct sim_module *m = (void *)modules; m; m = (void *)m->o.next)
-        if (m->o.ctx == c)
+        if (m->ctx == c)
             m->o.live = 0;
     /* Off this thread's stack; other threads keep a stale handle, as with
      * the real driver. */
@@ -981,7 +951,7 @@ SIM_API CUresult cuCtxSynchronize(void)
     CURRENT_CONTEXT(c);
     COUNT(ctx_syncs);
     for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
-        if (s->o.live && s->o.ctx == c)
+        if (s->o.live && s->ctx == c)
             drain(s);
     RETURN(c->sticky);
     LEAVE();
@@ -995,16 +965,17 @@ SIM_API CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
     CURRENT_CONTEXT(c);
     if (flags & ~1u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_stream *s = object_new(&streams, sizeof *s, c);
+    struct sim_stream *s = sim_object_new(&streams, sizeof *s);
     if (!s)
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    s->ctx = c;
     s->flags = flags;
     COUNT(streams_created);
     *stream = (CUstream)s;
     LEAVE();
 }
 
-static struct sim_stream *find_stream(CUstream h) { return find_live(streams, h); }
+static struct sim_stream *find_stream(CUstream h) { return sim_object_find(streams, h); }
 
 SIM_API CUresult cuStreamDestroy_v2(CUstream stream)
 {
@@ -1032,7 +1003,7 @@ SIM_API CUresult cuStreamSynchronize(CUstream stream)
     if (!s)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     drain(s);
-    RETURN(s->o.ctx->sticky);
+    RETURN(s->ctx->sticky);
     LEAVE();
 }
 
@@ -1063,15 +1034,15 @@ SIM_API CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx)
     struct sim_stream *s = find_stream(stream);
     if (!s)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
-    if (!s->o.ctx->live)
+    if (!s->ctx->live)
         RETURN(CUDA_ERROR_CONTEXT_IS_DESTROYED);
-    *ctx = (CUcontext)s->o.ctx;
+    *ctx = (CUcontext)s->ctx;
     LEAVE();
 }
 
 /* ---- events --------------------------------------------------------------- */
 
-static struct sim_event *find_event(CUevent h) { return find_live(events, h); }
+static struct sim_event *find_event(CUevent h) { return sim_object_find(events, h); }
 
 /* Complete: never recorded, recorded where work runs at once, or the
  * recorded stream has run up to the record. */
@@ -1084,9 +1055,10 @@ SIM_API CUresult cuEventCreate(CUevent *event, unsigned int flags)
     /* CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS */
     if (!event || flags & ~7u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_event *e = object_new(&events, sizeof *e, c);
+    struct sim_event *e = sim_object_new(&events, sizeof *e);
     if (!e)
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    e->ctx = c;
     COUNT(events_created);
     *event = (CUevent)e;
     LEAVE();
@@ -1110,7 +1082,7 @@ SIM_API CUresult cuEventRecord(CUevent event, CUstream stream)
     ENTER();
     CURRENT_STREAM(c, s, stream);
     struct sim_event *e = find_event(event);
-    if (!e || e->o.ctx != c)
+    if (!e || e->ctx != c)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     COUNT(event_records);
     if (!s) {
@@ -1166,7 +1138,7 @@ SIM_API CUresult cuEventSynchronize(CUevent event)
     COUNT(event_syncs);
     if (e->stream) {
         drain_until(e->stream, e->seq);
-        RETURN(e->stream->o.ctx->sticky);
+        RETURN(e->stream->ctx->sticky);
     }
     LEAVE();
 }
@@ -1205,7 +1177,7 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr ptr)
     if (!a)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
-        if (s->o.live && s->o.ctx == a->ctx)
+        if (s->o.live && s->ctx == a->ctx)
             drain(s);
     COUNT(frees);
     alloc_destroy(a);
@@ -1727,18 +1699,19 @@ SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
     if (strstr(image, "tack-sim: invalid"))
         RETURN(CUDA_ERROR_INVALID_PTX);
     char *copy = strdup(image);
-    struct sim_module *m = copy ? object_new(&modules, sizeof *m, c) : NULL;
+    struct sim_module *m = copy ? sim_object_new(&modules, sizeof *m) : NULL;
     if (!m) {
         free(copy);
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     }
+    m->ctx = c;
     m->image = copy;
     COUNT(modules_loaded);
     *module = (CUmodule)m;
     LEAVE();
 }
 
-static struct sim_module *find_module(CUmodule h) { return find_live(modules, h); }
+static struct sim_module *find_module(CUmodule h) { return sim_object_find(modules, h); }
 
 SIM_API CUresult cuModuleUnload(CUmodule module)
 {
@@ -1783,7 +1756,7 @@ SIM_API CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned i
             f = k;
     if (!f || !f->module->o.live)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
-    if (f->module->o.ctx != c)
+    if (f->module->ctx != c)
         RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024)
         RETURN(CUDA_ERROR_INVALID_VALUE);

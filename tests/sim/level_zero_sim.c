@@ -140,10 +140,11 @@ struct tack_ze_device_object {
     int index;
 };
 
+/* Contexts, command lists and queues, fences and kernels are objects
+ * (sim_common.h), listed by kind. */
 struct tack_ze_context_object {
-    int live;
+    struct sim_object o;
     unsigned long long id;
-    struct tack_ze_context_object *next;
 };
 
 enum alloc_kind { K_HOST = 1, K_DEVICE = 2, K_SHARED = 3 }; /* the ze_memory_type_t values */
@@ -173,38 +174,36 @@ struct sim_op {
 };
 
 struct tack_ze_command_list_object {
+    struct sim_object o;
     struct tack_ze_context_object *ctx;
     int device;
     int immediate;
     uint32_t group;
     int closed;
-    int live;
     struct sim_op *head, *tail;
     /* The queue execution that last took this list: it may be reset only
      * once that has run. */
     struct tack_ze_command_queue_object *pending_queue;
     unsigned long long pending_seq;
-    struct tack_ze_command_list_object *next;
 };
 
 struct tack_ze_command_queue_object {
+    struct sim_object o;
     struct tack_ze_context_object *ctx;
     int device;
     uint32_t group;
-    int live;
     struct sim_op *head, *tail; /* executed, not yet run */
     unsigned long long executed; /* executions so far */
     unsigned long long done;     /* executions run to completion */
-    struct tack_ze_command_queue_object *next;
 };
 
 /* Unsignalled until reset; after an execution takes it, signalled once the
  * queue has run that far. */
 struct tack_ze_fence_object {
+    struct sim_object o; /* live while the simulator runs */
     struct tack_ze_command_queue_object *queue;
     int taken;
     unsigned long long seq;
-    struct tack_ze_fence_object *next;
 };
 
 struct tack_ze_module_object {
@@ -220,13 +219,12 @@ struct tack_ze_module_build_log_object {
 };
 
 struct tack_ze_kernel_object {
+    struct sim_object o;
     struct tack_ze_module_object *module;
     char name[128];
     uint32_t group[3];
-    int live;
     void *args[64];
     size_t arg_sizes[64];
-    struct tack_ze_kernel_object *next;
 };
 
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
@@ -241,10 +239,7 @@ static struct tack_ze_driver_object driver;
 static struct tack_ze_device_object devices[MAX_DEVICES];
 static unsigned long long next_id = 1;
 /* Objects are never freed, so a stale handle stays readable. */
-static struct tack_ze_context_object *contexts;
-static struct tack_ze_command_list_object *lists;
-static struct tack_ze_command_queue_object *queues;
-static struct tack_ze_fence_object *fences;
+static struct sim_object *contexts, *lists, *queues, *fences;
 /* The number of each launch as it runs, in run order. */
 #define RUN_LOG 4096
 static long long run_log[RUN_LOG];
@@ -252,7 +247,7 @@ static long run_count;
 static struct sim_region *allocs;
 /* Kernels, listed like every other object (never freed), so that one whose
  * module Tack leaves to the driver is still accounted for. */
-static struct tack_ze_kernel_object *kernels;
+static struct sim_object *kernels;
 
 typedef void *(*sim_capture_fn)(const char *name, void *const *args, const size_t *sizes, int nargs,
                                 const uint32_t groups[3], const uint32_t group_size[3]);
@@ -306,10 +301,7 @@ static int device_index(tack_ze_device d)
 
 static int live_context(tack_ze_context c)
 {
-    for (struct tack_ze_context_object *k = contexts; k; k = k->next)
-        if (k == c)
-            return k->live;
-    return 0;
+    return sim_object_find(contexts, c) != NULL;
 }
 
 static struct sim_alloc *alloc_of(struct sim_region *r) { return (struct sim_alloc *)r; }
@@ -357,7 +349,7 @@ static tack_ze_result alloc_new(enum alloc_kind kind, struct tack_ze_context_obj
 /* Whether work queued and not yet run touches the allocation. */
 static int in_use(const struct sim_alloc *a)
 {
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next) {
+    for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next) {
         for (struct sim_op *op = q->head; op; op = op->next) {
             if (op->type == OP_LAUNCH)
                 return 1; /* a kernel may touch any memory it was given */
@@ -440,29 +432,11 @@ static tack_ze_result run_queue(struct tack_ze_command_queue_object *q)
     return run_queue_until(q, q->executed);
 }
 
-static struct tack_ze_command_list_object *find_list(tack_ze_command_list h)
-{
-    for (struct tack_ze_command_list_object *l = lists; l; l = l->next)
-        if (l == h && l->live)
-            return l;
-    return NULL;
-}
+static struct tack_ze_command_list_object *find_list(tack_ze_command_list h) { return sim_object_find(lists, h); }
 
-static struct tack_ze_command_queue_object *find_queue(tack_ze_command_queue h)
-{
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
-        if (q == h && q->live)
-            return q;
-    return NULL;
-}
+static struct tack_ze_command_queue_object *find_queue(tack_ze_command_queue h) { return sim_object_find(queues, h); }
 
-static struct tack_ze_fence_object *find_fence(tack_ze_fence h)
-{
-    for (struct tack_ze_fence_object *f = fences; f; f = f->next)
-        if (f == h)
-            return f;
-    return NULL;
-}
+static struct tack_ze_fence_object *find_fence(tack_ze_fence h) { return sim_object_find(fences, h); }
 
 static int fence_signalled(const struct tack_ze_fence_object *f)
 {
@@ -476,7 +450,7 @@ static tack_ze_result append(tack_ze_command_list h, const struct sim_op *proto)
     struct tack_ze_command_list_object *l = find_list(h);
     if (!l)
         return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
-    if (!l->ctx->live)
+    if (!l->ctx->o.live)
         return TACK_ZE_ERROR_DEVICE_LOST;
     if (l->immediate)
         return execute((struct sim_op *)proto);
@@ -639,13 +613,10 @@ SIM_API tack_ze_result zeDeviceGetCommandQueueGroupProperties(tack_ze_device d, 
 
 static tack_ze_result context_new(tack_ze_context *out)
 {
-    struct tack_ze_context_object *c = calloc(1, sizeof *c);
+    struct tack_ze_context_object *c = sim_object_new(&contexts, sizeof *c);
     if (!c)
         return TACK_ZE_ERROR_OUT_OF_HOST_MEMORY;
-    c->live = 1;
     c->id = next_id++;
-    c->next = contexts;
-    contexts = c;
     COUNT(contexts_created);
     *out = c;
     return TACK_ZE_SUCCESS;
@@ -670,7 +641,7 @@ SIM_API tack_ze_result zeContextDestroy(tack_ze_context c)
     COUNT_DESTROY(contexts_destroyed);
     if (!live_context(c))
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    c->live = 0;
+    c->o.live = 0;
     /* Its allocations go with it. */
     for (struct sim_alloc *a = alloc_of(allocs), *next; a; a = next) {
         next = alloc_of(a->r.next);
@@ -700,15 +671,12 @@ SIM_API tack_ze_result zeCommandQueueCreate(tack_ze_context c, tack_ze_device d,
     tack_ze_result r = check_queue_desc(c, d, desc);
     if (r)
         RETURN(r);
-    struct tack_ze_command_queue_object *q = calloc(1, sizeof *q);
+    struct tack_ze_command_queue_object *q = sim_object_new(&queues, sizeof *q);
     if (!q)
         RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
     q->ctx = c;
     q->device = device_index(d);
     q->group = desc->ordinal;
-    q->live = 1;
-    q->next = queues;
-    queues = q;
     COUNT(queues_created);
     *out = q;
     LEAVE();
@@ -722,7 +690,7 @@ SIM_API tack_ze_result zeCommandQueueDestroy(tack_ze_command_queue h)
     if (!q)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     run_queue(q);
-    q->live = 0;
+    q->o.live = 0;
     LEAVE();
 }
 
@@ -801,14 +769,12 @@ SIM_API tack_ze_result zeFenceCreate(tack_ze_command_queue h, const tack_ze_fenc
     /* flags: 0, or ZE_FENCE_FLAG_SIGNALED (1) for one made signalled */
     if (desc->stype != TACK_ZE_STRUCTURE_TYPE_FENCE_DESC || desc->flags > 1)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
-    struct tack_ze_fence_object *f = calloc(1, sizeof *f);
+    struct tack_ze_fence_object *f = sim_object_new(&fences, sizeof *f);
     if (!f)
         RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
     f->queue = q;
     f->taken = (int)desc->flags;
     f->seq = 0;
-    f->next = fences;
-    fences = f;
     COUNT(fences_created);
     *out = f;
     LEAVE();
@@ -853,16 +819,13 @@ SIM_API tack_ze_result zeFenceReset(tack_ze_fence h)
 static tack_ze_result list_new(tack_ze_context c, tack_ze_device d, uint32_t group, int immediate,
                                tack_ze_command_list *out)
 {
-    struct tack_ze_command_list_object *l = calloc(1, sizeof *l);
+    struct tack_ze_command_list_object *l = sim_object_new(&lists, sizeof *l);
     if (!l)
         return TACK_ZE_ERROR_OUT_OF_HOST_MEMORY;
     l->ctx = c;
     l->device = device_index(d);
     l->group = group;
     l->immediate = immediate;
-    l->live = 1;
-    l->next = lists;
-    lists = l;
     COUNT(lists_created);
     if (immediate)
         COUNT(immediate_lists_created);
@@ -904,7 +867,7 @@ SIM_API tack_ze_result zeCommandListDestroy(tack_ze_command_list h)
     struct tack_ze_command_list_object *l = find_list(h);
     if (!l)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    l->live = 0;
+    l->o.live = 0;
     LEAVE();
 }
 
@@ -1017,8 +980,8 @@ static tack_ze_result free_in(tack_ze_context c, void *ptr, uint32_t policy)
     }
     if (policy & TACK_ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE) {
         COUNT(blocking_frees);
-        for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
-            if (q->live)
+        for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next)
+            if (q->o.live)
                 run_queue(q);
     } else if (in_use(a)) {
         /* Freed under the feet of queued work: on a GPU, a fault later. */
@@ -1159,15 +1122,12 @@ SIM_API tack_ze_result zeKernelCreate(tack_ze_module m, const tack_ze_kernel_des
     if (desc->stype != TACK_ZE_STRUCTURE_TYPE_KERNEL_DESC || !len || len >= sizeof ((struct tack_ze_kernel_object *)0)->name ||
         !memmem(m->il, m->size, desc->pKernelName, len))
         RETURN(ZE_ERROR_INVALID_KERNEL_NAME);
-    struct tack_ze_kernel_object *k = calloc(1, sizeof *k);
+    struct tack_ze_kernel_object *k = sim_object_new(&kernels, sizeof *k);
     if (!k)
         RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
     k->module = m;
     snprintf(k->name, sizeof k->name, "%s", desc->pKernelName);
     k->group[0] = k->group[1] = k->group[2] = 1;
-    k->live = 1;
-    k->next = kernels;
-    kernels = k;
     COUNT(kernels_created);
     *out = k;
     LEAVE();
@@ -1178,14 +1138,14 @@ SIM_API tack_ze_result zeKernelDestroy(tack_ze_kernel k)
     ENTER();
     COUNT_DESTROY(kernels_destroyed);
     if (k)
-        k->live = 0;
+        k->o.live = 0;
     LEAVE();
 }
 
 SIM_API tack_ze_result zeKernelSetArgumentValue(tack_ze_kernel k, uint32_t index, size_t size, const void *value)
 {
     ENTER();
-    if (!k || !k->live)
+    if (!k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (index >= 64 || !size || size > 64)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -1205,7 +1165,7 @@ SIM_API tack_ze_result zeKernelSetArgumentValue(tack_ze_kernel k, uint32_t index
 SIM_API tack_ze_result zeKernelSetGroupSize(tack_ze_kernel k, uint32_t x, uint32_t y, uint32_t z)
 {
     ENTER();
-    if (!k || !k->live)
+    if (!k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!x || !y || !z || (uint64_t)x * y * z > 1024)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -1219,7 +1179,7 @@ SIM_API tack_ze_result zeKernelSuggestGroupSize(tack_ze_kernel k, uint32_t gx, u
                                                 uint32_t *x, uint32_t *y, uint32_t *z)
 {
     ENTER();
-    if (!k || !k->live)
+    if (!k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!x || !y || !z)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
@@ -1241,7 +1201,7 @@ SIM_API tack_ze_result zeCommandListAppendLaunchKernel(tack_ze_command_list h, t
     if (signal || nwait || wait)
         RETURN(ZE_ERROR_INVALID_SYNCHRONIZATION_OBJECT);
     struct tack_ze_command_list_object *l = find_list(h);
-    if (!l || !k || !k->live)
+    if (!l || !k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!count || !count->groupCountX || !count->groupCountY || !count->groupCountZ)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -1409,7 +1369,7 @@ SIM_API long tack_sim_ze_lists_in(uint64_t context, int group)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_list_object *l = lists; l; l = l->next)
+    for (struct tack_ze_command_list_object *l = (void *)lists; l; l = (void *)l->o.next)
         if ((uint64_t)(uintptr_t)l->ctx == context && (group < 0 || l->group == (uint32_t)group))
             n++;
     pthread_mutex_unlock(&lock);
@@ -1440,7 +1400,7 @@ SIM_API long tack_sim_ze_launches_pending(void)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
+    for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next)
         for (struct sim_op *op = q->head; op; op = op->next)
             n += op->type == OP_LAUNCH;
     pthread_mutex_unlock(&lock);
@@ -1462,7 +1422,7 @@ SIM_API long tack_sim_ze_queues_in(uint64_t context, int group)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
+    for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next)
         if ((uint64_t)(uintptr_t)q->ctx == context && (group < 0 || q->group == (uint32_t)group))
             n++;
     pthread_mutex_unlock(&lock);
@@ -1474,7 +1434,7 @@ SIM_API long tack_sim_ze_immediate_lists_in(uint64_t context)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_list_object *l = lists; l; l = l->next)
+    for (struct tack_ze_command_list_object *l = (void *)lists; l; l = (void *)l->o.next)
         if ((uint64_t)(uintptr_t)l->ctx == context && l->immediate)
             n++;
     pthread_mutex_unlock(&lock);

@@ -1,7 +1,7 @@
 /* What the simulated drivers (cuda_sim.c, hip_sim.c, level_zero_sim.c)
  * share: named counters read by a stats hook, failure injection by entry
- * point name and call number, the frame of an entry point, and integer
- * settings from the environment.
+ * point name and call number, the frame of an entry point, lists of the
+ * objects handles name, and integer settings from the environment.
  * Header only, so each simulator still builds from its one source file. */
 #ifndef TACK_SIM_COMMON_H
 #define TACK_SIM_COMMON_H
@@ -116,6 +116,40 @@ static inline int sim_failure_due(struct sim_failures *t, const char *symbol, lo
 #define SIM_LEAVE()                                                                                           \
     pthread_mutex_unlock(&lock);                                                                              \
     return r_
+
+/* ---- objects ------------------------------------------------------------- */
+
+/* The first member of an object a simulator hands out handles to (a
+ * stream, a command list...): whether it is alive, and its place on the
+ * list of its kind. The lists are never freed, so that a stale handle stays
+ * readable; they are walked from one object to the next by casting, the
+ * object being first. */
+struct sim_object {
+    int live;
+    struct sim_object *next;
+};
+
+/* A new live object of `size` bytes, zeroed (a struct that begins with its
+ * struct sim_object), first on `list`; NULL when out of memory. */
+static inline void *sim_object_new(struct sim_object **list, size_t size)
+{
+    struct sim_object *o = calloc(1, size);
+    if (!o)
+        return NULL;
+    o->live = 1;
+    o->next = *list;
+    *list = o;
+    return o;
+}
+
+/* The live object on `list` whose handle is `h`, or NULL. */
+static inline void *sim_object_find(struct sim_object *list, const void *h)
+{
+    for (struct sim_object *o = list; o; o = o->next)
+        if ((const void *)o == h && o->live)
+            return o;
+    return NULL;
+}
 
 /* ---- configuration ------------------------------------------------------- */
 
