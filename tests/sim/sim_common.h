@@ -1,8 +1,10 @@
 /* What the simulated drivers (cuda_sim.c, hip_sim.c, level_zero_sim.c)
- * share: named counters read by a stats hook, failure injection by entry
- * point name and call number, the frame of an entry point, lists of the
- * objects handles name, and integer settings from the environment.
- * Header only, so each simulator still builds from its one source file. */
+ * share: named counters read by a stats hook (the simulated compilers,
+ * hiprtc_sim.c and ocloc_sim.c, keep theirs the same way), failure
+ * injection by entry point name and call number, the frame of an entry
+ * point, lists of the objects handles name, and integer settings from the
+ * environment. Header only, so each simulator still builds from its one
+ * source file. */
 #ifndef TACK_SIM_COMMON_H
 #define TACK_SIM_COMMON_H
 
