@@ -437,16 +437,14 @@ static CUresult require_stream(CUstream stream, struct sim_ctx **c, struct sim_s
  * with the error for its absence. */
 #define CURRENT_CONTEXT(c)                                                                                    \
     struct sim_ctx *c;                                                                                        \
-    if ((r_ = require_context(&c)) != CUDA_SUCCESS)                                                           \
-        goto out
+    CHECK(require_context(&c))
 
 /* In an entry point: declares `c`, the current context, and `s`, the
  * stream `stream` in it (require_stream), or ends the call with the error. */
 #define CURRENT_STREAM(c, s, stream)                                                                          \
     struct sim_ctx *c;                                                                                        \
     struct sim_stream *s;                                                                                     \
-    if ((r_ = require_stream(stream, &c, &s)) != CUDA_SUCCESS)                                                \
-        goto out
+    CHECK(require_stream(stream, &c, &s))
 
 static void fault(struct sim_ctx *c)
 {

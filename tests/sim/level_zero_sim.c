@@ -299,10 +299,55 @@ static int device_index(tack_ze_device d)
     return -1;
 }
 
+static int valid_driver(tack_ze_driver d) { return d == &driver && n_drivers; }
+
+/* What a properties query checks first: its handle (`handle_ok`), then an
+ * output structure of the type asked for (`props`, whose first member is
+ * its type). */
+static tack_ze_result check_query(int handle_ok, const void *props, uint32_t type)
+{
+    if (!handle_ok)
+        return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
+    if (!props || *(const uint32_t *)props != type)
+        return TACK_ZE_ERROR_INVALID_ARGUMENT;
+    return TACK_ZE_SUCCESS;
+}
+
+/* What a create call checks first, in this order: its handles
+ * (`handles_ok`), that it has a descriptor and somewhere to put what it
+ * makes, and the descriptor's type (`desc`'s first member). */
+static tack_ze_result check_create(int handles_ok, const void *desc, const void *out, uint32_t type)
+{
+    if (!handles_ok)
+        return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !out)
+        return TACK_ZE_ERROR_INVALID_NULL_POINTER;
+    if (*(const uint32_t *)desc != type)
+        return TACK_ZE_ERROR_INVALID_ARGUMENT;
+    return TACK_ZE_SUCCESS;
+}
+
+/* An enumeration's two calls: with no room (*count 0, or no array) it sets
+ * *count to the `n` there are and returns 0; else it lowers *count to at
+ * most n and returns 1, for the caller to fill that many. */
+static int enumerate(uint32_t *count, const void *array, uint32_t n)
+{
+    if (*count == 0 || !array) {
+        *count = n;
+        return 0;
+    }
+    if (*count > n)
+        *count = n;
+    return 1;
+}
+
 static int live_context(tack_ze_context c)
 {
     return sim_object_find(contexts, c) != NULL;
 }
+
+/* Whether `c` is a live context and `d` a device. */
+static int context_and_device(tack_ze_context c, tack_ze_device d) { return live_context(c) && device_index(d) >= 0; }
 
 static struct sim_alloc *alloc_of(struct sim_region *r) { return (struct sim_alloc *)r; }
 
@@ -487,13 +532,7 @@ SIM_API tack_ze_result zeDriverGet(uint32_t *count, tack_ze_driver *drivers)
     ENTER();
     if (!count)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (*count == 0 || !drivers) {
-        *count = (uint32_t)n_drivers;
-        RETURN(TACK_ZE_SUCCESS);
-    }
-    if (*count > (uint32_t)n_drivers)
-        *count = (uint32_t)n_drivers;
-    if (*count)
+    if (enumerate(count, drivers, (uint32_t)n_drivers) && *count)
         drivers[0] = &driver;
     LEAVE();
 }
@@ -501,10 +540,7 @@ SIM_API tack_ze_result zeDriverGet(uint32_t *count, tack_ze_driver *drivers)
 SIM_API tack_ze_result zeDriverGetProperties(tack_ze_driver d, tack_ze_driver_properties *props)
 {
     ENTER();
-    if (d != &driver || !n_drivers)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!props || props->stype != TACK_ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(valid_driver(d), props, TACK_ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES));
     memset(props->uuid, 0x5a, sizeof props->uuid);
     props->driverVersion = 0x10000;
     /* Extensions answer through the chain; a driver that does not know a
@@ -520,18 +556,13 @@ SIM_API tack_ze_result zeDriverGetProperties(tack_ze_driver d, tack_ze_driver_pr
 SIM_API tack_ze_result zeDeviceGet(tack_ze_driver d, uint32_t *count, tack_ze_device *out)
 {
     ENTER();
-    if (d != &driver || !n_drivers)
+    if (!valid_driver(d))
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!count)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (*count == 0 || !out) {
-        *count = (uint32_t)n_devices;
-        RETURN(TACK_ZE_SUCCESS);
-    }
-    if (*count > (uint32_t)n_devices)
-        *count = (uint32_t)n_devices;
-    for (uint32_t i = 0; i < *count; i++)
-        out[i] = &devices[i];
+    if (enumerate(count, out, (uint32_t)n_devices))
+        for (uint32_t i = 0; i < *count; i++)
+            out[i] = &devices[i];
     LEAVE();
 }
 
@@ -539,10 +570,7 @@ SIM_API tack_ze_result zeDeviceGetProperties(tack_ze_device d, tack_ze_device_pr
 {
     ENTER();
     int i = device_index(d);
-    if (i < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!p || p->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(i >= 0, p, TACK_ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES));
     p->type = 1; /* ZE_DEVICE_TYPE_GPU */
     p->vendorId = 0x8086;
     p->deviceId = 0x0bd5;
@@ -556,10 +584,7 @@ SIM_API tack_ze_result zeDeviceGetProperties(tack_ze_device d, tack_ze_device_pr
 SIM_API tack_ze_result zeDeviceGetComputeProperties(tack_ze_device d, tack_ze_device_compute_properties *p)
 {
     ENTER();
-    if (device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!p || p->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(device_index(d) >= 0, p, TACK_ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES));
     p->maxTotalGroupSize = 1024;
     p->maxGroupSizeX = p->maxGroupSizeY = p->maxGroupSizeZ = 1024;
     p->maxGroupCountX = p->maxGroupCountY = p->maxGroupCountZ = 0xffffffffu;
@@ -573,10 +598,7 @@ SIM_API tack_ze_result zeDeviceGetComputeProperties(tack_ze_device d, tack_ze_de
 SIM_API tack_ze_result zeDeviceGetModuleProperties(tack_ze_device d, tack_ze_device_module_properties *p)
 {
     ENTER();
-    if (device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!p || p->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(device_index(d) >= 0, p, TACK_ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES));
     p->spirvVersionSupported = 0x10005;
     p->flags = fp64 ? TACK_ZE_DEVICE_MODULE_FLAG_FP64 : 0;
     p->maxArgumentsSize = 2048;
@@ -591,12 +613,8 @@ SIM_API tack_ze_result zeDeviceGetCommandQueueGroupProperties(tack_ze_device d, 
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!count)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (*count == 0 || !p) {
-        *count = GROUPS;
+    if (!enumerate(count, p, GROUPS))
         RETURN(TACK_ZE_SUCCESS);
-    }
-    if (*count > GROUPS)
-        *count = GROUPS;
     for (uint32_t i = 0; i < *count; i++) {
         if (p[i].stype != TACK_ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES)
             RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -625,12 +643,7 @@ static tack_ze_result context_new(tack_ze_context *out)
 SIM_API tack_ze_result zeContextCreate(tack_ze_driver d, const tack_ze_context_desc *desc, tack_ze_context *out)
 {
     ENTER();
-    if (d != &driver || !n_drivers)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_CONTEXT_DESC)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_create(valid_driver(d), desc, out, TACK_ZE_STRUCTURE_TYPE_CONTEXT_DESC));
     RETURN(context_new(out));
     LEAVE();
 }
@@ -655,7 +668,7 @@ SIM_API tack_ze_result zeContextDestroy(tack_ze_context c)
 
 static tack_ze_result check_queue_desc(tack_ze_context c, tack_ze_device d, const tack_ze_command_queue_desc *desc)
 {
-    if (!live_context(c) || device_index(d) < 0)
+    if (!context_and_device(c, d))
         return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
     if (!desc)
         return TACK_ZE_ERROR_INVALID_NULL_POINTER;
@@ -762,12 +775,9 @@ SIM_API tack_ze_result zeFenceCreate(tack_ze_command_queue h, const tack_ze_fenc
 {
     ENTER();
     struct tack_ze_command_queue_object *q = find_queue(h);
-    if (!q)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
+    CHECK(check_create(q != NULL, desc, out, TACK_ZE_STRUCTURE_TYPE_FENCE_DESC));
     /* flags: 0, or ZE_FENCE_FLAG_SIGNALED (1) for one made signalled */
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_FENCE_DESC || desc->flags > 1)
+    if (desc->flags > 1)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
     struct tack_ze_fence_object *f = sim_object_new(&fences, sizeof *f);
     if (!f)
@@ -837,11 +847,8 @@ SIM_API tack_ze_result zeCommandListCreate(tack_ze_context c, tack_ze_device d, 
                                            tack_ze_command_list *out)
 {
     ENTER();
-    if (!live_context(c) || device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC || desc->commandQueueGroupOrdinal >= GROUPS)
+    CHECK(check_create(context_and_device(c, d), desc, out, TACK_ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC));
+    if (desc->commandQueueGroupOrdinal >= GROUPS)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
     RETURN(list_new(c, d, desc->commandQueueGroupOrdinal, 0, out));
     LEAVE();
@@ -942,12 +949,7 @@ SIM_API tack_ze_result zeMemAllocDevice(tack_ze_context c, const tack_ze_device_
                                         size_t alignment, tack_ze_device d, void **out)
 {
     ENTER();
-    if (!live_context(c) || device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_create(context_and_device(c, d), desc, out, TACK_ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC));
     RETURN(alloc_new(K_DEVICE, c, device_index(d), size, alignment, out));
     LEAVE();
 }
@@ -1044,12 +1046,8 @@ SIM_API tack_ze_result zeModuleCreate(tack_ze_context c, tack_ze_device d, const
     ENTER();
     if (log)
         *log = NULL;
-    if (!live_context(c) || device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_MODULE_DESC || desc->format != TACK_ZE_MODULE_FORMAT_IL_SPIRV ||
-        !desc->pInputModule || desc->inputSize < 4)
+    CHECK(check_create(context_and_device(c, d), desc, out, TACK_ZE_STRUCTURE_TYPE_MODULE_DESC));
+    if (desc->format != TACK_ZE_MODULE_FORMAT_IL_SPIRV || !desc->pInputModule || desc->inputSize < 4)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
     /* SPIR-V begins with its magic number; the simulator cannot compile the
      * rest, but a test can ask for the failure a broken module gives. */

@@ -98,7 +98,8 @@ static inline int sim_failure_due(struct sim_failures *t, const char *symbol, lo
  * takes `lock`; SIM_INJECT ends the call with the armed code when it is one
  * of those `failures` says must fail, counted as injected_failures;
  * SIM_LEAVE, after the label `out` that RETURN jumps to, releases `lock`
- * and returns r_. */
+ * and returns r_. CHECK(call) ends the entry point with the result of
+ * `call` unless that is 0, success in every API simulated. */
 #define SIM_ENTER(type, ok)                                                                                   \
     type r_ = (ok);                                                                                           \
     pthread_mutex_lock(&lock)
@@ -114,6 +115,11 @@ static inline int sim_failure_due(struct sim_failures *t, const char *symbol, lo
     do {                                                                                                      \
         r_ = (v);                                                                                             \
         goto out;                                                                                             \
+    } while (0)
+#define CHECK(call)                                                                                           \
+    do {                                                                                                      \
+        if ((r_ = (call)) != 0)                                                                               \
+            goto out;                                                                                         \
     } while (0)
 #define SIM_LEAVE()                                                                                           \
     pthread_mutex_unlock(&lock);                                                                              \
