@@ -1375,9 +1375,7 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned int f
     (void)flags;
     void *p;
     COUNT(managed_allocs);
-    CUresult r = host_alloc(&p, size, K_MANAGED);
-    if (r)
-        RETURN(r);
+    CHECK(host_alloc(&p, size, K_MANAGED));
     *ptr = (CUdeviceptr)(uintptr_t)p;
     LEAVE();
 }

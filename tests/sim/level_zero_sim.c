@@ -681,9 +681,7 @@ SIM_API tack_ze_result zeCommandQueueCreate(tack_ze_context c, tack_ze_device d,
                                             tack_ze_command_queue *out)
 {
     ENTER();
-    tack_ze_result r = check_queue_desc(c, d, desc);
-    if (r)
-        RETURN(r);
+    CHECK(check_queue_desc(c, d, desc));
     struct tack_ze_command_queue_object *q = sim_object_new(&queues, sizeof *q);
     if (!q)
         RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
@@ -858,9 +856,7 @@ SIM_API tack_ze_result zeCommandListCreateImmediate(tack_ze_context c, tack_ze_d
                                                     const tack_ze_command_queue_desc *desc, tack_ze_command_list *out)
 {
     ENTER();
-    tack_ze_result r = check_queue_desc(c, d, desc);
-    if (r)
-        RETURN(r);
+    CHECK(check_queue_desc(c, d, desc));
     if (!out)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
     RETURN(list_new(c, d, desc->ordinal, 1, out));
