@@ -65,7 +65,7 @@
 
 /* The entry points Tack resolves, declared from Tack's own list, so that a
  * definition here that disagrees with Tack's declaration fails to build. */
-#define SIM_DECLARE(field, symbol, required, params) SIM_API CUresult symbol params;
+#define SIM_DECLARE(field, symbol, required, params) SIM_PROTOTYPE(CUresult, symbol, params)
 TACK_CUDA_SYMBOLS(SIM_DECLARE)
 #undef SIM_DECLARE
 

@@ -54,9 +54,7 @@
 
 /* The entry points, declared from the same list Tack loads, so a signature
  * that drifts from Tack's table does not compile. */
-#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
 TACK_HIP_FUNCTIONS(SIM_PROTOTYPE)
-#undef SIM_PROTOTYPE
 
 /* Entry points tests call as another library would, and the test hooks. */
 SIM_API tack_hip_error hipHostMalloc(void **ptr, size_t size, unsigned int flags);
@@ -75,8 +73,6 @@ SIM_API void tack_sim_hip_last_launch(unsigned grid[3], unsigned block[3]);
 #define HIP_ERROR_INVALID_IMAGE 200
 #define HIP_ERROR_NOT_FOUND 500
 #define HIP_ERROR_INVALID_HANDLE 400
-/* What hiprtc_sim.c puts before the source in a code object. */
-#define SIM_CODE_OBJECT_MAGIC "TACK-SIM-HIP-CODE-OBJECT\n"
 
 /* ---- counters ---------------------------------------------------------- */
 
@@ -407,7 +403,7 @@ SIM_API tack_hip_error hipModuleLoadData(tack_hip_module *module, const void *im
     ENTER();
     if (!module || !image)
         RETURN(TACK_HIP_ERROR_INVALID_VALUE);
-    if (strncmp(image, SIM_CODE_OBJECT_MAGIC, strlen(SIM_CODE_OBJECT_MAGIC)))
+    if (strncmp(image, SIM_HIP_CODE_OBJECT_MAGIC, strlen(SIM_HIP_CODE_OBJECT_MAGIC)))
         RETURN(HIP_ERROR_INVALID_IMAGE);
     struct tack_hip_module_object *m = calloc(1, sizeof *m);
     if (!m || !(m->image = strdup(image))) {

@@ -28,13 +28,9 @@
 #include "sim_common.h"
 #include "sim_compile.h"
 
-#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
 TACK_HIPRTC_FUNCTIONS(SIM_PROTOTYPE)
-#undef SIM_PROTOTYPE
 SIM_API long long tack_sim_hiprtc_stats(const char *name);
 SIM_API const char *tack_sim_hiprtc_last_source(void);
-
-#define MAGIC "TACK-SIM-HIP-CODE-OBJECT\n"
 
 struct tack_hiprtc_program_object {
     char *source;
@@ -114,11 +110,11 @@ SIM_API tack_hiprtc_result hiprtcCompileProgram(tack_hiprtc_program p, int numOp
         COUNT(failed_compiles);
         return TACK_HIPRTC_ERROR_COMPILATION;
     }
-    size_t n = strlen(MAGIC) + strlen(p->source) + 1;
+    size_t n = strlen(SIM_HIP_CODE_OBJECT_MAGIC) + strlen(p->source) + 1;
     free(p->code);
     if (!(p->code = malloc(n)))
         return TACK_HIPRTC_ERROR_OUT_OF_MEMORY;
-    snprintf(p->code, n, "%s%s", MAGIC, p->source);
+    snprintf(p->code, n, "%s%s", SIM_HIP_CODE_OBJECT_MAGIC, p->source);
     p->code_size = n;
     return TACK_HIPRTC_SUCCESS;
 }

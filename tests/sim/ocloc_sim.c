@@ -27,9 +27,7 @@
 #include "sim_common.h"
 #include "sim_compile.h"
 
-#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
 TACK_OCLOC_FUNCTIONS(SIM_PROTOTYPE)
-#undef SIM_PROTOTYPE
 SIM_API long long tack_sim_ocloc_stats(const char *name);
 SIM_API const char *tack_sim_ocloc_last_args(void);
 

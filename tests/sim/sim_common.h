@@ -17,6 +17,15 @@
 
 #define SIM_API __attribute__((visibility("default")))
 
+/* Declares an exported entry point from an entry (ret, name, params) of
+ * one of Tack's X-macro lists of driver functions, so that a definition
+ * that drifts from Tack's declaration does not compile. */
+#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
+
+/* What the simulated hipRTC (hiprtc_sim.c) puts before the source in a code
+ * object, and the simulated HIP runtime (hip_sim.c) looks for. */
+#define SIM_HIP_CODE_OBJECT_MAGIC "TACK-SIM-HIP-CODE-OBJECT\n"
+
 /* ---- counters ------------------------------------------------------------ */
 
 /* Defines the counters an X-macro `list` names: STAT_<name> for each,
