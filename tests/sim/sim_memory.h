@@ -1,7 +1,7 @@
 /* Memory as the simulated drivers (cuda_sim.c, hip_sim.c, level_zero_sim.c)
- * keep it, over host pages: fresh allocations, and the table of them that
- * HIP's and Level Zero's simulators share the shape of. Header only, like
- * sim_common.h. */
+ * keep it, over host pages: fresh allocations for all three, and the table
+ * of allocations that HIP's and Level Zero's simulators keep. Header only,
+ * like sim_common.h. */
 #ifndef TACK_SIM_MEMORY_H
 #define TACK_SIM_MEMORY_H
 
