@@ -61,10 +61,11 @@
 
 #include "../../src/driver/cuda.h"
 #include "sim_common.h"
+#include "sim_memory.h"
 
 /* The entry points Tack resolves, declared from Tack's own list, so that a
  * definition here that disagrees with Tack's declaration fails to build. */
-#define SIM_DECLARE(field, symbol, required, params) SIM_API CUresult symbol params;
+#define SIM_DECLARE(field, symbol, required, params) SIM_PROTOTYPE(CUresult, symbol, params)
 TACK_CUDA_SYMBOLS(SIM_DECLARE)
 #undef SIM_DECLARE
 
@@ -180,32 +181,30 @@ struct sim_op {
     struct sim_op *next;
 };
 
+/* Streams, events and modules: objects (sim_common.h) of a context. */
 struct sim_stream {
+    struct sim_object o;
     struct sim_ctx *ctx;
     unsigned flags;
-    int live;
     struct sim_op *head, *tail;
     /* Operations queued and run so far, numbered from 1: an event records
      * the first, and is complete once the second reaches it. */
     unsigned long long queued, done;
-    struct sim_stream *next;
 };
 
 /* An event: the point `seq` of stream `stream` it was last recorded at
  * (stream NULL: never recorded, or recorded where work runs at once). */
 struct sim_event {
+    struct sim_object o;
     struct sim_ctx *ctx;
-    int live;
     struct sim_stream *stream;
     unsigned long long seq;
-    struct sim_event *next;
 };
 
 struct sim_module {
+    struct sim_object o;
     struct sim_ctx *ctx;
     char *image;
-    int live;
-    struct sim_module *next;
 };
 
 struct sim_function {
@@ -227,9 +226,7 @@ static struct sim_ctx *contexts; /* every context ever made; never freed, so sta
 static struct sim_alloc *allocs;
 static struct sim_reservation *reservations;
 static struct sim_phys *physicals;
-static struct sim_stream *streams; /* never freed, like contexts */
-static struct sim_event *events;   /* never freed, so stale handles stay readable */
-static struct sim_module *modules;
+static struct sim_object *streams, *events, *modules; /* never freed, like contexts */
 static struct sim_function *functions;
 
 static _Thread_local struct sim_ctx *tls_stack[STACK_DEPTH];
@@ -242,46 +239,18 @@ static sim_run_fn kernel_run;
 
 static struct sim_failures failures;
 
-static int injected(const char *symbol, CUresult *r)
-{
-    long long code;
-    if (!sim_failure_due(&failures, symbol, &code))
-        return 0;
-    *r = (CUresult)code;
-    COUNT(injected_failures);
-    return 1;
-}
-
 /* Every entry point takes the lock and may be told to fail. */
 #define ENTER()                                                                                               \
-    CUresult r_ = CUDA_SUCCESS;                                                                               \
-    pthread_mutex_lock(&lock);                                                                                \
-    if (injected(__func__, &r_))                                                                              \
-        goto out;                                                                                             \
+    SIM_ENTER(CUresult, CUDA_SUCCESS);                                                                        \
+    SIM_INJECT(CUresult);                                                                                     \
     if (!initialized && strcmp(__func__, "cuInit") && strcmp(__func__, "cuGetErrorName") &&                   \
-        strcmp(__func__, "cuGetErrorString") && strcmp(__func__, "cuDriverGetVersion")) {                     \
-        r_ = CUDA_ERROR_NOT_INITIALIZED;                                                                      \
-        goto out;                                                                                             \
-    }
-#define RETURN(v)                                                                                             \
-    do {                                                                                                      \
-        r_ = (v);                                                                                             \
-        goto out;                                                                                             \
-    } while (0)
+        strcmp(__func__, "cuGetErrorString") && strcmp(__func__, "cuDriverGetVersion"))                       \
+        RETURN(CUDA_ERROR_NOT_INITIALIZED)
 #define LEAVE()                                                                                               \
     out:                                                                                                      \
-    pthread_mutex_unlock(&lock);                                                                              \
-    return r_
+    SIM_LEAVE()
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static size_t page_round(size_t n)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (n == 0)
-        n = 1;
-    return (n + page - 1) / page * page;
-}
 
 static size_t env_size(const char *name, size_t fallback)
 {
@@ -376,8 +345,7 @@ static void alloc_destroy(struct sim_alloc *a)
     unlink_alloc(a);
     switch (a->kind) {
     case K_DEVICE:
-        munmap((void *)a->base, a->map_size);
-        munmap(a->store, a->map_size);
+        sim_pages_unmap(a->base, a->store, a->map_size);
         memory_used -= a->size;
         UNCOUNT(live_allocs);
         break;
@@ -413,34 +381,28 @@ static struct sim_alloc *alloc_new(enum alloc_kind kind, uintptr_t base, size_t 
     return a;
 }
 
-static CUresult device_alloc(size_t size, struct sim_ctx *c, struct sim_alloc **out)
+/* Fresh device memory of `size` bytes in context `c`, its address in *ptr. */
+static CUresult device_alloc(size_t size, struct sim_ctx *c, CUdeviceptr *ptr)
 {
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (size > memory_budget - memory_used)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t m = page_round(size);
-    void *va = mmap(NULL, m, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (va == MAP_FAILED)
+    uintptr_t va;
+    char *store;
+    size_t m;
+    if (sim_pages_map(size, 1, &va, &store, &m))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *store = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (store == MAP_FAILED) {
-        munmap(va, m);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    /* Fresh device memory holds whatever was there before. */
-    memset(store, 0xA5, size);
-    struct sim_alloc *a = alloc_new(K_DEVICE, (uintptr_t)va, size, c);
+    struct sim_alloc *a = alloc_new(K_DEVICE, va, size, c);
     if (!a) {
-        munmap(va, m);
-        munmap(store, m);
+        sim_pages_unmap(va, store, m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->map_size = m;
     a->store = store;
     memory_used += size;
     COUNT(live_allocs);
-    *out = a;
+    *ptr = a->base;
     return CUDA_SUCCESS;
 }
 
@@ -455,18 +417,34 @@ static CUresult check_stream(CUstream s, struct sim_ctx *c, struct sim_stream **
     *out = NULL;
     if (is_null_stream(s))
         return CUDA_SUCCESS;
-    for (struct sim_stream *k = streams; k; k = k->next) {
-        if ((CUstream)k == s) {
-            if (!k->live)
-                return CUDA_ERROR_INVALID_HANDLE;
-            if (k->ctx != c)
-                return CUDA_ERROR_INVALID_HANDLE;
-            *out = k;
-            return CUDA_SUCCESS;
-        }
-    }
-    return CUDA_ERROR_INVALID_HANDLE;
+    struct sim_stream *k = sim_object_find(streams, s);
+    if (!k || k->ctx != c)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = k;
+    return CUDA_SUCCESS;
 }
+
+/* The current context and, in it, a stream usable for work the calling
+ * thread queues (NULL: the legacy stream). */
+static CUresult require_stream(CUstream stream, struct sim_ctx **c, struct sim_stream **s)
+{
+    *s = NULL;
+    CUresult r = require_context(c);
+    return r ? r : check_stream(stream, *c, s);
+}
+
+/* In an entry point: declares `c`, the current context, or ends the call
+ * with the error for its absence. */
+#define CURRENT_CONTEXT(c)                                                                                    \
+    struct sim_ctx *c;                                                                                        \
+    CHECK(require_context(&c))
+
+/* In an entry point: declares `c`, the current context, and `s`, the
+ * stream `stream` in it (require_stream), or ends the call with the error. */
+#define CURRENT_STREAM(c, s, stream)                                                                          \
+    struct sim_ctx *c;                                                                                        \
+    struct sim_stream *s;                                                                                     \
+    CHECK(require_stream(stream, &c, &s))
 
 static void fault(struct sim_ctx *c)
 {
@@ -562,8 +540,8 @@ static void drop(struct sim_stream *s)
  * not for its non-blocking ones. */
 static void drain_blocking(struct sim_ctx *c)
 {
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if (s->live && s->ctx == c && !(s->flags & CU_STREAM_NON_BLOCKING))
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
+        if (s->o.live && s->ctx == c && !(s->flags & CU_STREAM_NON_BLOCKING))
             drain(s);
 }
 
@@ -594,10 +572,10 @@ static void context_destroy(struct sim_ctx *c)
 {
     c->live = 0;
     c->sticky = CUDA_SUCCESS;
-    for (struct sim_stream *s = streams; s; s = s->next) {
-        if (s->ctx == c && s->live) {
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next) {
+        if (s->ctx == c && s->o.live) {
             drop(s);
-            s->live = 0;
+            s->o.live = 0;
         }
     }
     for (struct sim_alloc *a = allocs, *next; a; a = next) {
@@ -605,9 +583,9 @@ static void context_destroy(struct sim_ctx *c)
         if (a->ctx == c && a->kind != K_VMM)
             alloc_destroy(a);
     }
-    for (struct sim_module *m = modules; m; m = m->next)
+    for (struct sim_module *m = (void *)modules; m; m = (void *)m->o.next)
         if (m->ctx == c)
-            m->live = 0;
+            m->o.live = 0;
     /* Off this thread's stack; other threads keep a stale handle, as with
      * the real driver. */
     int j = 0;
@@ -693,31 +671,30 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
+/* The entry of `errors` for `error`, or -1 for a code it does not list. */
+static int error_index(CUresult error)
+{
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error)
+            return (int)i;
+    return -1;
+}
+
 SIM_API CUresult cuGetErrorName(CUresult error, const char **name)
 {
     ENTER();
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
-        if (errors[i].code == error) {
-            *name = errors[i].name;
-            RETURN(CUDA_SUCCESS);
-        }
-    }
-    *name = NULL;
-    RETURN(CUDA_ERROR_INVALID_VALUE);
+    int i = error_index(error);
+    *name = i < 0 ? NULL : errors[i].name;
+    RETURN(i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
     LEAVE();
 }
 
 SIM_API CUresult cuGetErrorString(CUresult error, const char **text)
 {
     ENTER();
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++) {
-        if (errors[i].code == error) {
-            *text = errors[i].text;
-            RETURN(CUDA_SUCCESS);
-        }
-    }
-    *text = NULL;
-    RETURN(CUDA_ERROR_INVALID_VALUE);
+    int i = error_index(error);
+    *text = i < 0 ? NULL : errors[i].text;
+    RETURN(i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
     LEAVE();
 }
 
@@ -772,29 +749,29 @@ SIM_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUd
     LEAVE();
 }
 
-static void fill_uuid(CUuuid *uuid, CUdevice dev)
+/* What both versions of cuDeviceGetUuid answer. */
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
 {
     static const char prefix[] = "TACK-SIM-GPU";
+    if (!valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
     memset(uuid->bytes, 0, sizeof uuid->bytes);
     memcpy(uuid->bytes, prefix, sizeof prefix - 1);
     uuid->bytes[15] = (char)dev;
+    return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     ENTER();
-    if (!valid_device(dev))
-        RETURN(CUDA_ERROR_INVALID_DEVICE);
-    fill_uuid(uuid, dev);
+    RETURN(device_uuid(uuid, dev));
     LEAVE();
 }
 
 SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
     ENTER();
-    if (!valid_device(dev))
-        RETURN(CUDA_ERROR_INVALID_DEVICE);
-    fill_uuid(uuid, dev);
+    RETURN(device_uuid(uuid, dev));
     LEAVE();
 }
 
@@ -949,10 +926,7 @@ SIM_API CUresult cuCtxPopCurrent_v2(CUcontext *ctx)
 SIM_API CUresult cuCtxGetDevice(CUdevice *device)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     *device = c->device;
     LEAVE();
 }
@@ -972,13 +946,10 @@ SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
 SIM_API CUresult cuCtxSynchronize(void)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     COUNT(ctx_syncs);
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if (s->live && s->ctx == c)
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
+        if (s->o.live && s->ctx == c)
             drain(s);
     RETURN(c->sticky);
     LEAVE();
@@ -989,32 +960,20 @@ SIM_API CUresult cuCtxSynchronize(void)
 SIM_API CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     if (flags & ~1u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_stream *s = calloc(1, sizeof *s);
+    struct sim_stream *s = sim_object_new(&streams, sizeof *s);
     if (!s)
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     s->ctx = c;
     s->flags = flags;
-    s->live = 1;
-    s->next = streams;
-    streams = s;
     COUNT(streams_created);
     *stream = (CUstream)s;
     LEAVE();
 }
 
-static struct sim_stream *find_stream(CUstream h)
-{
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if ((CUstream)s == h && s->live)
-            return s;
-    return NULL;
-}
+static struct sim_stream *find_stream(CUstream h) { return sim_object_find(streams, h); }
 
 SIM_API CUresult cuStreamDestroy_v2(CUstream stream)
 {
@@ -1024,7 +983,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream stream)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     /* Work already queued still completes. */
     drain(s);
-    s->live = 0;
+    s->o.live = 0;
     COUNT(streams_destroyed);
     LEAVE();
 }
@@ -1034,10 +993,7 @@ SIM_API CUresult cuStreamSynchronize(CUstream stream)
     ENTER();
     COUNT(stream_syncs);
     if (is_null_stream(stream)) {
-        struct sim_ctx *c;
-        CUresult r = require_context(&c);
-        if (r)
-            RETURN(r);
+        CURRENT_CONTEXT(c);
         drain_blocking(c);
         RETURN(c->sticky);
     }
@@ -1069,10 +1025,7 @@ SIM_API CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx)
     if (!ctx)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     if (is_null_stream(stream)) {
-        struct sim_ctx *c;
-        CUresult r = require_context(&c);
-        if (r)
-            RETURN(r);
+        CURRENT_CONTEXT(c);
         *ctx = (CUcontext)c;
         RETURN(CUDA_SUCCESS);
     }
@@ -1087,13 +1040,7 @@ SIM_API CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx)
 
 /* ---- events --------------------------------------------------------------- */
 
-static struct sim_event *find_event(CUevent h)
-{
-    for (struct sim_event *e = events; e; e = e->next)
-        if ((CUevent)e == h && e->live)
-            return e;
-    return NULL;
-}
+static struct sim_event *find_event(CUevent h) { return sim_object_find(events, h); }
 
 /* Complete: never recorded, recorded where work runs at once, or the
  * recorded stream has run up to the record. */
@@ -1102,20 +1049,14 @@ static int event_complete(const struct sim_event *e) { return !e->stream || e->s
 SIM_API CUresult cuEventCreate(CUevent *event, unsigned int flags)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     /* CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS */
     if (!event || flags & ~7u)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_event *e = calloc(1, sizeof *e);
+    struct sim_event *e = sim_object_new(&events, sizeof *e);
     if (!e)
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     e->ctx = c;
-    e->live = 1;
-    e->next = events;
-    events = e;
     COUNT(events_created);
     *event = (CUevent)e;
     LEAVE();
@@ -1128,7 +1069,7 @@ SIM_API CUresult cuEventDestroy_v2(CUevent event)
     if (!e)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     /* Waits already queued on it keep their point: they copied it. */
-    e->live = 0;
+    e->o.live = 0;
     COUNT(events_destroyed);
     LEAVE();
 }
@@ -1137,13 +1078,7 @@ SIM_API CUresult cuEventDestroy_v2(CUevent event)
 SIM_API CUresult cuEventRecord(CUevent event, CUstream stream)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s = NULL;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
+    CURRENT_STREAM(c, s, stream);
     struct sim_event *e = find_event(event);
     if (!e || e->ctx != c)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
@@ -1165,13 +1100,7 @@ SIM_API CUresult cuEventRecord(CUevent event, CUstream stream)
 SIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s = NULL;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
+    CURRENT_STREAM(c, s, stream);
     struct sim_event *e = find_event(event);
     if (!e)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
@@ -1217,34 +1146,36 @@ SIM_API CUresult cuEventSynchronize(CUevent event)
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a;
-    r = device_alloc(size, c, &a);
-    if (r)
-        RETURN(r);
-    COUNT(allocs);
-    *ptr = a->base;
+    CURRENT_CONTEXT(c);
+    CUresult r = device_alloc(size, c, ptr);
+    if (!r)
+        COUNT(allocs);
+    RETURN(r);
     LEAVE();
+}
+
+/* The device allocation that starts at `ptr` and may be freed, or NULL:
+ * an invalid free, counted. */
+static struct sim_alloc *freeable(CUdeviceptr ptr)
+{
+    struct sim_alloc *a = find_alloc(ptr, 0);
+    if (!a || a->base != ptr || a->kind != K_DEVICE || a->free_pending) {
+        COUNT(invalid_frees);
+        return NULL;
+    }
+    return a;
 }
 
 /* Synchronous frees wait for the work queued on the allocation's context. */
 SIM_API CUresult cuMemFree_v2(CUdeviceptr ptr)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a = find_alloc(ptr, 0);
-    if (!a || a->base != ptr || a->kind != K_DEVICE || a->free_pending) {
-        COUNT(invalid_frees);
+    CURRENT_CONTEXT(c);
+    struct sim_alloc *a = freeable(ptr);
+    if (!a)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    }
-    for (struct sim_stream *s = streams; s; s = s->next)
-        if (s->live && s->ctx == a->ctx)
+    for (struct sim_stream *s = (void *)streams; s; s = (void *)s->o.next)
+        if (s->o.live && s->ctx == a->ctx)
             drain(s);
     COUNT(frees);
     alloc_destroy(a);
@@ -1254,37 +1185,21 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr ptr)
 SIM_API CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s;
-    CUresult r = require_context(&c);
+    CURRENT_STREAM(c, s, stream);
+    CUresult r = device_alloc(size, c, ptr);
     if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a;
-    r = device_alloc(size, c, &a);
-    if (r)
-        RETURN(r);
-    COUNT(async_allocs);
-    *ptr = a->base;
+        COUNT(async_allocs);
+    RETURN(r);
     LEAVE();
 }
 
 SIM_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
 {
     ENTER();
-    struct sim_ctx *c;
-    struct sim_stream *s;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
-    struct sim_alloc *a = find_alloc(ptr, 0);
-    if (!a || a->base != ptr || a->kind != K_DEVICE || a->free_pending) {
-        COUNT(invalid_frees);
+    CURRENT_STREAM(c, s, stream);
+    struct sim_alloc *a = freeable(ptr);
+    if (!a)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    }
     a->free_pending = 1;
     COUNT(async_frees);
     struct sim_op op = {.type = OP_FREE, .dst = ptr};
@@ -1292,13 +1207,13 @@ SIM_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream)
     LEAVE();
 }
 
+/* Queues `op` on `stream` (a synchronous call passes the legacy stream, and
+ * returns the context's pending fault). */
 static CUresult queue_op(CUstream stream, struct sim_op *op, int sync)
 {
     struct sim_ctx *c;
-    struct sim_stream *s = NULL;
-    CUresult r = require_context(&c);
-    if (!r && !sync)
-        r = check_stream(stream, c, &s);
+    struct sim_stream *s;
+    CUresult r = require_stream(stream, &c, &s);
     if (r)
         return r;
     /* Addresses are checked when the call is made, as the driver does;
@@ -1460,9 +1375,7 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned int f
     (void)flags;
     void *p;
     COUNT(managed_allocs);
-    CUresult r = host_alloc(&p, size, K_MANAGED);
-    if (r)
-        RETURN(r);
+    CHECK(host_alloc(&p, size, K_MANAGED));
     *ptr = (CUdeviceptr)(uintptr_t)p;
     LEAVE();
 }
@@ -1471,10 +1384,7 @@ SIM_API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags)
 {
     ENTER();
     (void)flags;
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     if (!p || !size)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     for (struct sim_alloc *a = allocs; a; a = a->next)
@@ -1556,6 +1466,28 @@ static struct sim_phys *find_phys(CUmemGenericAllocationHandle h)
     return NULL;
 }
 
+/* Physical memory of `size` bytes on `device` over descriptor `fd`, which
+ * the simulator now owns (closed on failure), exportable as the handle
+ * types `requested`: its handle in *handle. */
+static CUresult phys_new(int fd, size_t size, int device, int requested, CUmemGenericAllocationHandle *handle)
+{
+    struct sim_phys *p = calloc(1, sizeof *p);
+    if (!p) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    p->fd = fd;
+    p->size = size;
+    p->device = device;
+    p->requested = requested;
+    p->next = physicals;
+    physicals = p;
+    memory_used += size;
+    COUNT(vmm_live);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                              unsigned long long flags)
 {
@@ -1581,21 +1513,10 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
     }
     memset(m, 0xA5, size);
     munmap(m, size);
-    struct sim_phys *p = calloc(1, sizeof *p);
-    if (!p) {
-        close(fd);
-        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    }
-    p->fd = fd;
-    p->size = size;
-    p->device = prop->location.id;
-    p->requested = prop->requestedHandleTypes;
-    p->next = physicals;
-    physicals = p;
-    memory_used += size;
-    COUNT(vmm_creates);
-    COUNT(vmm_live);
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    CUresult r = phys_new(fd, size, prop->location.id, prop->requestedHandleTypes, handle);
+    if (!r)
+        COUNT(vmm_creates);
+    RETURN(r);
     LEAVE();
 }
 
@@ -1754,20 +1675,10 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct sim_phys *p = calloc(1, sizeof *p);
-    if (!p) {
-        close(own);
-        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    }
-    p->fd = own;
-    p->size = (size_t)st.st_size;
-    p->requested = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    p->next = physicals;
-    physicals = p;
-    memory_used += p->size;
-    COUNT(imports);
-    COUNT(vmm_live);
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    CUresult r = phys_new(own, (size_t)st.st_size, 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, handle);
+    if (!r)
+        COUNT(imports);
+    RETURN(r);
     LEAVE();
 }
 
@@ -1776,37 +1687,27 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
 SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     ENTER();
-    struct sim_ctx *c;
-    CUresult r = require_context(&c);
-    if (r)
-        RETURN(r);
+    CURRENT_CONTEXT(c);
     if (!image)
         RETURN(CUDA_ERROR_INVALID_VALUE);
     /* PTX is text; the simulator cannot compile it, but a test can ask for
      * the failure a broken module gives. */
     if (strstr(image, "tack-sim: invalid"))
         RETURN(CUDA_ERROR_INVALID_PTX);
-    struct sim_module *m = calloc(1, sizeof *m);
-    if (!m || !(m->image = strdup(image))) {
-        free(m);
+    char *copy = strdup(image);
+    struct sim_module *m = copy ? sim_object_new(&modules, sizeof *m) : NULL;
+    if (!m) {
+        free(copy);
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     }
     m->ctx = c;
-    m->live = 1;
-    m->next = modules;
-    modules = m;
+    m->image = copy;
     COUNT(modules_loaded);
     *module = (CUmodule)m;
     LEAVE();
 }
 
-static struct sim_module *find_module(CUmodule h)
-{
-    for (struct sim_module *m = modules; m; m = m->next)
-        if ((CUmodule)m == h && m->live)
-            return m;
-    return NULL;
-}
+static struct sim_module *find_module(CUmodule h) { return sim_object_find(modules, h); }
 
 SIM_API CUresult cuModuleUnload(CUmodule module)
 {
@@ -1814,7 +1715,7 @@ SIM_API CUresult cuModuleUnload(CUmodule module)
     struct sim_module *m = find_module(module);
     if (!m)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
-    m->live = 0;
+    m->o.live = 0;
     LEAVE();
 }
 
@@ -1844,18 +1745,12 @@ SIM_API CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned i
     ENTER();
     (void)shared;
     (void)extra;
-    struct sim_ctx *c;
-    struct sim_stream *s;
-    CUresult r = require_context(&c);
-    if (!r)
-        r = check_stream(stream, c, &s);
-    if (r)
-        RETURN(r);
+    CURRENT_STREAM(c, s, stream);
     struct sim_function *f = NULL;
     for (struct sim_function *k = functions; k; k = k->next)
         if ((CUfunction)k == function)
             f = k;
-    if (!f || !f->module->live)
+    if (!f || !f->module->o.live)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (f->module->ctx != c)
         RETURN(CUDA_ERROR_INVALID_CONTEXT);
@@ -1886,10 +1781,7 @@ SIM_API long long tack_sim_cuda_stats(const char *name)
  * when the table of pending failures is full. */
 SIM_API int tack_sim_cuda_fail(const char *symbol, int error, int nth)
 {
-    pthread_mutex_lock(&lock);
-    int r = sim_failure_arm(&failures, symbol, error, nth);
-    pthread_mutex_unlock(&lock);
-    return r;
+    return sim_failure_arm(&lock, &failures, symbol, error, nth);
 }
 
 /* The host storage behind [ptr, ptr + n) of device-visible memory, or NULL:

@@ -47,17 +47,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "../../src/driver/hip.h"
 #include "sim_common.h"
+#include "sim_memory.h"
 
 /* The entry points, declared from the same list Tack loads, so a signature
  * that drifts from Tack's table does not compile. */
-#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
 TACK_HIP_FUNCTIONS(SIM_PROTOTYPE)
-#undef SIM_PROTOTYPE
 
 /* Entry points tests call as another library would, and the test hooks. */
 SIM_API tack_hip_error hipHostMalloc(void **ptr, size_t size, unsigned int flags);
@@ -76,8 +73,6 @@ SIM_API void tack_sim_hip_last_launch(unsigned grid[3], unsigned block[3]);
 #define HIP_ERROR_INVALID_IMAGE 200
 #define HIP_ERROR_NOT_FOUND 500
 #define HIP_ERROR_INVALID_HANDLE 400
-/* What hiprtc_sim.c puts before the source in a code object. */
-#define SIM_CODE_OBJECT_MAGIC "TACK-SIM-HIP-CODE-OBJECT\n"
 
 /* ---- counters ---------------------------------------------------------- */
 
@@ -93,13 +88,9 @@ SIM_DEFINE_STATS(SIM_STATS);
 enum alloc_kind { K_DEVICE, K_PINNED, K_MANAGED };
 
 struct sim_alloc {
+    struct sim_region r; /* first: the entry of `allocs` */
     enum alloc_kind kind;
-    uintptr_t base;
-    size_t size;
-    size_t map_size;
-    char *store;
     int device;
-    struct sim_alloc *next;
 };
 
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
@@ -107,7 +98,7 @@ static int configured;
 static int initialized;
 static int n_devices = 2;
 static int version = 60200000;
-static struct sim_alloc *allocs;
+static struct sim_region *allocs;
 static _Thread_local int current_device;
 static _Thread_local tack_hip_error last_error;
 
@@ -136,16 +127,6 @@ static unsigned last_grid[3], last_block[3];
 
 static struct sim_failures failures;
 
-static int injected(const char *symbol, tack_hip_error *r)
-{
-    long long code;
-    if (!sim_failure_due(&failures, symbol, &code))
-        return 0;
-    *r = (tack_hip_error)code;
-    COUNT(injected_failures);
-    return 1;
-}
-
 static void configure(void)
 {
     if (configured)
@@ -164,65 +145,26 @@ static int rocm5(void) { return version / 10000000 < 6; }
 /* Every entry point takes the lock and may be told to fail; a failure also
  * becomes the thread's last error, as in the real runtime. */
 #define ENTER()                                                                                               \
-    tack_hip_error r_ = TACK_HIP_SUCCESS;                                                                     \
-    pthread_mutex_lock(&lock);                                                                                \
+    SIM_ENTER(tack_hip_error, TACK_HIP_SUCCESS);                                                              \
     configure();                                                                                              \
-    if (injected(__func__, &r_))                                                                              \
-        goto out;                                                                                             \
-    if (!initialized && strcmp(__func__, "hipInit") && strcmp(__func__, "hipRuntimeGetVersion")) {            \
-        r_ = TACK_HIP_ERROR_NOT_INITIALIZED;                                                                  \
-        goto out;                                                                                             \
-    }
-#define RETURN(v)                                                                                             \
-    do {                                                                                                      \
-        r_ = (v);                                                                                             \
-        goto out;                                                                                             \
-    } while (0)
+    SIM_INJECT(tack_hip_error);                                                                               \
+    if (!initialized && strcmp(__func__, "hipInit") && strcmp(__func__, "hipRuntimeGetVersion"))              \
+        RETURN(TACK_HIP_ERROR_NOT_INITIALIZED)
 #define LEAVE()                                                                                               \
     out:                                                                                                      \
     if (r_ != TACK_HIP_SUCCESS)                                                                               \
         last_error = r_;                                                                                      \
-    pthread_mutex_unlock(&lock);                                                                              \
-    return r_
+    SIM_LEAVE()
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static size_t page_round(size_t n)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (n == 0)
-        n = 1;
-    return (n + page - 1) / page * page;
-}
+static struct sim_alloc *alloc_of(struct sim_region *r) { return (struct sim_alloc *)r; }
 
-static struct sim_alloc *find_alloc(uintptr_t addr, size_t n)
-{
-    for (struct sim_alloc *a = allocs; a; a = a->next)
-        if (addr >= a->base && addr - a->base < a->size && n <= a->size - (addr - a->base))
-            return a;
-    return NULL;
-}
-
-static int in_device_range(uintptr_t addr, size_t n)
-{
-    for (struct sim_alloc *a = allocs; a; a = a->next)
-        if (a->kind == K_DEVICE && addr < a->base + a->map_size && addr + n > a->base)
-            return 1;
-    return 0;
-}
+static struct sim_alloc *find_alloc(uintptr_t addr, size_t n) { return alloc_of(sim_region_find(allocs, addr, n)); }
 
 /* The host address of [addr, addr + n) as the GPU sees it (unified
- * addressing): the storage of device memory, the address itself for host
- * memory. NULL for a range that runs off a device allocation. */
-static char *bytes(uintptr_t addr, size_t n)
-{
-    struct sim_alloc *a = find_alloc(addr, n);
-    if (a)
-        return a->store + (addr - a->base);
-    if (in_device_range(addr, n))
-        return NULL;
-    return (char *)addr;
-}
+ * addressing), or NULL for a range that runs off a device allocation. */
+static char *bytes(uintptr_t addr, size_t n) { return sim_region_bytes(allocs, addr, n); }
 
 static tack_hip_error alloc_new(enum alloc_kind kind, size_t size, void **out)
 {
@@ -234,36 +176,15 @@ static tack_hip_error alloc_new(enum alloc_kind kind, size_t size, void **out)
     }
     if (size > ((size_t)1 << 32))
         return TACK_HIP_ERROR_OUT_OF_MEMORY;
-    size_t m = page_round(size);
-    void *store = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (store == MAP_FAILED)
-        return TACK_HIP_ERROR_OUT_OF_MEMORY;
-    void *va = store;
-    if (kind == K_DEVICE) {
-        va = mmap(NULL, m, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (va == MAP_FAILED) {
-            munmap(store, m);
-            return TACK_HIP_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    memset(store, 0xA5, size);
     struct sim_alloc *a = calloc(1, sizeof *a);
-    if (!a) {
-        if (va != store)
-            munmap(va, m);
-        munmap(store, m);
+    if (!a || sim_region_add(&allocs, &a->r, size, kind == K_DEVICE)) {
+        free(a);
         return TACK_HIP_ERROR_OUT_OF_MEMORY;
     }
     a->kind = kind;
-    a->base = (uintptr_t)va;
-    a->size = size;
-    a->map_size = m;
-    a->store = store;
     a->device = current_device;
-    a->next = allocs;
-    allocs = a;
     COUNT(live_allocs);
-    *out = va;
+    *out = (void *)a->r.base;
     return TACK_HIP_SUCCESS;
 }
 
@@ -271,13 +192,9 @@ static tack_hip_error free_kind(void *ptr, int host)
 {
     if (!ptr)
         return TACK_HIP_SUCCESS;
-    for (struct sim_alloc **p = &allocs; *p; p = &(*p)->next) {
-        struct sim_alloc *a = *p;
-        if (a->base == (uintptr_t)ptr && (a->kind == K_PINNED) == host) {
-            *p = a->next;
-            if (a->kind == K_DEVICE)
-                munmap((void *)a->base, a->map_size);
-            munmap(a->store, a->map_size);
+    for (struct sim_alloc *a = alloc_of(allocs); a; a = alloc_of(a->r.next)) {
+        if (a->r.base == (uintptr_t)ptr && (a->kind == K_PINNED) == host) {
+            sim_region_remove(&allocs, &a->r);
             free(a);
             UNCOUNT(live_allocs);
             COUNT(frees);
@@ -436,8 +353,8 @@ SIM_API tack_hip_error hipPointerGetAttributes(tack_hip_pointer_attributes *attr
         RETURN(TACK_HIP_SUCCESS);
     }
     attr->device = a->device;
-    attr->devicePointer = (void *)a->base;
-    attr->hostPointer = a->kind == K_DEVICE ? NULL : (void *)a->base;
+    attr->devicePointer = (void *)a->r.base;
+    attr->hostPointer = a->kind == K_DEVICE ? NULL : (void *)a->r.base;
     attr->isManaged = a->kind == K_MANAGED;
     switch (a->kind) {
     case K_DEVICE:
@@ -486,7 +403,7 @@ SIM_API tack_hip_error hipModuleLoadData(tack_hip_module *module, const void *im
     ENTER();
     if (!module || !image)
         RETURN(TACK_HIP_ERROR_INVALID_VALUE);
-    if (strncmp(image, SIM_CODE_OBJECT_MAGIC, strlen(SIM_CODE_OBJECT_MAGIC)))
+    if (strncmp(image, SIM_HIP_CODE_OBJECT_MAGIC, strlen(SIM_HIP_CODE_OBJECT_MAGIC)))
         RETURN(HIP_ERROR_INVALID_IMAGE);
     struct tack_hip_module_object *m = calloc(1, sizeof *m);
     if (!m || !(m->image = strdup(image))) {
@@ -596,18 +513,14 @@ SIM_API long long tack_sim_hip_stats(const char *name)
  * the table of pending failures is full. */
 SIM_API int tack_sim_hip_fail(const char *symbol, int error, int nth)
 {
-    pthread_mutex_lock(&lock);
-    int r = sim_failure_arm(&failures, symbol, error, nth);
-    pthread_mutex_unlock(&lock);
-    return r;
+    return sim_failure_arm(&lock, &failures, symbol, error, nth);
 }
 
 /* The host storage behind [ptr, ptr + n) of an allocation, or NULL. */
 SIM_API void *tack_sim_hip_host_address(uint64_t ptr, size_t n)
 {
     pthread_mutex_lock(&lock);
-    struct sim_alloc *a = find_alloc((uintptr_t)ptr, n);
-    void *p = a ? a->store + ((uintptr_t)ptr - a->base) : NULL;
+    void *p = sim_region_store(allocs, (uintptr_t)ptr, n);
     pthread_mutex_unlock(&lock);
     return p;
 }

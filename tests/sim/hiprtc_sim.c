@@ -25,16 +25,12 @@
 #include <string.h>
 
 #include "../../src/driver/hip.h"
+#include "sim_common.h"
+#include "sim_compile.h"
 
-#define SIM_API __attribute__((visibility("default")))
-
-#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
 TACK_HIPRTC_FUNCTIONS(SIM_PROTOTYPE)
-#undef SIM_PROTOTYPE
 SIM_API long long tack_sim_hiprtc_stats(const char *name);
 SIM_API const char *tack_sim_hiprtc_last_source(void);
-
-#define MAGIC "TACK-SIM-HIP-CODE-OBJECT\n"
 
 struct tack_hiprtc_program_object {
     char *source;
@@ -44,45 +40,12 @@ struct tack_hiprtc_program_object {
     size_t code_size;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static long long programs, compiles, failed_compiles, destroyed;
-static char *last_source;
+#define SIM_STATS(X) X(programs) X(compiles) X(failed_compiles) X(destroyed)
 
-/* The first #error's message, placed as the compiler would place it, or
- * NULL when there is none. */
-static char *find_error(const char *source, const char *file)
-{
-    int line = 1;
-    char name[256];
-    snprintf(name, sizeof name, "%s", file);
-    for (const char *p = source; *p;) {
-        const char *end = strchr(p, '\n');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *q = p;
-        while (q < p + len && (*q == ' ' || *q == '\t'))
-            q++;
-        int directive_line;
-        char directive_file[256];
-        if (sscanf(q, "#line %d \"%255[^\"]\"", &directive_line, directive_file) == 2) {
-            snprintf(name, sizeof name, "%s", directive_file);
-            line = directive_line;
-        } else if (!strncmp(q, "#error", 6)) {
-            const char *text = q + 6;
-            while (text < p + len && (*text == ' ' || *text == '\t'))
-                text++;
-            size_t n = len + strlen(name) + 64;
-            char *msg = malloc(n);
-            if (msg)
-                snprintf(msg, n, "%s:%d:%d: error: %.*s\n1 error generated.\n", name, line, (int)(q - p) + 2,
-                         (int)(p + len - text), text);
-            return msg;
-        } else {
-            line++;
-        }
-        p = end ? end + 1 : p + len;
-    }
-    return NULL;
-}
+SIM_DEFINE_STATS(SIM_STATS);
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards last_source */
+static char *last_source;
 
 SIM_API tack_hiprtc_result hiprtcVersion(int *major, int *minor)
 {
@@ -118,9 +81,7 @@ SIM_API tack_hiprtc_result hiprtcCreateProgram(tack_hiprtc_program *prog, const 
         free(p);
         return TACK_HIPRTC_ERROR_OUT_OF_MEMORY;
     }
-    pthread_mutex_lock(&lock);
-    programs++;
-    pthread_mutex_unlock(&lock);
+    COUNT(programs);
     *prog = p;
     return TACK_HIPRTC_SUCCESS;
 }
@@ -129,8 +90,8 @@ SIM_API tack_hiprtc_result hiprtcCompileProgram(tack_hiprtc_program p, int numOp
 {
     if (!p || numOptions < 0 || (numOptions && !options))
         return 3;
+    COUNT(compiles);
     pthread_mutex_lock(&lock);
-    compiles++;
     free(last_source);
     last_source = strdup(p->source);
     pthread_mutex_unlock(&lock);
@@ -144,18 +105,16 @@ SIM_API tack_hiprtc_result hiprtcCompileProgram(tack_hiprtc_program p, int numOp
             return TACK_HIPRTC_ERROR_INVALID_OPTION;
         }
     }
-    p->log = find_error(p->source, p->name);
+    p->log = sim_find_error(p->source, strlen(p->source), p->name, "1 error generated.\n");
     if (p->log) {
-        pthread_mutex_lock(&lock);
-        failed_compiles++;
-        pthread_mutex_unlock(&lock);
+        COUNT(failed_compiles);
         return TACK_HIPRTC_ERROR_COMPILATION;
     }
-    size_t n = strlen(MAGIC) + strlen(p->source) + 1;
+    size_t n = strlen(SIM_HIP_CODE_OBJECT_MAGIC) + strlen(p->source) + 1;
     free(p->code);
     if (!(p->code = malloc(n)))
         return TACK_HIPRTC_ERROR_OUT_OF_MEMORY;
-    snprintf(p->code, n, "%s%s", MAGIC, p->source);
+    snprintf(p->code, n, "%s%s", SIM_HIP_CODE_OBJECT_MAGIC, p->source);
     p->code_size = n;
     return TACK_HIPRTC_SUCCESS;
 }
@@ -204,27 +163,14 @@ SIM_API tack_hiprtc_result hiprtcDestroyProgram(tack_hiprtc_program *prog)
     free(p->code);
     free(p);
     *prog = NULL;
-    pthread_mutex_lock(&lock);
-    destroyed++;
-    pthread_mutex_unlock(&lock);
+    COUNT(destroyed);
     return TACK_HIPRTC_SUCCESS;
 }
 
 /* The counter called `name`, or -1 for an unknown name. */
 SIM_API long long tack_sim_hiprtc_stats(const char *name)
 {
-    long long v = -1;
-    pthread_mutex_lock(&lock);
-    if (name && !strcmp(name, "programs"))
-        v = programs;
-    else if (name && !strcmp(name, "compiles"))
-        v = compiles;
-    else if (name && !strcmp(name, "failed_compiles"))
-        v = failed_compiles;
-    else if (name && !strcmp(name, "destroyed"))
-        v = destroyed;
-    pthread_mutex_unlock(&lock);
-    return v;
+    return SIM_STAT(name);
 }
 
 /* The source of the last compile, or NULL; valid until the next compile. */

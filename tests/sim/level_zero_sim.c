@@ -60,17 +60,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../src/driver/level_zero.h"
 #include "sim_common.h"
+#include "sim_memory.h"
 
 /* The entry points, declared from the same list Tack loads, so a signature
  * that drifts from Tack's table does not compile. */
-#define SIM_PROTOTYPE(required, ret, name, params) SIM_API ret name params;
-TACK_ZE_FUNCTIONS(SIM_PROTOTYPE)
-#undef SIM_PROTOTYPE
+#define SIM_DECLARE(required, ret, name, params) SIM_PROTOTYPE(ret, name, params)
+TACK_ZE_FUNCTIONS(SIM_DECLARE)
+#undef SIM_DECLARE
 
 /* Entry points Tack must never call, counted; and the test hooks. */
 SIM_API tack_ze_result zeContextDestroy(tack_ze_context c);
@@ -140,25 +140,22 @@ struct tack_ze_device_object {
     int index;
 };
 
+/* Contexts, command lists and queues, fences and kernels are objects
+ * (sim_common.h), listed by kind. */
 struct tack_ze_context_object {
-    int live;
+    struct sim_object o;
     unsigned long long id;
-    struct tack_ze_context_object *next;
 };
 
 enum alloc_kind { K_HOST = 1, K_DEVICE = 2, K_SHARED = 3 }; /* the ze_memory_type_t values */
 
 struct sim_alloc {
+    struct sim_region r; /* first: the entry of `allocs` (host and shared kinds: base is the storage) */
     enum alloc_kind kind;
-    uintptr_t base;
-    size_t size;
-    size_t map_size;
-    char *store; /* where the bytes live (for host and shared kinds, base itself) */
     struct tack_ze_context_object *ctx;
     int device;
     unsigned long long id;
     int free_deferred; /* freed once the queued work that uses it has run */
-    struct sim_alloc *next;
 };
 
 enum op_type { OP_COPY, OP_FILL, OP_LAUNCH };
@@ -177,38 +174,36 @@ struct sim_op {
 };
 
 struct tack_ze_command_list_object {
+    struct sim_object o;
     struct tack_ze_context_object *ctx;
     int device;
     int immediate;
     uint32_t group;
     int closed;
-    int live;
     struct sim_op *head, *tail;
     /* The queue execution that last took this list: it may be reset only
      * once that has run. */
     struct tack_ze_command_queue_object *pending_queue;
     unsigned long long pending_seq;
-    struct tack_ze_command_list_object *next;
 };
 
 struct tack_ze_command_queue_object {
+    struct sim_object o;
     struct tack_ze_context_object *ctx;
     int device;
     uint32_t group;
-    int live;
     struct sim_op *head, *tail; /* executed, not yet run */
     unsigned long long executed; /* executions so far */
     unsigned long long done;     /* executions run to completion */
-    struct tack_ze_command_queue_object *next;
 };
 
 /* Unsignalled until reset; after an execution takes it, signalled once the
  * queue has run that far. */
 struct tack_ze_fence_object {
+    struct sim_object o; /* live while the simulator runs */
     struct tack_ze_command_queue_object *queue;
     int taken;
     unsigned long long seq;
-    struct tack_ze_fence_object *next;
 };
 
 struct tack_ze_module_object {
@@ -224,13 +219,12 @@ struct tack_ze_module_build_log_object {
 };
 
 struct tack_ze_kernel_object {
+    struct sim_object o;
     struct tack_ze_module_object *module;
     char name[128];
     uint32_t group[3];
-    int live;
     void *args[64];
     size_t arg_sizes[64];
-    struct tack_ze_kernel_object *next;
 };
 
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
@@ -245,18 +239,15 @@ static struct tack_ze_driver_object driver;
 static struct tack_ze_device_object devices[MAX_DEVICES];
 static unsigned long long next_id = 1;
 /* Objects are never freed, so a stale handle stays readable. */
-static struct tack_ze_context_object *contexts;
-static struct tack_ze_command_list_object *lists;
-static struct tack_ze_command_queue_object *queues;
-static struct tack_ze_fence_object *fences;
+static struct sim_object *contexts, *lists, *queues, *fences;
 /* The number of each launch as it runs, in run order. */
 #define RUN_LOG 4096
 static long long run_log[RUN_LOG];
 static long run_count;
-static struct sim_alloc *allocs;
+static struct sim_region *allocs;
 /* Kernels, listed like every other object (never freed), so that one whose
  * module Tack leaves to the driver is still accounted for. */
-static struct tack_ze_kernel_object *kernels;
+static struct sim_object *kernels;
 
 typedef void *(*sim_capture_fn)(const char *name, void *const *args, const size_t *sizes, int nargs,
                                 const uint32_t groups[3], const uint32_t group_size[3]);
@@ -268,16 +259,6 @@ static sim_run_fn kernel_run;
 /* ---- failure injection --------------------------------------------------- */
 
 static struct sim_failures failures;
-
-static int injected(const char *symbol, tack_ze_result *r)
-{
-    long long code;
-    if (!sim_failure_due(&failures, symbol, &code))
-        return 0;
-    *r = (tack_ze_result)code;
-    COUNT(injected_failures);
-    return 1;
-}
 
 /* The environment is read once, at the first call of any entry point. */
 static void configure(void)
@@ -299,34 +280,16 @@ static void configure(void)
 
 /* Every entry point takes the lock and may be told to fail. */
 #define ENTER()                                                                                               \
-    tack_ze_result r_ = TACK_ZE_SUCCESS;                                                                      \
-    pthread_mutex_lock(&lock);                                                                                \
+    SIM_ENTER(tack_ze_result, TACK_ZE_SUCCESS);                                                               \
     configure();                                                                                              \
-    if (injected(__func__, &r_))                                                                              \
-        goto out;                                                                                             \
-    if (!initialized && strcmp(__func__, "zeInit")) {                                                         \
-        r_ = TACK_ZE_ERROR_UNINITIALIZED;                                                                     \
-        goto out;                                                                                             \
-    }
-#define RETURN(v)                                                                                             \
-    do {                                                                                                      \
-        r_ = (v);                                                                                             \
-        goto out;                                                                                             \
-    } while (0)
+    SIM_INJECT(tack_ze_result);                                                                               \
+    if (!initialized && strcmp(__func__, "zeInit"))                                                           \
+        RETURN(TACK_ZE_ERROR_UNINITIALIZED)
 #define LEAVE()                                                                                               \
     out:                                                                                                      \
-    pthread_mutex_unlock(&lock);                                                                              \
-    return r_
+    SIM_LEAVE()
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static size_t page_round(size_t n)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (n == 0)
-        n = 1;
-    return (n + page - 1) / page * page;
-}
 
 static int device_index(tack_ze_device d)
 {
@@ -336,58 +299,68 @@ static int device_index(tack_ze_device d)
     return -1;
 }
 
+static int valid_driver(tack_ze_driver d) { return d == &driver && n_drivers; }
+
+/* What a properties query checks first: its handle (`handle_ok`), then an
+ * output structure of the type asked for (`props`, whose first member is
+ * its type). */
+static tack_ze_result check_query(int handle_ok, const void *props, uint32_t type)
+{
+    if (!handle_ok)
+        return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
+    if (!props || *(const uint32_t *)props != type)
+        return TACK_ZE_ERROR_INVALID_ARGUMENT;
+    return TACK_ZE_SUCCESS;
+}
+
+/* What a create call checks first, in this order: its handles
+ * (`handles_ok`), that it has a descriptor and somewhere to put what it
+ * makes, and the descriptor's type (`desc`'s first member). */
+static tack_ze_result check_create(int handles_ok, const void *desc, const void *out, uint32_t type)
+{
+    if (!handles_ok)
+        return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !out)
+        return TACK_ZE_ERROR_INVALID_NULL_POINTER;
+    if (*(const uint32_t *)desc != type)
+        return TACK_ZE_ERROR_INVALID_ARGUMENT;
+    return TACK_ZE_SUCCESS;
+}
+
+/* An enumeration's two calls: with no room (*count 0, or no array) it sets
+ * *count to the `n` there are and returns 0; else it lowers *count to at
+ * most n and returns 1, for the caller to fill that many. */
+static int enumerate(uint32_t *count, const void *array, uint32_t n)
+{
+    if (*count == 0 || !array) {
+        *count = n;
+        return 0;
+    }
+    if (*count > n)
+        *count = n;
+    return 1;
+}
+
 static int live_context(tack_ze_context c)
 {
-    for (struct tack_ze_context_object *k = contexts; k; k = k->next)
-        if (k == c)
-            return k->live;
-    return 0;
+    return sim_object_find(contexts, c) != NULL;
 }
 
-static struct sim_alloc *find_alloc(uintptr_t addr, size_t n)
-{
-    for (struct sim_alloc *a = allocs; a; a = a->next)
-        if (addr >= a->base && addr - a->base < a->size && n <= a->size - (addr - a->base))
-            return a;
-    return NULL;
-}
+/* Whether `c` is a live context and `d` a device. */
+static int context_and_device(tack_ze_context c, tack_ze_device d) { return live_context(c) && device_index(d) >= 0; }
 
-static int in_device_range(uintptr_t addr, size_t n)
-{
-    for (struct sim_alloc *a = allocs; a; a = a->next)
-        if (a->kind == K_DEVICE && addr < a->base + a->map_size && addr + n > a->base)
-            return 1;
-    return 0;
-}
+static struct sim_alloc *alloc_of(struct sim_region *r) { return (struct sim_alloc *)r; }
+
+static struct sim_alloc *find_alloc(uintptr_t addr, size_t n) { return alloc_of(sim_region_find(allocs, addr, n)); }
 
 /* The host address of [addr, addr + n) as the device sees it: the storage
- * of a USM allocation, or the address itself for host memory the device
- * reads directly (as a real GPU reads system memory). NULL for a range that
- * runs off a device allocation. */
-static char *bytes(uintptr_t addr, size_t n)
-{
-    struct sim_alloc *a = find_alloc(addr, n);
-    if (a)
-        return a->store + (addr - a->base);
-    if (in_device_range(addr, n))
-        return NULL;
-    return (char *)addr;
-}
+ * of a USM allocation, or host memory the device reads directly. NULL for a
+ * range that runs off a device allocation. */
+static char *bytes(uintptr_t addr, size_t n) { return sim_region_bytes(allocs, addr, n); }
 
 static void alloc_destroy(struct sim_alloc *a)
 {
-    for (struct sim_alloc **p = &allocs; *p; p = &(*p)->next) {
-        if (*p == a) {
-            *p = a->next;
-            break;
-        }
-    }
-    if (a->kind == K_DEVICE) {
-        munmap((void *)a->base, a->map_size);
-        munmap(a->store, a->map_size);
-    } else {
-        munmap(a->store, a->map_size);
-    }
+    sim_region_remove(&allocs, &a->r);
     UNCOUNT(live_allocs);
     free(a);
 }
@@ -401,52 +374,32 @@ static tack_ze_result alloc_new(enum alloc_kind kind, struct tack_ze_context_obj
         return ZE_ERROR_UNSUPPORTED_ALIGNMENT;
     if (size > ((size_t)1 << 32))
         return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
-    size_t m = page_round(size);
-    void *store = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (store == MAP_FAILED)
-        return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
-    void *va = store;
-    if (kind == K_DEVICE) {
-        va = mmap(NULL, m, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (va == MAP_FAILED) {
-            munmap(store, m);
-            return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
-        }
-    }
-    /* Fresh memory holds whatever was there before. */
-    memset(store, 0xA5, size);
     struct sim_alloc *a = calloc(1, sizeof *a);
-    if (!a) {
-        if (va != store)
-            munmap(va, m);
-        munmap(store, m);
+    if (!a)
         return TACK_ZE_ERROR_OUT_OF_HOST_MEMORY;
+    if (sim_region_add(&allocs, &a->r, size, kind == K_DEVICE)) {
+        free(a);
+        return TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY;
     }
     a->kind = kind;
-    a->base = (uintptr_t)va;
-    a->size = size;
-    a->map_size = m;
-    a->store = store;
     a->ctx = c;
     a->device = device;
     a->id = next_id++;
-    a->next = allocs;
-    allocs = a;
     COUNT(allocs);
     COUNT(live_allocs);
-    *out = va;
+    *out = (void *)a->r.base;
     return TACK_ZE_SUCCESS;
 }
 
 /* Whether work queued and not yet run touches the allocation. */
 static int in_use(const struct sim_alloc *a)
 {
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next) {
+    for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next) {
         for (struct sim_op *op = q->head; op; op = op->next) {
             if (op->type == OP_LAUNCH)
                 return 1; /* a kernel may touch any memory it was given */
-            if ((op->dst >= a->base && op->dst < a->base + a->size) ||
-                (op->src >= a->base && op->src < a->base + a->size))
+            if ((op->dst >= a->r.base && op->dst < a->r.base + a->r.size) ||
+                (op->src >= a->r.base && op->src < a->r.base + a->r.size))
                 return 1;
         }
     }
@@ -490,8 +443,8 @@ static tack_ze_result execute(struct sim_op *op)
 /* Frees what a deferred free left behind, once nothing queued uses it. */
 static void reap(void)
 {
-    for (struct sim_alloc *a = allocs, *next; a; a = next) {
-        next = a->next;
+    for (struct sim_alloc *a = alloc_of(allocs), *next; a; a = next) {
+        next = alloc_of(a->r.next);
         if (a->free_deferred && !in_use(a))
             alloc_destroy(a);
     }
@@ -524,29 +477,11 @@ static tack_ze_result run_queue(struct tack_ze_command_queue_object *q)
     return run_queue_until(q, q->executed);
 }
 
-static struct tack_ze_command_list_object *find_list(tack_ze_command_list h)
-{
-    for (struct tack_ze_command_list_object *l = lists; l; l = l->next)
-        if (l == h && l->live)
-            return l;
-    return NULL;
-}
+static struct tack_ze_command_list_object *find_list(tack_ze_command_list h) { return sim_object_find(lists, h); }
 
-static struct tack_ze_command_queue_object *find_queue(tack_ze_command_queue h)
-{
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
-        if (q == h && q->live)
-            return q;
-    return NULL;
-}
+static struct tack_ze_command_queue_object *find_queue(tack_ze_command_queue h) { return sim_object_find(queues, h); }
 
-static struct tack_ze_fence_object *find_fence(tack_ze_fence h)
-{
-    for (struct tack_ze_fence_object *f = fences; f; f = f->next)
-        if (f == h)
-            return f;
-    return NULL;
-}
+static struct tack_ze_fence_object *find_fence(tack_ze_fence h) { return sim_object_find(fences, h); }
 
 static int fence_signalled(const struct tack_ze_fence_object *f)
 {
@@ -560,7 +495,7 @@ static tack_ze_result append(tack_ze_command_list h, const struct sim_op *proto)
     struct tack_ze_command_list_object *l = find_list(h);
     if (!l)
         return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
-    if (!l->ctx->live)
+    if (!l->ctx->o.live)
         return TACK_ZE_ERROR_DEVICE_LOST;
     if (l->immediate)
         return execute((struct sim_op *)proto);
@@ -597,13 +532,7 @@ SIM_API tack_ze_result zeDriverGet(uint32_t *count, tack_ze_driver *drivers)
     ENTER();
     if (!count)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (*count == 0 || !drivers) {
-        *count = (uint32_t)n_drivers;
-        RETURN(TACK_ZE_SUCCESS);
-    }
-    if (*count > (uint32_t)n_drivers)
-        *count = (uint32_t)n_drivers;
-    if (*count)
+    if (enumerate(count, drivers, (uint32_t)n_drivers) && *count)
         drivers[0] = &driver;
     LEAVE();
 }
@@ -611,10 +540,7 @@ SIM_API tack_ze_result zeDriverGet(uint32_t *count, tack_ze_driver *drivers)
 SIM_API tack_ze_result zeDriverGetProperties(tack_ze_driver d, tack_ze_driver_properties *props)
 {
     ENTER();
-    if (d != &driver || !n_drivers)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!props || props->stype != TACK_ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(valid_driver(d), props, TACK_ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES));
     memset(props->uuid, 0x5a, sizeof props->uuid);
     props->driverVersion = 0x10000;
     /* Extensions answer through the chain; a driver that does not know a
@@ -630,18 +556,13 @@ SIM_API tack_ze_result zeDriverGetProperties(tack_ze_driver d, tack_ze_driver_pr
 SIM_API tack_ze_result zeDeviceGet(tack_ze_driver d, uint32_t *count, tack_ze_device *out)
 {
     ENTER();
-    if (d != &driver || !n_drivers)
+    if (!valid_driver(d))
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!count)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (*count == 0 || !out) {
-        *count = (uint32_t)n_devices;
-        RETURN(TACK_ZE_SUCCESS);
-    }
-    if (*count > (uint32_t)n_devices)
-        *count = (uint32_t)n_devices;
-    for (uint32_t i = 0; i < *count; i++)
-        out[i] = &devices[i];
+    if (enumerate(count, out, (uint32_t)n_devices))
+        for (uint32_t i = 0; i < *count; i++)
+            out[i] = &devices[i];
     LEAVE();
 }
 
@@ -649,10 +570,7 @@ SIM_API tack_ze_result zeDeviceGetProperties(tack_ze_device d, tack_ze_device_pr
 {
     ENTER();
     int i = device_index(d);
-    if (i < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!p || p->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(i >= 0, p, TACK_ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES));
     p->type = 1; /* ZE_DEVICE_TYPE_GPU */
     p->vendorId = 0x8086;
     p->deviceId = 0x0bd5;
@@ -666,10 +584,7 @@ SIM_API tack_ze_result zeDeviceGetProperties(tack_ze_device d, tack_ze_device_pr
 SIM_API tack_ze_result zeDeviceGetComputeProperties(tack_ze_device d, tack_ze_device_compute_properties *p)
 {
     ENTER();
-    if (device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!p || p->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(device_index(d) >= 0, p, TACK_ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES));
     p->maxTotalGroupSize = 1024;
     p->maxGroupSizeX = p->maxGroupSizeY = p->maxGroupSizeZ = 1024;
     p->maxGroupCountX = p->maxGroupCountY = p->maxGroupCountZ = 0xffffffffu;
@@ -683,10 +598,7 @@ SIM_API tack_ze_result zeDeviceGetComputeProperties(tack_ze_device d, tack_ze_de
 SIM_API tack_ze_result zeDeviceGetModuleProperties(tack_ze_device d, tack_ze_device_module_properties *p)
 {
     ENTER();
-    if (device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!p || p->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_query(device_index(d) >= 0, p, TACK_ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES));
     p->spirvVersionSupported = 0x10005;
     p->flags = fp64 ? TACK_ZE_DEVICE_MODULE_FLAG_FP64 : 0;
     p->maxArgumentsSize = 2048;
@@ -701,12 +613,8 @@ SIM_API tack_ze_result zeDeviceGetCommandQueueGroupProperties(tack_ze_device d, 
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!count)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (*count == 0 || !p) {
-        *count = GROUPS;
+    if (!enumerate(count, p, GROUPS))
         RETURN(TACK_ZE_SUCCESS);
-    }
-    if (*count > GROUPS)
-        *count = GROUPS;
     for (uint32_t i = 0; i < *count; i++) {
         if (p[i].stype != TACK_ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES)
             RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -723,13 +631,10 @@ SIM_API tack_ze_result zeDeviceGetCommandQueueGroupProperties(tack_ze_device d, 
 
 static tack_ze_result context_new(tack_ze_context *out)
 {
-    struct tack_ze_context_object *c = calloc(1, sizeof *c);
+    struct tack_ze_context_object *c = sim_object_new(&contexts, sizeof *c);
     if (!c)
         return TACK_ZE_ERROR_OUT_OF_HOST_MEMORY;
-    c->live = 1;
     c->id = next_id++;
-    c->next = contexts;
-    contexts = c;
     COUNT(contexts_created);
     *out = c;
     return TACK_ZE_SUCCESS;
@@ -738,12 +643,7 @@ static tack_ze_result context_new(tack_ze_context *out)
 SIM_API tack_ze_result zeContextCreate(tack_ze_driver d, const tack_ze_context_desc *desc, tack_ze_context *out)
 {
     ENTER();
-    if (d != &driver || !n_drivers)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_CONTEXT_DESC)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_create(valid_driver(d), desc, out, TACK_ZE_STRUCTURE_TYPE_CONTEXT_DESC));
     RETURN(context_new(out));
     LEAVE();
 }
@@ -754,10 +654,10 @@ SIM_API tack_ze_result zeContextDestroy(tack_ze_context c)
     COUNT_DESTROY(contexts_destroyed);
     if (!live_context(c))
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    c->live = 0;
+    c->o.live = 0;
     /* Its allocations go with it. */
-    for (struct sim_alloc *a = allocs, *next; a; a = next) {
-        next = a->next;
+    for (struct sim_alloc *a = alloc_of(allocs), *next; a; a = next) {
+        next = alloc_of(a->r.next);
         if (a->ctx == c)
             alloc_destroy(a);
     }
@@ -768,7 +668,7 @@ SIM_API tack_ze_result zeContextDestroy(tack_ze_context c)
 
 static tack_ze_result check_queue_desc(tack_ze_context c, tack_ze_device d, const tack_ze_command_queue_desc *desc)
 {
-    if (!live_context(c) || device_index(d) < 0)
+    if (!context_and_device(c, d))
         return TACK_ZE_ERROR_INVALID_NULL_HANDLE;
     if (!desc)
         return TACK_ZE_ERROR_INVALID_NULL_POINTER;
@@ -781,18 +681,13 @@ SIM_API tack_ze_result zeCommandQueueCreate(tack_ze_context c, tack_ze_device d,
                                             tack_ze_command_queue *out)
 {
     ENTER();
-    tack_ze_result r = check_queue_desc(c, d, desc);
-    if (r)
-        RETURN(r);
-    struct tack_ze_command_queue_object *q = calloc(1, sizeof *q);
+    CHECK(check_queue_desc(c, d, desc));
+    struct tack_ze_command_queue_object *q = sim_object_new(&queues, sizeof *q);
     if (!q)
         RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
     q->ctx = c;
     q->device = device_index(d);
     q->group = desc->ordinal;
-    q->live = 1;
-    q->next = queues;
-    queues = q;
     COUNT(queues_created);
     *out = q;
     LEAVE();
@@ -806,7 +701,7 @@ SIM_API tack_ze_result zeCommandQueueDestroy(tack_ze_command_queue h)
     if (!q)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     run_queue(q);
-    q->live = 0;
+    q->o.live = 0;
     LEAVE();
 }
 
@@ -878,21 +773,16 @@ SIM_API tack_ze_result zeFenceCreate(tack_ze_command_queue h, const tack_ze_fenc
 {
     ENTER();
     struct tack_ze_command_queue_object *q = find_queue(h);
-    if (!q)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
+    CHECK(check_create(q != NULL, desc, out, TACK_ZE_STRUCTURE_TYPE_FENCE_DESC));
     /* flags: 0, or ZE_FENCE_FLAG_SIGNALED (1) for one made signalled */
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_FENCE_DESC || desc->flags > 1)
+    if (desc->flags > 1)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
-    struct tack_ze_fence_object *f = calloc(1, sizeof *f);
+    struct tack_ze_fence_object *f = sim_object_new(&fences, sizeof *f);
     if (!f)
         RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
     f->queue = q;
     f->taken = (int)desc->flags;
     f->seq = 0;
-    f->next = fences;
-    fences = f;
     COUNT(fences_created);
     *out = f;
     LEAVE();
@@ -937,16 +827,13 @@ SIM_API tack_ze_result zeFenceReset(tack_ze_fence h)
 static tack_ze_result list_new(tack_ze_context c, tack_ze_device d, uint32_t group, int immediate,
                                tack_ze_command_list *out)
 {
-    struct tack_ze_command_list_object *l = calloc(1, sizeof *l);
+    struct tack_ze_command_list_object *l = sim_object_new(&lists, sizeof *l);
     if (!l)
         return TACK_ZE_ERROR_OUT_OF_HOST_MEMORY;
     l->ctx = c;
     l->device = device_index(d);
     l->group = group;
     l->immediate = immediate;
-    l->live = 1;
-    l->next = lists;
-    lists = l;
     COUNT(lists_created);
     if (immediate)
         COUNT(immediate_lists_created);
@@ -958,11 +845,8 @@ SIM_API tack_ze_result zeCommandListCreate(tack_ze_context c, tack_ze_device d, 
                                            tack_ze_command_list *out)
 {
     ENTER();
-    if (!live_context(c) || device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC || desc->commandQueueGroupOrdinal >= GROUPS)
+    CHECK(check_create(context_and_device(c, d), desc, out, TACK_ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC));
+    if (desc->commandQueueGroupOrdinal >= GROUPS)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
     RETURN(list_new(c, d, desc->commandQueueGroupOrdinal, 0, out));
     LEAVE();
@@ -972,9 +856,7 @@ SIM_API tack_ze_result zeCommandListCreateImmediate(tack_ze_context c, tack_ze_d
                                                     const tack_ze_command_queue_desc *desc, tack_ze_command_list *out)
 {
     ENTER();
-    tack_ze_result r = check_queue_desc(c, d, desc);
-    if (r)
-        RETURN(r);
+    CHECK(check_queue_desc(c, d, desc));
     if (!out)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
     RETURN(list_new(c, d, desc->ordinal, 1, out));
@@ -988,7 +870,7 @@ SIM_API tack_ze_result zeCommandListDestroy(tack_ze_command_list h)
     struct tack_ze_command_list_object *l = find_list(h);
     if (!l)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    l->live = 0;
+    l->o.live = 0;
     LEAVE();
 }
 
@@ -1063,12 +945,7 @@ SIM_API tack_ze_result zeMemAllocDevice(tack_ze_context c, const tack_ze_device_
                                         size_t alignment, tack_ze_device d, void **out)
 {
     ENTER();
-    if (!live_context(c) || device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC)
-        RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
+    CHECK(check_create(context_and_device(c, d), desc, out, TACK_ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC));
     RETURN(alloc_new(K_DEVICE, c, device_index(d), size, alignment, out));
     LEAVE();
 }
@@ -1080,8 +957,8 @@ static tack_ze_result free_in(tack_ze_context c, void *ptr, uint32_t policy)
     if (!ptr)
         return TACK_ZE_ERROR_INVALID_NULL_POINTER;
     struct sim_alloc *a = NULL;
-    for (struct sim_alloc *k = allocs; k; k = k->next)
-        if (k->base == (uintptr_t)ptr && !k->free_deferred)
+    for (struct sim_alloc *k = alloc_of(allocs); k; k = alloc_of(k->r.next))
+        if (k->r.base == (uintptr_t)ptr && !k->free_deferred)
             a = k;
     if (!a) {
         COUNT(invalid_frees);
@@ -1101,8 +978,8 @@ static tack_ze_result free_in(tack_ze_context c, void *ptr, uint32_t policy)
     }
     if (policy & TACK_ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE) {
         COUNT(blocking_frees);
-        for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
-            if (q->live)
+        for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next)
+            if (q->o.live)
                 run_queue(q);
     } else if (in_use(a)) {
         /* Freed under the feet of queued work: on a GPU, a fault later. */
@@ -1165,12 +1042,8 @@ SIM_API tack_ze_result zeModuleCreate(tack_ze_context c, tack_ze_device d, const
     ENTER();
     if (log)
         *log = NULL;
-    if (!live_context(c) || device_index(d) < 0)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
-    if (!desc || !out)
-        RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
-    if (desc->stype != TACK_ZE_STRUCTURE_TYPE_MODULE_DESC || desc->format != TACK_ZE_MODULE_FORMAT_IL_SPIRV ||
-        !desc->pInputModule || desc->inputSize < 4)
+    CHECK(check_create(context_and_device(c, d), desc, out, TACK_ZE_STRUCTURE_TYPE_MODULE_DESC));
+    if (desc->format != TACK_ZE_MODULE_FORMAT_IL_SPIRV || !desc->pInputModule || desc->inputSize < 4)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
     /* SPIR-V begins with its magic number; the simulator cannot compile the
      * rest, but a test can ask for the failure a broken module gives. */
@@ -1243,15 +1116,12 @@ SIM_API tack_ze_result zeKernelCreate(tack_ze_module m, const tack_ze_kernel_des
     if (desc->stype != TACK_ZE_STRUCTURE_TYPE_KERNEL_DESC || !len || len >= sizeof ((struct tack_ze_kernel_object *)0)->name ||
         !memmem(m->il, m->size, desc->pKernelName, len))
         RETURN(ZE_ERROR_INVALID_KERNEL_NAME);
-    struct tack_ze_kernel_object *k = calloc(1, sizeof *k);
+    struct tack_ze_kernel_object *k = sim_object_new(&kernels, sizeof *k);
     if (!k)
         RETURN(TACK_ZE_ERROR_OUT_OF_HOST_MEMORY);
     k->module = m;
     snprintf(k->name, sizeof k->name, "%s", desc->pKernelName);
     k->group[0] = k->group[1] = k->group[2] = 1;
-    k->live = 1;
-    k->next = kernels;
-    kernels = k;
     COUNT(kernels_created);
     *out = k;
     LEAVE();
@@ -1262,14 +1132,14 @@ SIM_API tack_ze_result zeKernelDestroy(tack_ze_kernel k)
     ENTER();
     COUNT_DESTROY(kernels_destroyed);
     if (k)
-        k->live = 0;
+        k->o.live = 0;
     LEAVE();
 }
 
 SIM_API tack_ze_result zeKernelSetArgumentValue(tack_ze_kernel k, uint32_t index, size_t size, const void *value)
 {
     ENTER();
-    if (!k || !k->live)
+    if (!k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (index >= 64 || !size || size > 64)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -1289,7 +1159,7 @@ SIM_API tack_ze_result zeKernelSetArgumentValue(tack_ze_kernel k, uint32_t index
 SIM_API tack_ze_result zeKernelSetGroupSize(tack_ze_kernel k, uint32_t x, uint32_t y, uint32_t z)
 {
     ENTER();
-    if (!k || !k->live)
+    if (!k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!x || !y || !z || (uint64_t)x * y * z > 1024)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -1303,7 +1173,7 @@ SIM_API tack_ze_result zeKernelSuggestGroupSize(tack_ze_kernel k, uint32_t gx, u
                                                 uint32_t *x, uint32_t *y, uint32_t *z)
 {
     ENTER();
-    if (!k || !k->live)
+    if (!k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!x || !y || !z)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_POINTER);
@@ -1325,7 +1195,7 @@ SIM_API tack_ze_result zeCommandListAppendLaunchKernel(tack_ze_command_list h, t
     if (signal || nwait || wait)
         RETURN(ZE_ERROR_INVALID_SYNCHRONIZATION_OBJECT);
     struct tack_ze_command_list_object *l = find_list(h);
-    if (!l || !k || !k->live)
+    if (!l || !k || !k->o.live)
         RETURN(TACK_ZE_ERROR_INVALID_NULL_HANDLE);
     if (!count || !count->groupCountX || !count->groupCountY || !count->groupCountZ)
         RETURN(TACK_ZE_ERROR_INVALID_ARGUMENT);
@@ -1382,10 +1252,7 @@ SIM_API long long tack_sim_ze_stats(const char *name)
  * when the table of pending failures is full. */
 SIM_API int tack_sim_ze_fail(const char *symbol, uint32_t result, int nth)
 {
-    pthread_mutex_lock(&lock);
-    int r = sim_failure_arm(&failures, symbol, result, nth);
-    pthread_mutex_unlock(&lock);
-    return r;
+    return sim_failure_arm(&lock, &failures, symbol, result, nth);
 }
 
 /* Plays another library (a SYCL runtime): initialises the driver and makes
@@ -1465,7 +1332,7 @@ SIM_API long tack_sim_ze_allocations_in(uint64_t context)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct sim_alloc *a = allocs; a; a = a->next)
+    for (struct sim_alloc *a = alloc_of(allocs); a; a = alloc_of(a->r.next))
         if ((uint64_t)(uintptr_t)a->ctx == context && !a->free_deferred)
             n++;
     pthread_mutex_unlock(&lock);
@@ -1476,8 +1343,7 @@ SIM_API long tack_sim_ze_allocations_in(uint64_t context)
 SIM_API void *tack_sim_ze_host_address(uint64_t ptr, size_t n)
 {
     pthread_mutex_lock(&lock);
-    struct sim_alloc *a = find_alloc((uintptr_t)ptr, n);
-    void *p = a ? a->store + ((uintptr_t)ptr - a->base) : NULL;
+    void *p = sim_region_store(allocs, (uintptr_t)ptr, n);
     pthread_mutex_unlock(&lock);
     return p;
 }
@@ -1497,7 +1363,7 @@ SIM_API long tack_sim_ze_lists_in(uint64_t context, int group)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_list_object *l = lists; l; l = l->next)
+    for (struct tack_ze_command_list_object *l = (void *)lists; l; l = (void *)l->o.next)
         if ((uint64_t)(uintptr_t)l->ctx == context && (group < 0 || l->group == (uint32_t)group))
             n++;
     pthread_mutex_unlock(&lock);
@@ -1528,7 +1394,7 @@ SIM_API long tack_sim_ze_launches_pending(void)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
+    for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next)
         for (struct sim_op *op = q->head; op; op = op->next)
             n += op->type == OP_LAUNCH;
     pthread_mutex_unlock(&lock);
@@ -1550,7 +1416,7 @@ SIM_API long tack_sim_ze_queues_in(uint64_t context, int group)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_queue_object *q = queues; q; q = q->next)
+    for (struct tack_ze_command_queue_object *q = (void *)queues; q; q = (void *)q->o.next)
         if ((uint64_t)(uintptr_t)q->ctx == context && (group < 0 || q->group == (uint32_t)group))
             n++;
     pthread_mutex_unlock(&lock);
@@ -1562,7 +1428,7 @@ SIM_API long tack_sim_ze_immediate_lists_in(uint64_t context)
 {
     pthread_mutex_lock(&lock);
     long n = 0;
-    for (struct tack_ze_command_list_object *l = lists; l; l = l->next)
+    for (struct tack_ze_command_list_object *l = (void *)lists; l; l = (void *)l->o.next)
         if ((uint64_t)(uintptr_t)l->ctx == context && l->immediate)
             n++;
     pthread_mutex_unlock(&lock);

@@ -24,12 +24,10 @@
 #include <string.h>
 
 #include "../../src/driver/level_zero.h"
+#include "sim_common.h"
+#include "sim_compile.h"
 
-#define SIM_API __attribute__((visibility("default")))
-
-#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
 TACK_OCLOC_FUNCTIONS(SIM_PROTOTYPE)
-#undef SIM_PROTOTYPE
 SIM_API long long tack_sim_ocloc_stats(const char *name);
 SIM_API const char *tack_sim_ocloc_last_args(void);
 
@@ -37,46 +35,12 @@ SIM_API const char *tack_sim_ocloc_last_args(void);
 #define OCLOC_INVALID_COMMAND_LINE (-5150)
 #define OCLOC_BUILD_PROGRAM_FAILURE (-11)
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static long long invocations, failed, freed;
-static char last_args[2048];
+#define SIM_STATS(X) X(invocations) X(failed) X(freed)
 
-static char *find_error(const char *source, size_t size, const char *file)
-{
-    int line = 1;
-    char name[256];
-    snprintf(name, sizeof name, "%s", file);
-    const char *stop = source + size;
-    for (const char *p = source; p < stop && *p;) {
-        const char *end = memchr(p, '\n', (size_t)(stop - p));
-        size_t len = end ? (size_t)(end - p) : strnlen(p, (size_t)(stop - p));
-        const char *q = p;
-        while (q < p + len && (*q == ' ' || *q == '\t'))
-            q++;
-        int directive_line;
-        char directive_file[256];
-        if (sscanf(q, "#line %d \"%255[^\"]\"", &directive_line, directive_file) == 2) {
-            snprintf(name, sizeof name, "%s", directive_file);
-            line = directive_line;
-        } else if (!strncmp(q, "#error", 6)) {
-            const char *text = q + 6;
-            while (text < p + len && (*text == ' ' || *text == '\t'))
-                text++;
-            size_t n = len + strlen(name) + 128;
-            char *msg = malloc(n);
-            if (msg)
-                snprintf(msg, n, "%s:%d:%d: error: %.*s\n\nBuild failed with error code: -11\n", name, line,
-                         (int)(q - p) + 2, (int)(p + len - text), text);
-            return msg;
-        } else {
-            line++;
-        }
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    return NULL;
-}
+SIM_DEFINE_STATS(SIM_STATS);
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards last_args */
+static char last_args[2048];
 
 /* Outputs as oclocInvoke hands them back: arrays the caller frees with
  * oclocFreeOutput. */
@@ -118,8 +82,8 @@ SIM_API int oclocInvoke(unsigned int numArgs, const char *argv[], const uint32_t
     *nameOutputs = NULL;
     const char *file = NULL;
     int compile = 0;
+    COUNT(invocations);
     pthread_mutex_lock(&lock);
-    invocations++;
     size_t used = 0;
     last_args[0] = 0;
     for (unsigned i = 0; argv && i < numArgs; i++) {
@@ -151,11 +115,9 @@ SIM_API int oclocInvoke(unsigned int numArgs, const char *argv[], const uint32_t
         outputs(1, names, data, sizes, numOutputs, dataOutputs, lenOutputs, nameOutputs);
         return OCLOC_INVALID_COMMAND_LINE;
     }
-    char *error = find_error((const char *)src, src_len, file);
+    char *error = sim_find_error((const char *)src, src_len, file, "\nBuild failed with error code: -11\n");
     if (error) {
-        pthread_mutex_lock(&lock);
-        failed++;
-        pthread_mutex_unlock(&lock);
+        COUNT(failed);
         const char *names[] = {"stdout.log"};
         const void *data[] = {error};
         const uint64_t sizes[] = {strlen(error)};
@@ -199,25 +161,14 @@ SIM_API int oclocFreeOutput(uint32_t *numOutputs, uint8_t ***dataOutputs, uint64
     *lenOutputs = NULL;
     *nameOutputs = NULL;
     *numOutputs = 0;
-    pthread_mutex_lock(&lock);
-    freed++;
-    pthread_mutex_unlock(&lock);
+    COUNT(freed);
     return 0;
 }
 
 /* The counter called `name`, or -1 for an unknown name. */
 SIM_API long long tack_sim_ocloc_stats(const char *name)
 {
-    long long v = -1;
-    pthread_mutex_lock(&lock);
-    if (name && !strcmp(name, "invocations"))
-        v = invocations;
-    else if (name && !strcmp(name, "failed"))
-        v = failed;
-    else if (name && !strcmp(name, "freed"))
-        v = freed;
-    pthread_mutex_unlock(&lock);
-    return v;
+    return SIM_STAT(name);
 }
 
 /* The last command line, arguments joined by spaces; valid until the next
