@@ -32,8 +32,10 @@ def build(name, scratch):
     else the source compiled into `scratch` with the system C compiler."""
     built = ROOT / f"build/ctest/tests/sim/libtack_{name}_sim.so"
     source = ROOT / f"tests/sim/{name}_sim.c"
-    if built.is_file() and not sanitized(built) and (not source.is_file() or
-                                                     built.stat().st_mtime >= source.stat().st_mtime):
+    # The simulator's source is its .c file and the headers the simulators
+    # share: a change to either makes the built library stale.
+    inputs = [source, *source.parent.glob("*.h")] if source.is_file() else []
+    if built.is_file() and not sanitized(built) and all(built.stat().st_mtime >= p.stat().st_mtime for p in inputs):
         return str(built), None
     if not source.is_file():
         return None, f"the simulated driver's source ({source}) is missing"
