@@ -101,9 +101,26 @@ class DLManagedTensorVersioned(ctypes.Structure):
     ]
 
 
+class DLPackExchangeAPI(ctypes.Structure):
+    """The C exchange table (DLPack 1.3): the header (version, prev_api),
+    then five function pointers."""
+
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("prev_api", ctypes.c_void_p),
+        ("managed_tensor_allocator", ctypes.c_void_p),
+        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
+        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("current_work_stream", ctypes.c_void_p),
+    ]
+
+
 assert ctypes.sizeof(DLTensor) == 48
 assert ctypes.sizeof(DLManagedTensor) == 64
 assert ctypes.sizeof(DLManagedTensorVersioned) == 80
+assert ctypes.sizeof(DLPackExchangeAPI) == 56
 
 _capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
 _capsule_get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
@@ -428,21 +445,26 @@ def element_count(shape):
 # fixtures
 
 
-@pytest.fixture(scope="session")
-def probe(tmp_path_factory):
+def build_c_library(source_text, directory, what):
+    """Compiles `source_text` into a shared library in `directory` with the
+    system C compiler (Python's symbols resolve from the process); fails
+    the test, naming `what`, when it cannot."""
     cc = os.environ.get("CC", "cc")
-    directory = tmp_path_factory.mktemp("probe")
-    source = directory / "probe.c"
-    library = directory / "probe.so"
-    source.write_text(_PROBE_SOURCE)
+    source, library = directory / "lib.c", directory / "lib.so"
+    source.write_text(source_text)
     flags = ["-shared", "-fPIC", "-O1", "-std=c11", "-pthread"]
     if sys.platform == "darwin":
         flags += ["-undefined", "dynamic_lookup"]
     try:
         subprocess.run([cc, *flags, "-o", str(library), str(source)], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.fail(f"cannot build the hand-built DLPack producer with {cc}: {exc}")
-    return Probe(str(library))
+        pytest.fail(f"cannot build {what} with {cc}: {exc}")
+    return str(library)
+
+
+@pytest.fixture(scope="session")
+def probe(tmp_path_factory):
+    return Probe(build_c_library(_PROBE_SOURCE, tmp_path_factory.mktemp("probe"), "the hand-built DLPack producer"))
 
 
 def live_counts():

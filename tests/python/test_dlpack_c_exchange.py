@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import tack
-from conftest import DLManagedTensorVersioned, DLTensor, kDLCPU, kDLCUDA, kDLCUDAHost, kDLMetal, READ_ONLY
+from conftest import DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor, kDLCPU, kDLCUDA, kDLCUDAHost, kDLMetal, READ_ONLY
 from test_cuda import cuda_sim, run  # noqa: F401  (cuda_sim is a fixture)
 
 # --------------------------------------------------------------------------
@@ -37,19 +37,6 @@ ToPyObject = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(cty
 DLTensorFromPyObject = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor))
 CurrentWorkStream = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
 Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class DLPackExchangeAPI(ctypes.Structure):
-    _fields_ = [
-        ("major", ctypes.c_uint32),
-        ("minor", ctypes.c_uint32),
-        ("prev_api", ctypes.c_void_p),
-        ("managed_tensor_allocator", ctypes.c_void_p),
-        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
-        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("current_work_stream", ctypes.c_void_p),
-    ]
 
 
 _get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(

@@ -21,15 +21,12 @@ misbehave on request. What must hold, whatever the table does:
 """
 
 import ctypes
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import tack
-from conftest import DLTensor, _capsule_new, kDLCPU, kDLCUDA, READ_ONLY  # noqa: F401
+from conftest import DLPackExchangeAPI, READ_ONLY, _capsule_new, build_c_library, kDLCPU, kDLCUDA
 
 _TABLE_SOURCE = r"""
 typedef struct _object PyObject;
@@ -61,20 +58,6 @@ int table_export(PyObject *obj, void **out)
 HAND_OVER, FAIL_WITH_ERROR, FAIL_SILENTLY, NO_TENSOR = range(4)
 
 
-class DLPackExchangeAPI(ctypes.Structure):
-    # DLPack 1.3: the header (version, prev_api), then five functions.
-    _fields_ = [
-        ("major", ctypes.c_uint32),
-        ("minor", ctypes.c_uint32),
-        ("prev_api", ctypes.c_void_p),
-        ("managed_tensor_allocator", ctypes.c_void_p),
-        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
-        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("current_work_stream", ctypes.c_void_p),
-    ]
-
-
 class Lib:
     def __init__(self, path):
         # PyDLL: table_set and table_calls are called with the GIL held.
@@ -104,18 +87,7 @@ class Lib:
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cc = os.environ.get("CC", "cc")
-    directory = tmp_path_factory.mktemp("table")
-    source, library = directory / "table.c", directory / "table.so"
-    source.write_text(_TABLE_SOURCE)
-    flags = ["-shared", "-fPIC", "-O1", "-std=c11"]
-    if sys.platform == "darwin":
-        flags += ["-undefined", "dynamic_lookup"]
-    try:
-        subprocess.run([cc, *flags, "-o", str(library), str(source)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.fail(f"cannot build the hand-built exchange table with {cc}: {exc}")
-    return Lib(str(library))
+    return Lib(build_c_library(_TABLE_SOURCE, tmp_path_factory.mktemp("table"), "the hand-built exchange table"))
 
 
 def producer_type(exchange_api):
