@@ -72,6 +72,14 @@ PyObject *tack_py_numpy(void);
 int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwvalues, const char *const *names,
                      PyObject **vals);
 
+/* getattr(obj, name, None) without raising and clearing an AttributeError
+ * for an absent attribute, which would cost more than the rest of an
+ * import: 1 and *out set if found, 0 and *out NULL if absent, -1 with the
+ * object's exception if looking it up failed otherwise. Unlike
+ * PyObject_HasAttr, which from 3.13 reports such a failure as an ignored
+ * exception, the failure reaches the caller. */
+int tack_py_lookup_optional(PyObject *obj, PyObject *name, PyObject **out);
+
 /* The pending exception as one object (NULL when there is none), taken out
  * of the thread state, and putting one back (the reference is stolen).
  * 3.12 deprecates PyErr_Fetch and PyErr_Restore in favour of the pair that
