@@ -147,9 +147,24 @@ struct producer_type {
 static struct producer_type producer_types[PRODUCER_TYPES];
 static int producer_types_next;
 
+/* Whether the type's version tag stands for its current state. CPython
+ * zeroes the tag when the type or a base changes (0 is never a valid tag).
+ * Before 3.13 it also kept Py_TPFLAGS_VALID_VERSION_TAG in step, and code
+ * outside CPython clears that flag to invalidate caches; 3.13 no longer
+ * sets the flag at all, so there a nonzero tag alone is valid (testing the
+ * flag would make every lookup miss). */
+static int version_tag_valid(const PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return type->tp_version_tag != 0;
+#else
+    return type->tp_version_tag != 0 && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG);
+#endif
+}
+
 static int producer_type_current(const struct producer_type *p, PyTypeObject *type)
 {
-    return p->type == type && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && type->tp_version_tag == p->version;
+    return p->type == type && version_tag_valid(type) && type->tp_version_tag == p->version;
 }
 
 static const DLPackExchangeAPI *read_exchange_api(PyTypeObject *type)
