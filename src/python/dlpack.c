@@ -147,9 +147,24 @@ struct producer_type {
 static struct producer_type producer_types[PRODUCER_TYPES];
 static int producer_types_next;
 
+/* Whether the type's version tag stands for its current state. CPython
+ * zeroes the tag when the type or a base changes (0 is never a valid tag).
+ * Before 3.13 it also kept Py_TPFLAGS_VALID_VERSION_TAG in step, and code
+ * outside CPython clears that flag to invalidate caches; 3.13 no longer
+ * sets the flag at all, so there a nonzero tag alone is valid (testing the
+ * flag would make every lookup miss). */
+static int version_tag_valid(const PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return type->tp_version_tag != 0;
+#else
+    return type->tp_version_tag != 0 && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG);
+#endif
+}
+
 static int producer_type_current(const struct producer_type *p, PyTypeObject *type)
 {
-    return p->type == type && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && type->tp_version_tag == p->version;
+    return p->type == type && version_tag_valid(type) && type->tp_version_tag == p->version;
 }
 
 static const DLPackExchangeAPI *read_exchange_api(PyTypeObject *type)
@@ -287,11 +302,25 @@ static PyObject *request_capsule(PyObject *source, PyObject *stream)
                                                   stream ? kwnames_max_version_stream : kwnames_max_version);
     if (capsule)
         goto check;
-    if (PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(source, str_dlpack)) {
-        PyErr_Format(PyExc_TypeError,
-                     "tack.from_dlpack needs an object with __dlpack__ or a DLPack capsule, not %s; for other "
-                     "objects use tack.array(obj), which copies",
-                     Py_TYPE(source)->tp_name);
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        /* No __dlpack__ at all, or an AttributeError from inside the
+         * producer's own: look, with the exception set aside (a lookup
+         * must not run with one pending). */
+        PyObject *raised = tack_py_exception_take(), *attr;
+        int found = tack_py_lookup_optional(source, str_dlpack, &attr);
+        Py_XDECREF(attr);
+        if (found == 0) {
+            Py_XDECREF(raised);
+            PyErr_Format(PyExc_TypeError,
+                         "tack.from_dlpack needs an object with __dlpack__ or a DLPack capsule, not %s; for "
+                         "other objects use tack.array(obj), which copies",
+                         Py_TYPE(source)->tp_name);
+            return NULL;
+        }
+        if (found < 0)
+            Py_XDECREF(raised);
+        else
+            tack_py_exception_restore(raised);
         return NULL;
     }
     if (!PyErr_ExceptionMatches(PyExc_TypeError))
@@ -321,7 +350,15 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
     Py_DECREF(ndarray);
     if (is_nd < 0)
         return NULL;
-    if (!is_nd && !PyCapsule_CheckExact(source) && !PyObject_HasAttrString(source, "__dlpack__")) {
+    int has_dlpack = 1;
+    if (!is_nd && !PyCapsule_CheckExact(source)) {
+        PyObject *attr;
+        has_dlpack = tack_py_lookup_optional(source, str_dlpack, &attr);
+        Py_XDECREF(attr);
+        if (has_dlpack < 0)
+            return NULL;
+    }
+    if (!has_dlpack) {
         PyErr_Format(PyExc_TypeError,
                      "from_dlpack(copy=True) needs an object with __dlpack__ or a DLPack capsule, not %s; "
                      "tack.array(obj) copies anything NumPy can read",

@@ -72,6 +72,47 @@ PyObject *tack_py_numpy(void);
 int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwvalues, const char *const *names,
                      PyObject **vals);
 
+/* getattr(obj, name, None) without raising and clearing an AttributeError
+ * for an absent attribute, which would cost more than the rest of an
+ * import: 1 and *out set if found, 0 and *out NULL if absent, -1 with the
+ * object's exception if looking it up failed otherwise. Unlike
+ * PyObject_HasAttr, which from 3.13 reports such a failure as an ignored
+ * exception, the failure reaches the caller. */
+int tack_py_lookup_optional(PyObject *obj, PyObject *name, PyObject **out);
+
+/* The pending exception as one object (NULL when there is none), taken out
+ * of the thread state, and putting one back (the reference is stolen).
+ * 3.12 deprecates PyErr_Fetch and PyErr_Restore in favour of the pair that
+ * handles exceptions as single objects; older versions normalize the
+ * triple into one. */
+static inline PyObject *tack_py_exception_take(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (!type)
+        return NULL;
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback && value)
+        PyException_SetTraceback(value, traceback);
+    Py_DECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+static inline void tack_py_exception_restore(PyObject *exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    if (exc)
+        PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
 /* DLPack (dlpack.c). */
 PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *tack_py_array_dlpack_device(PyObject *self, PyObject *unused);

@@ -154,8 +154,14 @@ static int socket_fd(PyObject *obj, int *fd, double *timeout)
     }
     *fd = (int)v;
     /* socket.socket: honour its timeout, as its own send and recv do. */
-    if (PyObject_HasAttrString(obj, "gettimeout")) {
-        PyObject *t = PyObject_CallMethod(obj, "gettimeout", NULL);
+    PyObject *gettimeout = NULL, *name = PyUnicode_FromString("gettimeout");
+    int found = name ? tack_py_lookup_optional(obj, name, &gettimeout) : -1;
+    Py_XDECREF(name);
+    if (found < 0)
+        return 0;
+    if (found) {
+        PyObject *t = PyObject_CallNoArgs(gettimeout);
+        Py_DECREF(gettimeout);
         if (!t)
             return 0;
         if (t != Py_None) {

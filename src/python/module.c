@@ -833,11 +833,7 @@ static PyObject *asarray_cai(PyObject *obj, PyObject *cai, PyObject *device_obj)
 
 static PyObject *str_dlpack_attr, *str_cai_attr;
 
-/* getattr(obj, name, None) without raising and clearing an AttributeError
- * for an absent attribute, which would cost more than the rest of an
- * import: 1 and *out set if found, 0 and *out NULL if absent, -1 with the
- * producer's exception if looking it up failed otherwise. */
-static int lookup_optional(PyObject *obj, PyObject *name, PyObject **out)
+int tack_py_lookup_optional(PyObject *obj, PyObject *name, PyObject **out)
 {
 #if PY_VERSION_HEX >= 0x030D0000
     return PyObject_GetOptionalAttr(obj, name, out);
@@ -882,13 +878,13 @@ static PyObject *py_asarray(PyObject *m, PyObject *const *args, Py_ssize_t nargs
      * without binding it; an instance attribute still counts. */
     if (PyCapsule_CheckExact(obj) || _PyType_Lookup(Py_TYPE(obj), str_dlpack_attr))
         return tack_py_from_dlpack(m, args, nargs, kwnames);
-    if (lookup_optional(obj, str_dlpack_attr, &attr) < 0)
+    if (tack_py_lookup_optional(obj, str_dlpack_attr, &attr) < 0)
         return NULL;
     if (attr) {
         Py_DECREF(attr);
         return tack_py_from_dlpack(m, args, nargs, kwnames);
     }
-    if (lookup_optional(obj, str_cai_attr, &attr) < 0)
+    if (tack_py_lookup_optional(obj, str_cai_attr, &attr) < 0)
         return NULL;
     if (attr) {
         PyObject *r = asarray_cai(obj, attr, device_obj);

@@ -40,9 +40,8 @@ static PyObject *raise_status(tack_status st)
 /* Re-raises the current exception with the parameter named in front. */
 static void name_the_parameter(KernelObject *self, int i)
 {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *value = tack_py_exception_take();
+    PyObject *type = value ? Py_NewRef((PyObject *)Py_TYPE(value)) : Py_NewRef(PyExc_SystemError);
     PyObject *text = value ? PyObject_Str(value) : NULL;
     tack_kernel_param p;
     tack_kernel_param_info(self->kernel, i, &p);
@@ -55,9 +54,8 @@ static void name_the_parameter(KernelObject *self, int i)
         PyErr_Format(type, "parameter '%s' of kernel '%s' (%s): invalid value", p.name,
                      tack_kernel_name(self->kernel), tack_dtype_c_type(p.dtype));
     }
-    Py_XDECREF(type);
+    Py_DECREF(type);
     Py_XDECREF(value);
-    Py_XDECREF(tb);
 }
 
 static int is_tack_array(PyObject *o) { return Py_IS_TYPE(o, &TackArray_Type) || PyObject_TypeCheck(o, &TackArray_Type); }
