@@ -421,6 +421,41 @@ def test_a_type_without_requires_grad_is_not_asked_per_import():
     assert "requires_grad" not in looked_up
 
 
+def test_a_producer_type_is_looked_up_once_until_it_changes():
+    # The table and requires_grad are read from the type once and kept
+    # while the type's version tag stands; modifying the type renews it.
+    lookups = []
+
+    class Counting(type):
+        def __getattribute__(cls, name):
+            if name in ("__dlpack_c_exchange_api__", "requires_grad"):
+                lookups.append(name)
+            return super().__getattribute__(name)
+
+    class Producer(metaclass=Counting):
+        __dlpack_c_exchange_api__ = tack.Array.__dlpack_c_exchange_api__
+
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    a = tack.array(np.arange(3, dtype=np.float32))
+    assert tack.from_dlpack(Producer(a)).ptr == a.ptr
+    first = len(lookups)
+    assert first >= 1
+    for _ in range(5):
+        assert tack.from_dlpack(Producer(a)).ptr == a.ptr
+    assert len(lookups) == first, f"the type was looked up again on every import: {lookups}"
+    Producer.note = "changed"
+    assert tack.from_dlpack(Producer(a)).ptr == a.ptr
+    assert len(lookups) > first, "a modified type was not looked up again"
+
+
 # --------------------------------------------------------------------------
 # against PyTorch's table
 
