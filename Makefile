@@ -7,7 +7,7 @@ MESON := $(VENV)/bin/meson
 BUILD := build
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv sysdeps build install ctest pytest test demo bench clean help
+.PHONY: all venv sysdeps build install ctest pytest pytest-pythons test demo bench clean help
 
 # Debian packages: a C compiler; clang for the fuzzer; the Level Zero and HIP
 # headers, against which tests check our driver declarations (they skip
@@ -21,6 +21,7 @@ help:
 	@echo "make test    C tests under ASan/UBSan, then pytest"
 	@echo "make install (re)build the extension into $(VENV)"
 	@echo "make ctest   C tests only;  make pytest  Python tests only;  make bench  benchmarks"
+	@echo "make pytest-pythons  the Python tests on another CPython (3.13, 3.12), NumPy only"
 
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -59,7 +60,12 @@ ctest: $(BUILD)/ctest/build.ninja
 pytest: install
 	cd tests/python && ../../$(PY) -m pytest -q -p no:cacheprovider .
 
-test: ctest pytest fuzz-corpus
+# The suite again on the newest other CPython (3.13, 3.12) found on PATH or
+# in pyenv, with NumPy only; says so and passes when there is none.
+pytest-pythons: install
+	tests/pythons/run.sh
+
+test: ctest pytest pytest-pythons fuzz-corpus
 
 demo: install
 	$(PY) -m tack.demo
