@@ -7,6 +7,7 @@
  * turned into a descriptor later, and closed when the buffer goes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -127,8 +128,10 @@ static tack_status cpu_alloc(tack_device *device, size_t nbytes, int exportable,
     /* 64-byte alignment: a cache line for the kernels' vector loads, and
      * what JAX and XLA need to wrap memory without copying it. calloc keeps
      * zeroing free for large requests (fresh zero pages); the pointer it
-     * returned is kept just below the aligned one, for cpu_free. */
-    if (nbytes > SIZE_MAX - CPU_ALIGN)
+     * returned is kept just below the aligned one, for cpu_free. No
+     * object may exceed PTRDIFF_MAX bytes (glibc refuses such sizes), so
+     * they are refused before the allocator sees them. */
+    if (nbytes > (size_t)PTRDIFF_MAX - CPU_ALIGN)
         return tack_error_set(TACK_ENOMEM, "out of host memory allocating %zu bytes", nbytes);
     char *p = calloc(1, nbytes + CPU_ALIGN);
     if (!p)
