@@ -633,6 +633,17 @@ def test_asarray_wraps_the_cuda_array_interface(cuda_sim):
             ({"data": ("0x10", False)}, TypeError, "not an int"),
             ({"data": (0, False)}, ValueError, "not a valid address"),
             ({"shape": (-1,)}, ValueError, "negative"),
+            ({"shape": (2**62, 2**62)}, ValueError, "overflow"),
+            ({"shape": (1,) * 100}, ValueError, "at most 64"),
+            ({"shape": 8}, ValueError, "not a tuple"),
+            ({"typestr": "xyz"}, TypeError, "no Tack dtype"),
+            ({"typestr": 4}, ValueError, "lacks"),
+            ({"version": "3"}, ValueError, "versions 0 to 3"),
+            ({"data": 8}, ValueError, "lacks"),
+            ({"data": (8,)}, ValueError, "lacks"),
+            ({"data": (-8, False)}, TypeError, "not an address"),
+            ({"data": (2**70, False)}, TypeError, "not an address"),
+            ({"stream": -5}, ValueError, "not a stream"),
         ]
         good = dict(bad.cai)
         refs = sys.getrefcount(bad)
@@ -644,6 +655,27 @@ def test_asarray_wraps_the_cuda_array_interface(cuda_sim):
                 assert text in str(e), (change, e)
             else:
                 raise AssertionError(f"{change} accepted")
+        # Whatever the interface is instead of a dict, or a lookup that
+        # raises: the producer's type is named, or its own error passes on.
+        class Broken:
+            def __init__(self, cai):
+                self.cai = cai
+            @property
+            def __cuda_array_interface__(self):
+                if isinstance(self.cai, Exception):
+                    raise self.cai
+                return self.cai
+        for cai, exc, text in [([1, 2], TypeError, "is a list, not a dict"),
+                               (None, TypeError, "is a NoneType, not a dict"),
+                               ({}, ValueError, "has version None"),
+                               ({k: v for k, v in good.items() if k != "shape"}, ValueError, "lacks a shape"),
+                               (RuntimeError("the producer broke"), RuntimeError, "the producer broke")]:
+            try:
+                asarray(Broken(cai))
+            except exc as e:
+                assert text in str(e), (cai, e)
+            else:
+                raise AssertionError(f"{cai!r} accepted")
         assert sys.getrefcount(bad) == refs
         bad.cai = good
         try:
