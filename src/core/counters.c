@@ -46,10 +46,13 @@ static void make_key(void)
         exit_key = (pthread_key_t)-1;
 }
 
-static struct counts *record(void)
+/* A thread's first count: out of line, so that the path every count takes
+ * saves no registers for it. */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static struct counts *first_record(void)
 {
-    if (mine)
-        return mine;
     pthread_once(&key_once, make_key);
     pthread_mutex_lock(&records_lock);
     struct counts *c = free_records;
@@ -65,16 +68,32 @@ static struct counts *record(void)
     return c;
 }
 
-void tack_count_add(enum tack_count_kind kind, long delta)
+/* Only this thread writes its record: load and store, no locked add. */
+static inline void add_to(struct counts *c, enum tack_count_kind kind, long delta)
 {
-    struct counts *c = record();
-    if (!c) {
-        atomic_fetch_add_explicit(&fallback[kind], delta, memory_order_relaxed);
-        return;
-    }
-    /* Only this thread writes its record: load and store, no locked add. */
     long v = atomic_load_explicit(&c->n[kind], memory_order_relaxed);
     atomic_store_explicit(&c->n[kind], v + delta, memory_order_relaxed);
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static void count_add_first(enum tack_count_kind kind, long delta)
+{
+    struct counts *c = first_record();
+    if (c)
+        add_to(c, kind, delta);
+    else
+        atomic_fetch_add_explicit(&fallback[kind], delta, memory_order_relaxed);
+}
+
+void tack_count_add(enum tack_count_kind kind, long delta)
+{
+    struct counts *c = mine;
+    if (c)
+        add_to(c, kind, delta);
+    else
+        count_add_first(kind, delta);
 }
 
 long tack_count_total(enum tack_count_kind kind)
