@@ -370,6 +370,33 @@ def test_torch_reads_queued_results_with_no_host_wait(own_stream):
     assert t.data_ptr() == y.ptr
 
 
+def test_tack_reads_torch_queued_writes_with_no_host_wait():
+    # The other direction: tack.from_dlpack passes Tack's stream to
+    # PyTorch's __dlpack__, which makes that stream wait, with an event,
+    # for PyTorch's current stream. A Tack kernel then reads what PyTorch
+    # queued, and the import itself waits for nothing.
+    if not hasattr(torch.cuda, "_sleep"):
+        pytest.skip("this PyTorch has no torch.cuda._sleep to hold a stream with")
+    n = 1 << 20
+    copy = tack.Kernel("void copy(tack_index i, const float *x, float *y) { y[i] = x[i]; }", device="cuda")
+    src = torch.zeros(n, device="cuda")
+    out = tack.zeros(n, device="cuda")
+    copy(tack.from_dlpack(src), out)  # compiled and loaded before anything is timed
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(SPIN_CYCLES)
+        src.fill_(3.0)  # queued behind the spin on s
+        start = time.perf_counter()
+        a = tack.from_dlpack(src)
+        took = time.perf_counter() - start
+        assert pending(s.cuda_stream), "the import waited for PyTorch's stream on the host"
+    assert a.ptr == src.data_ptr()
+    copy(a, out)  # on Tack's stream, after the event
+    assert np.all(out.to_numpy() == 3.0), "Tack read the tensor before PyTorch's queued write"
+    assert took < 0.05, f"the import took {took:.3f} s: it waited for the GPU"
+
+
 def test_a_named_stream_is_ordered_through_dunder_dlpack():
     n = 1 << 20
     fill = tack.Kernel(FILL, device="cuda")
