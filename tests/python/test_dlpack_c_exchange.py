@@ -390,26 +390,32 @@ def test_tack_from_dlpack_of_a_tack_array_is_zero_copy():
     assert live()["exports"] == before["exports"]
 
 
+class Wrapper:
+    """A producer over a Tack array that publishes Tack's table on its type
+    (which refuses it: not a tack.Array), so imports fall back to the
+    __dlpack__ it forwards."""
+
+    __dlpack_c_exchange_api__ = tack.Array.__dlpack_c_exchange_api__
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
 def test_a_type_without_requires_grad_is_not_asked_per_import():
     # The import reads requires_grad only from types that have it (for
     # PyTorch's sake); others are not asked on every import.
     looked_up = []
 
-    class Producer:
-        __dlpack_c_exchange_api__ = tack.Array.__dlpack_c_exchange_api__
-
-        def __init__(self, array):
-            self.array = array
-
+    class Producer(Wrapper):
         def __getattr__(self, name):
             looked_up.append(name)
             raise AttributeError(name)
-
-        def __dlpack__(self, **kwargs):
-            return self.array.__dlpack__(**kwargs)
-
-        def __dlpack_device__(self):
-            return self.array.__dlpack_device__()
 
     a = tack.array(np.arange(3, dtype=np.float32))
     for _ in range(3):
@@ -432,17 +438,8 @@ def test_a_producer_type_is_looked_up_once_until_it_changes():
                 lookups.append(name)
             return super().__getattribute__(name)
 
-    class Producer(metaclass=Counting):
-        __dlpack_c_exchange_api__ = tack.Array.__dlpack_c_exchange_api__
-
-        def __init__(self, array):
-            self.array = array
-
-        def __dlpack__(self, **kwargs):
-            return self.array.__dlpack__(**kwargs)
-
-        def __dlpack_device__(self):
-            return self.array.__dlpack_device__()
+    class Producer(Wrapper, metaclass=Counting):
+        pass
 
     a = tack.array(np.arange(3, dtype=np.float32))
     assert tack.from_dlpack(Producer(a)).ptr == a.ptr
