@@ -57,10 +57,11 @@ def test_without_out_nothing_is_written_and_the_reason_is_printed(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="this interpreter has CuPy")
-def test_an_interpreter_without_cupy_is_named_with_the_reason(tmp_path):
+def test_an_interpreter_without_pytorch_or_cupy_is_named_with_the_reason(tmp_path):
+    missing = "PyTorch" if importlib.util.find_spec("torch") is None else "CuPy"
     r = run_script(tmp_path, OUT=str(tmp_path / "out"), PYTHON=sys.executable)
     check_stopped(r, tmp_path / "out" / "gpu-run.log",
-                  f"PYTHON={sys.executable} cannot run the GPU tests: it has no CuPy")
+                  f"PYTHON={sys.executable} cannot run the GPU tests: it has no {missing}")
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed (Debian: shellcheck)")
