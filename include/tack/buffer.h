@@ -62,9 +62,12 @@ int tack_buffer_is_shared(const tack_buffer *buffer);
  * not wait; on the others the queued launches are waited for on the host,
  * as share() does. In every case the buffer is marked shared on success.
  * Errors: TACK_EVALUE for a NULL buffer, a value below -1, 0 on a CUDA
- * buffer (ambiguous under the array API) or a handle that is no stream of
- * the buffer's device; TACK_ERUNTIME for a driver failure. On error the
- * mark is not set. */
+ * buffer (ambiguous under the array API) or a stream of another device;
+ * TACK_ERUNTIME for a driver failure. On error the mark is not set.
+ * A handle that is no live stream (never created, or destroyed) is the
+ * caller's error, as it is in CUDA, whose driver may crash on one instead
+ * of returning an error; where the driver refuses it, the result is
+ * TACK_EVALUE with nothing changed. */
 tack_status tack_buffer_share_with_stream(tack_buffer *buffer, int64_t stream);
 
 /* Live-object counter, for leak tests: buffers not yet freed in the process. */

@@ -69,8 +69,10 @@ uint64_t tack_device_stream_handle(const tack_device *device);
  * stream, else a native handle such as a CUstream), without waiting on the
  * host: what a consumer of the CUDA Array Interface owes its producer's
  * stream. Backends without a queue have nothing to wait for.
- * On error returns TACK_EVALUE (0 or a value that is no stream) or
- * TACK_ERUNTIME (a driver failure); nothing is queued. */
+ * On error returns TACK_EVALUE (0, or a handle the driver refuses as a
+ * stream) or TACK_ERUNTIME (a driver failure); nothing is queued. A handle
+ * that is no live stream is the caller's error, as in CUDA: the driver may
+ * crash on it instead of refusing it. */
 tack_status tack_device_wait_stream(tack_device *device, uint64_t stream);
 /* 1 when this device's backend can wrap memory of DLPack device type `type`
  * with that device id. Never fails. */

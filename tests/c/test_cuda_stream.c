@@ -323,13 +323,22 @@ static void test_invalid_stream_values_are_refused(void)
     check_refused(&f, 0, TACK_EVALUE, "ambiguous");
     check_refused(&f, -2, TACK_EVALUE, "not a stream value");
     check_refused(&f, INT64_MIN, TACK_EVALUE, "not a stream value");
-    /* A handle the driver does not know. */
+    CHECK_STATUS(tack_buffer_share_with_stream(NULL, 1), TACK_EVALUE);
+    teardown(&f);
+}
+
+/* Simulator behaviour, not a promise: a handle that is no live stream
+ * (never made, or destroyed) is the caller's error, as in CUDA, whose
+ * driver may crash on it instead of returning an error. The simulated
+ * driver knows its streams and refuses such a handle; this checks that
+ * Tack's refusal then changes nothing. These cases never run on a GPU. */
+static void test_sim_only_unknown_and_destroyed_streams_are_refused(void)
+{
+    struct fixture f = setup(1.0f);
     check_refused(&f, 0x1234, TACK_EVALUE, "not a CUDA stream");
-    /* A destroyed stream. */
     CUstream gone = consumer_stream(f.primary);
     CHECK(in_context(f.primary, sim.cuStreamDestroy_v2, gone) == CUDA_SUCCESS);
     check_refused(&f, stream_value(gone), TACK_EVALUE, "not a CUDA stream");
-    CHECK_STATUS(tack_buffer_share_with_stream(NULL, 1), TACK_EVALUE);
     teardown(&f);
 }
 
@@ -451,6 +460,7 @@ int main(void)
     RUN_CHILD(test_legacy_default_stream);
     RUN_CHILD(test_per_thread_default_stream);
     RUN_CHILD(test_invalid_stream_values_are_refused);
+    RUN_CHILD(test_sim_only_unknown_and_destroyed_streams_are_refused);
     RUN_CHILD(test_a_stream_of_another_device_is_refused);
     RUN_CHILD(test_a_stream_of_another_context_on_the_device_is_ordered);
     RUN_CHILD(test_a_driver_failure_keeps_nothing);

@@ -516,3 +516,12 @@ def restore_default_device():
 def pytest_configure(config):
     # An exception swallowed in a deleter or destructor is a failure, not noise.
     config.addinivalue_line("filterwarnings", "error::pytest.PytestUnraisableExceptionWarning")
+    config.addinivalue_line(
+        "markers",
+        "simulator_only: checks what the simulated driver does with a handle a real driver may crash on "
+        "(an unknown or destroyed stream); simulator behaviour, not a promise of Tack's: tests/gpu/run.sh "
+        "never runs these")
+    config.addinivalue_line(
+        "markers",
+        "simulated_too: a GPU case (test_cuda_gpu.py) that needs only Tack and the driver, so test_cuda.py "
+        "runs it on the simulated driver as well")

@@ -512,6 +512,24 @@ def test_exported_descriptor_reaches_another_process(cuda_sim):
     ''')
 
 
+def test_the_gpu_cases_marked_simulated_too_pass_here(cuda_sim, tmp_path):
+    # test_cuda_gpu.py's cross-process cases, on this driver before a GPU
+    # runs them: their own steps, descriptors and checks. Deselected, not
+    # skipped, are the cases that need a real GPU.
+    environ = dict(os.environ, TACK_CUDA_LIBRARY=cuda_sim, TACK_CACHE_DIR=str(tmp_path),
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    environ.pop("TACK_GPU_REQUIRED", None)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-m", "simulated_too",
+                        "test_cuda_gpu.py"], cwd=Path(__file__).parent, env=environ, capture_output=True, text=True,
+                       timeout=300)
+    report = r.stdout[-8000:] + r.stderr[-3000:]
+    assert r.returncode == 0, report
+    summary = r.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "deselected" in summary, report
+    assert "skipped" not in summary, report
+    assert int(summary.split(" passed")[0].split()[-1]) >= 3, report
+
+
 # --------------------------------------------------------------------------
 # kernels: queued launches, sharing, the checks before anything runs
 

@@ -2,7 +2,13 @@
 
 Skipped unless the real CUDA driver finds a GPU and PyTorch has CUDA (CuPy
 cases also need CuPy); tests/gpu/run.sh runs them. The simulated driver's
-cases are in test_cuda.py.
+own cases are in test_cuda.py.
+
+The cases marked simulated_too need neither PyTorch nor CuPy on the GPU nor
+a kernel that computes, only Tack and the driver: test_cuda.py runs them on
+the simulated driver too (TACK_CUDA_LIBRARY naming it), so that a mistake
+in a case's own logic shows before its first run on a GPU. Under the
+simulator the other cases skip.
 
 An import passes Tack's stream to the producer's __dlpack__(stream=...), so
 the producer orders its queued writes before Tack's work; the tests still
@@ -38,13 +44,30 @@ def unavailable(reason):
     pytest.skip(reason, allow_module_level=True)
 
 
+def simulated_driver():
+    """True when TACK_CUDA_LIBRARY names the simulated driver."""
+    library = os.environ.get("TACK_CUDA_LIBRARY")
+    if not library:
+        return False
+    try:
+        return hasattr(ctypes.CDLL(library), "tack_sim_cuda_stats")
+    except OSError:
+        return False
+
+
+SIMULATED = simulated_driver()
+# The driver the cases call directly, as another library in the process.
+DRIVER = os.environ.get("TACK_CUDA_LIBRARY") or "libcuda.so.1"
+
 try:
     import torch
 except ImportError:
-    unavailable("PyTorch is not installed")
-if os.environ.get("TACK_CUDA_LIBRARY"):
-    unavailable("TACK_CUDA_LIBRARY selects another driver; these cases need the real one")
-if not torch.cuda.is_available():
+    if not SIMULATED:
+        unavailable("PyTorch is not installed")
+    torch = None  # the simulated_too cases need none
+if os.environ.get("TACK_CUDA_LIBRARY") and not SIMULATED:
+    unavailable("TACK_CUDA_LIBRARY selects another driver; these cases need the real one (or the simulated one)")
+if not SIMULATED and not torch.cuda.is_available():
     unavailable("no CUDA GPU for PyTorch")
 try:
     DEV = tack.device("cuda")
@@ -58,6 +81,14 @@ except ImportError:
         raise
     cupy = None
 needs_cupy = pytest.mark.skipif(cupy is None, reason="CuPy is not installed")
+simulated_too = pytest.mark.simulated_too
+
+
+@pytest.fixture(autouse=True)
+def real_gpu_unless_simulated_too(request):
+    if SIMULATED and request.node.get_closest_marker("simulated_too") is None:
+        pytest.skip("needs a real GPU; on the simulated driver only the cases marked simulated_too run")
+
 
 SAXPY = "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }"
 
@@ -169,7 +200,7 @@ def test_array_from_ptr_takes_device_and_pinned_memory_and_refuses_host_memory()
 def test_tack_uses_the_primary_context_pytorch_uses():
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
-    cu = ctypes.CDLL("libcuda.so.1")
+    cu = ctypes.CDLL(DRIVER)
     ctx = ctypes.c_void_p()
     assert cu.cuCtxGetCurrent(ctypes.byref(ctx)) == 0
     assert ctx.value == DEV.context_handle
@@ -223,16 +254,105 @@ def test_kernel_over_cupy_arrays():
 
 
 # --------------------------------------------------------------------------
-# export_memory, imported by another process through the driver
+# Another process: the exported descriptor read there through the driver
+# directly, and imported there by Tack (tack.receive_array,
+# tack.import_memory), read and written on both sides.
 
-IMPORTER = textwrap.dedent("""
-    import ctypes, socket, sys
+# What every other process starts with: its end of a socket to the test
+# and the steps that order the two processes.
+PEER_PRELUDE = textwrap.dedent("""
+    import ast, ctypes, faulthandler, gc, os, socket, sys
     import numpy as np
-    s = socket.socket(fileno=int(sys.argv[1]))
-    msg, fds, _, _ = socket.recv_fds(s, 64, 1)
+    # A hang prints every thread's stack and ends this process before the
+    # test stops waiting for it.
+    faulthandler.dump_traceback_later(100, exit=True)
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    sock.settimeout(100)
+    # The test sets TACK_CUDA_LIBRARY only to select the simulated driver,
+    # on which kernels do not compute.
+    SIMULATED = bool(os.environ.get("TACK_CUDA_LIBRARY"))
+    DRIVER = os.environ.get("TACK_CUDA_LIBRARY") or "libcuda.so.1"
+
+    def step():
+        assert sock.recv(1) == b"s", "the test process went away"
+
+    def done():
+        sock.sendall(b"s")
+
+    def launch(source, *args):
+        # A kernel over imported memory: where kernels compute, the mapping
+        # must be open to the device, not only to copies. The simulated
+        # driver runs the launch and computes nothing (without an NVRTC
+        # there, nothing is launched). Imported memory is shared, so the
+        # launch is complete when it returns.
+        import tack
+        try:
+            kernel = tack.Kernel(source, device="cuda")
+        except RuntimeError as e:
+            if SIMULATED and "NVRTC" in str(e):
+                print("no kernel on the simulated driver:", e)
+                return
+            raise
+        if SIMULATED:
+            sim = ctypes.CDLL(DRIVER)
+            sim.tack_sim_cuda_stats.restype = ctypes.c_longlong
+            ran = sim.tack_sim_cuda_stats(b"launches_done")
+        kernel(*args)
+        if SIMULATED:
+            assert sim.tack_sim_cuda_stats(b"launches_done") == ran + 1, "the launch was not complete on return"
+""")
+
+
+class Peer:
+    """`body` after PEER_PRELUDE in a new interpreter, with `args` after its
+    socket in sys.argv and `pass_fds` inherited."""
+
+    def __init__(self, body, *args, pass_fds=()):
+        self.sock, theirs = socket.socketpair()
+        self.proc = subprocess.Popen([sys.executable, "-c", PEER_PRELUDE + textwrap.dedent(body),
+                                      str(theirs.fileno()), *map(str, args)],
+                                     pass_fds=[theirs.fileno(), *pass_fds], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        theirs.close()
+        self.sock.settimeout(120)
+
+    def step(self):
+        """Waits until the other process has done its next step."""
+        if self.sock.recv(1) != b"s":
+            self.finish()  # it ended: fails with what it printed
+            raise AssertionError("the other process ended without its step")
+
+    def done(self):
+        self.sock.sendall(b"s")
+
+    def finish(self):
+        """Waits for the other process; fails with its output unless it
+        exited with status 0. Returns its output."""
+        self.sock.close()
+        try:
+            out, _ = self.proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+            raise AssertionError(f"the other process hung:\n{out}")
+        assert self.proc.returncode == 0, f"the other process exited with {self.proc.returncode}:\n{out}"
+        return out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is not None and self.proc.poll() is None:
+            # The test failed first: its error is the one to see.
+            self.proc.kill()
+            print(self.proc.communicate()[0])
+
+
+READER = """
+    msg, fds, _, _ = socket.recv_fds(sock, 64, 1)
     size, nbytes = (int(v) for v in msg.decode().split())
     fd = fds[0]
-    cu = ctypes.CDLL("libcuda.so.1")
+    cu = ctypes.CDLL(DRIVER)
     def ok(r, what):
         if r != 0:
             print(f"{what} failed with CUDA error {r}")
@@ -257,23 +377,19 @@ IMPORTER = textwrap.dedent("""
     cu.cuMemAddressFree(p, ctypes.c_size_t(size))
     cu.cuMemRelease(h)
     print(" ".join(str(v) for v in out[:4]), float(out.sum()))
-""")
+"""
 
 
 def import_elsewhere(record):
     """Sends the exported descriptor to a new process over a Unix socket;
     returns what that process read through cuMemImportFromShareableHandle."""
-    parent, child = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-c", IMPORTER, str(child.fileno())], pass_fds=[child.fileno()],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    child.close()
-    socket.send_fds(parent, [f"{record.allocation_size} {record.size}".encode()], [record.handle])
-    out, err = proc.communicate(timeout=120)
-    parent.close()
-    assert proc.returncode == 0, out + err
-    return out.split()
+    with Peer(READER) as peer:
+        socket.send_fds(peer.sock, [f"{record.allocation_size} {record.size}".encode()], [record.handle])
+        # Its last line: anything the driver printed comes before.
+        return peer.finish().splitlines()[-1].split()
 
 
+@simulated_too
 def test_exportable_array_is_read_by_another_process():
     a = tack.empty(1 << 20, "float32", device="cuda", exportable=True)
     a.from_numpy(np.arange(1 << 20, dtype=np.float32) % 7)
@@ -283,9 +399,10 @@ def test_exportable_array_is_read_by_another_process():
     assert len(e.device_uuid) == 16
     # PyTorch reports the same device by its UUID where it exposes one (its
     # _CUuuid.bytes is a list of 16 ints).
-    uuid = getattr(getattr(torch.cuda.get_device_properties(0), "uuid", None), "bytes", None)
-    if uuid is not None and len(uuid) == 16:
-        assert e.device_uuid == bytes(uuid)
+    if not SIMULATED:
+        uuid = getattr(getattr(torch.cuda.get_device_properties(0), "uuid", None), "bytes", None)
+        if uuid is not None and len(uuid) == 16:
+            assert e.device_uuid == bytes(uuid)
     assert a.export_memory().handle == e.handle
     got = import_elsewhere(e)
     assert got[:4] == ["0.0", "1.0", "2.0", "3.0"]
@@ -303,11 +420,104 @@ def test_plain_array_exports_a_copy_that_later_writes_miss():
     assert float(got[4]) == float((np.arange(1 << 16) % 5).sum())
 
 
+RECEIVER = """
+    import tack
+    n = int(sys.argv[2])
+    b = tack.receive_array(sock)                      # device=None: the device with the sender's UUID
+    assert b.device is tack.device("cuda:0"), b.device
+    assert (b.shape, b.dtype, b.writable) == ((n,), tack.f32, True), (b.shape, b.dtype, b.writable)
+    got = b.to_numpy()
+    assert (got == np.arange(n) % 7).all(), got[:8]
+    b.from_numpy(np.arange(n, dtype=np.float32) * 2)
+    launch("void bump(tack_index i, float *y) { y[i] += 1.0f; }", b)
+    done()
+    step()                                            # the sender wrote -1s
+    got = b.to_numpy()
+    assert (got == -1).all(), got[:8]
+    del b
+    gc.collect()
+    print("receiver ok")
+"""
+
+
+@simulated_too
+def test_array_received_by_another_process_is_read_and_written_there():
+    n = 1 << 20
+    a = tack.empty(n, "float32", device="cuda", exportable=True)
+    a.from_numpy(np.arange(n, dtype=np.float32) % 7)
+    with Peer(RECEIVER, n) as peer:
+        tack.send_array(peer.sock, a)
+        peer.step()
+        got = a.to_numpy()
+        expected = np.arange(n, dtype=np.float32) * 2 + (0 if SIMULATED else 1)
+        assert (got == expected).all(), f"the other process's writes are not seen here: {got[:8]}"
+        a.fill(-1)
+        peer.done()
+        assert "receiver ok" in peer.finish()
+    # The other process's mapping is gone; the memory is still this array's.
+    assert (a.to_numpy() == -1).all()
+
+
+IMPORTER = """
+    import tack
+    record = tack.ExportedMemory(ast.literal_eval(sys.argv[2]))
+    rows, cols = int(sys.argv[3]), int(sys.argv[4])
+    os.fstat(record.handle)                           # inherited, at the same number
+    whole = tack.import_memory(record, "int32", (rows, cols))
+    assert whole.device is tack.device("cuda:0") and whole.shape == (rows, cols), (whole.device, whole.shape)
+    got = whole.to_numpy()
+    assert (got == np.arange(rows * cols).reshape(rows, cols)).all(), got[0, :8]
+    print("imported once", flush=True)
+    # A second mapping of the same memory in this process, over its start
+    # and with another dtype: writes through one are read through the other.
+    head = tack.import_memory(record, "uint8", (4 * cols,))
+    head.fill(0xFF)
+    assert (whole.to_numpy()[0] == -1).all(), whole.to_numpy()[0, :8]
+    launch("void twice(tack_index i, int32_t *y) { y[i] = 2 * y[i] + 1; }", whole)
+    done()
+    step()                                            # the exporter checked
+    del whole, head
+    gc.collect()
+    # The descriptor stays the caller's: Tack closed nothing.
+    os.fstat(record.handle)
+    # An array larger than the export maps nothing and says so.
+    try:
+        tack.import_memory(record, "int32", (rows + 1, cols))
+    except ValueError as e:
+        assert "does not fit" in str(e), e
+    else:
+        raise AssertionError("an array larger than the export was imported")
+    os.close(record.handle)
+    print("importer ok")
+"""
+
+
+@simulated_too
+def test_import_memory_in_a_process_that_inherited_the_descriptor():
+    rows, cols = 256, 1024
+    a = tack.empty((rows, cols), "int32", device="cuda", exportable=True)
+    a.from_numpy(np.arange(rows * cols, dtype=np.int32).reshape(rows, cols))
+    e = a.export_memory()
+    with Peer(IMPORTER, repr(tuple(e)), rows, cols, pass_fds=[e.handle]) as peer:
+        peer.step()
+        expected = np.arange(rows * cols, dtype=np.int32).reshape(rows, cols)
+        expected[0] = -1
+        if not SIMULATED:
+            expected = 2 * expected + 1
+        got = a.to_numpy()
+        assert (got == expected).all(), f"the other process's writes are not seen here: {got[0, :8]}, {got[1, :8]}"
+        peer.done()
+        assert "importer ok" in peer.finish()
+    # This process's descriptor is the array's own, still open.
+    os.fstat(e.handle)
+    assert a.export_memory().handle == e.handle
+
+
 # --------------------------------------------------------------------------
 # Stream-ordered export: the consumer's stream waits for Tack's queued
 # launches on the GPU; the host waits for nothing.
 
-CU = ctypes.CDLL("libcuda.so.1")
+CU = ctypes.CDLL(DRIVER)
 CUDA_ERROR_NOT_READY = 600
 # A spin long enough (about 0.1 s) that nothing the host does meanwhile can
 # see it finish: work queued behind it is certainly still pending.
@@ -456,7 +666,7 @@ def test_stream_values_tack_refuses_on_the_gpu():
     y.__dlpack__(stream=-1, max_version=(1, 0))
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.skipif(torch is None or torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_a_stream_of_another_gpu_is_refused():
     y = tack.zeros(16, device="cuda:0")
     other = torch.cuda.Stream(device=1)

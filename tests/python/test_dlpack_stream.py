@@ -89,6 +89,20 @@ def kernel():
             print("SKIP", e)
             sys.exit(0)
         raise
+
+def refused(y, cases):
+    # Each stream value is refused with a ValueError that says `says`, and
+    # leaves nothing exported, ordered or waited for.
+    for value, says in cases:
+        for max_version in (None, (1, 0)):
+            try:
+                y.__dlpack__(stream=value, max_version=max_version)
+            except ValueError as e:
+                assert says in str(e), (value, e)
+            else:
+                raise AssertionError(f"stream={value} was accepted")
+    assert dict(tack._tack.live_counts())["exports"] == 0
+    assert stat("event_waits") == 0 and stat("launches_done") == 0
 """
 
 
@@ -182,21 +196,7 @@ def test_invalid_and_foreign_streams_are_refused(cuda_sim, tmp_path):
         k(1.0, y)
         other = primary(1)
         foreign = new_stream(other)
-        gone = new_stream(primary(0))
-        assert in_context(primary(0), SIM.cuStreamDestroy_v2, gone) == 0
-        cases = [(0, "ambiguous"), (-3, "not a stream value"), (0x1234, "not a CUDA stream"),
-                 (gone, "not a CUDA stream"), (foreign, "device 1")]
-        for value, says in cases:
-            for max_version in (None, (1, 0)):
-                try:
-                    y.__dlpack__(stream=value, max_version=max_version)
-                except ValueError as e:
-                    assert says in str(e), (value, e)
-                else:
-                    raise AssertionError(f"stream={value} was accepted")
-        # Nothing was exported, ordered or waited for.
-        assert dict(tack._tack.live_counts())["exports"] == 0
-        assert stat("event_waits") == 0 and stat("launches_done") == 0
+        refused(y, [(0, "ambiguous"), (-3, "not a stream value"), (foreign, "device 1")])
         # A stream of cuda:1 is fine for an array on cuda:1.
         z = tack.zeros(10, device="cuda:1")
         capsule = z.__dlpack__(stream=foreign, max_version=(1, 0))
@@ -204,6 +204,25 @@ def test_invalid_and_foreign_streams_are_refused(cuda_sim, tmp_path):
         assert in_context(other, SIM.cuStreamDestroy_v2, foreign) == 0
         print("ran")
     """, tmp_path, TACK_SIM_CUDA_DEVICES=2)
+
+
+# Simulator behaviour, not a promise: a handle that is no live stream (never
+# made, or destroyed) is the caller's error, as in CUDA, where the driver
+# may crash on it rather than return an error. The simulated driver knows
+# its streams and refuses such a handle, and Tack turns that into a
+# ValueError; this checks that the refusal changes nothing. Never run on a
+# real GPU (tests/gpu/run.sh deselects simulator_only).
+@pytest.mark.simulator_only
+def test_unknown_and_destroyed_streams_on_the_simulated_driver(cuda_sim, tmp_path):
+    run_sim(cuda_sim, """
+        k = kernel()
+        y = tack.zeros(100, device="cuda")
+        k(1.0, y)
+        gone = new_stream(primary(0))
+        assert in_context(primary(0), SIM.cuStreamDestroy_v2, gone) == 0
+        refused(y, [(0x1234, "not a CUDA stream"), (gone, "not a CUDA stream")])
+        print("ran")
+    """, tmp_path)
 
 
 def test_tack_imports_its_own_cuda_array_through_the_stream(cuda_sim, tmp_path):
