@@ -153,7 +153,7 @@ sdist: $(VENV)/.stamp
 	$(PY) -m build --sdist --no-isolation --outdir dist .
 
 # The C library installed as a user installs it (warnings as errors here),
-# then staged once more under DESTDIR; tests/install/check.py builds the C
+# then staged once more under DESTDIR; tests/install/library.py builds the C
 # example against it with pkg-config and CMake, shared and static.
 C_TEST := $(abspath $(BUILD))/c-install
 test-install: $(VENV)/.stamp
@@ -162,11 +162,11 @@ test-install: $(VENV)/.stamp
 		C_SETUP_ARGS=-Dwerror=true >/dev/null
 	@$(MAKE) --no-print-directory install-c C_BUILD=$(C_TEST)/build PREFIX=$(C_TEST)/prefix \
 		DESTDIR=$(C_TEST)/destdir >/dev/null
-	$(PY) tests/install/check.py --prefix $(C_TEST)/prefix --destdir $(C_TEST)/destdir --work $(C_TEST)/work
+	$(PY) tests/install/library.py --prefix $(C_TEST)/prefix --destdir $(C_TEST)/destdir --work $(C_TEST)/work
 
 # The public headers with the upstream DLPack header (PyTorch's copy).
 test-headers: $(VENV)/.stamp
-	$(PY) tests/headers/check.py
+	$(PY) tests/install/headers.py
 
 # The wheel in a new venv outside the source tree.
 test-wheel: wheel

@@ -1,6 +1,6 @@
 """The installed C library, used the way C and C++ users use it.
 
-    python tests/install/check.py --prefix P --destdir D --work W
+    python tests/install/library.py --prefix P --destdir D --work W
 
 P is a prefix that `make install-c PREFIX=P` filled, D a DESTDIR that
 `make install-c PREFIX=P DESTDIR=D` filled; W is scratch space. Checked:
@@ -28,23 +28,11 @@ import shutil
 import subprocess
 import sys
 
+from results import check, summary
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "c"
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"]
-
-passed = 0
-failed = []
-
-
-def check(name, ok, detail=""):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failed.append(name)
-        print(f"FAIL {name}" + (f"\n{detail}" if detail else ""))
-    return ok
-
 
 def run(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
@@ -242,8 +230,7 @@ def main():
     check_pkg_config(prefix, work, env, version)
     check_cmake(prefix, work, env, version)
     check_cxx_linkage(prefix, work, env)
-    print(f"install: {passed} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    return summary("install")
 
 
 if __name__ == "__main__":

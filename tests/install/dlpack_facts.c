@@ -1,5 +1,5 @@
 /* Every name, value, size, offset and type of the DLPack 1.3 ABI, printed
- * one per line. check.py builds this twice, against the upstream header
+ * one per line. headers.py builds this twice, against the upstream header
  * (DLPACK_UPSTREAM) and against Tack's, and requires the same output, so
  * Tack's declarations are upstream's in everything a compiler can see.
  * A field's type is checked with _Generic: exact, not merely convertible. */

@@ -1,6 +1,6 @@
 """Tack's public headers against the upstream DLPack header, as C and C++.
 
-    python tests/headers/check.py [--upstream PATH/TO/dlpack.h]
+    python tests/install/headers.py [--upstream PATH/TO/dlpack.h]
 
 The upstream header defaults to the copy PyTorch ships
 (torch/include/ATen/dlpack.h of the torch this Python imports); it is put
@@ -30,24 +30,13 @@ import subprocess
 import sys
 import tempfile
 
+from results import check, summary
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 WARN = ["-Wall", "-Wextra", "-Werror", "-pedantic"]
 C_STD = ["-x", "c", "-std=c11"]
 CXX_STD = ["-x", "c++", "-std=c++17"]
-
-passed = 0
-failed = []
-
-
-def check(name, ok, detail=""):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failed.append(name)
-        print(f"FAIL {name}" + (f"\n{detail}" if detail else ""))
-
 
 def compilers():
     """(label, command, language flags) for each C and C++ compiler found."""
@@ -166,8 +155,7 @@ def main():
                 ok, log = compile_(cmd, [*std, *WARN, *inc, "-fsyntax-only", str(src)])
                 check(f"tack/{header.name} compiles on its own as {label}", ok, log)
 
-    print(f"headers: {passed} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    return summary("headers")
 
 
 if __name__ == "__main__":
