@@ -60,9 +60,13 @@ def compile_(cmd, args):
 def upstream_header(explicit):
     if explicit:
         return pathlib.Path(explicit)
-    import torch  # the copy PyTorch ships
+    # The copy PyTorch ships, found without importing torch (slow).
+    import importlib.util
 
-    return pathlib.Path(torch.__file__).parent / "include" / "ATen" / "dlpack.h"
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return pathlib.Path("torch (not installed)/include/ATen/dlpack.h")
+    return pathlib.Path(spec.submodule_search_locations[0]) / "include" / "ATen" / "dlpack.h"
 
 
 def declared_names(text):
