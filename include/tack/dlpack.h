@@ -10,16 +10,15 @@
  * ATen/dlpack.h) in either order. The block below is guarded by upstream's
  * own include guard, DLPACK_DLPACK_H_, so whichever header comes first
  * declares the ABI and the other one is skipped whole. Two copies could not
- * both be seen anyway: C allows a struct to be defined once per translation
- * unit, and C++ once per program. Including the upstream header from here
- * when __has_include finds it was the other way, and it was not taken: every
- * library ships its copy under a path of its own (PyTorch's is not at
- * dlpack/dlpack.h), so such a probe misses the copy the user has and the
- * guard would have to be shared all the same; and Tack's own build would
- * then compile against whatever dlpack.h happened to be on the include path
- * instead of the ABI it was written for. With the guard shared, every copy
- * whatever its path keeps the other out, and Tack always builds against
- * this one.
+ * both be seen anyway: neither C nor C++ lets one translation unit define a
+ * struct twice. Including the upstream header from here when __has_include
+ * finds it was the other way, and it was not taken: every library ships its
+ * copy under a path of its own (PyTorch's is not at dlpack/dlpack.h), so
+ * such a probe misses the copy the user has and the guard would have to be
+ * shared all the same; and Tack's own build would then compile against
+ * whatever dlpack.h happened to be on the include path instead of the ABI it
+ * was written for. With the guard shared, every copy whatever its path keeps
+ * the other out, and Tack always builds against this one.
  *
  * When an upstream header comes first its version is the one in force; Tack's
  * public declarations need DLPack 1.x (the versioned managed tensor), which
