@@ -1,5 +1,6 @@
 # make demo: build, install into .venv, run the walkthrough.
-# make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK.
+# make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK,
+#            then the C install, the public headers and the wheel.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,13 +8,16 @@ MESON := $(VENV)/bin/meson
 BUILD := build
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv sysdeps build install ctest pytest pytest-pythons test demo bench clean help
+.PHONY: all venv sysdeps build install ctest pytest pytest-pythons test demo bench clean help \
+	install-c wheel sdist test-install test-headers test-wheel
 
 # Debian packages: a C compiler; clang for the fuzzer; the Level Zero and HIP
 # headers, against which tests check our driver declarations (they skip
-# where the headers are absent); shellcheck for tests/gpu/run.sh. Installed
-# only when missing and root.
-SYSDEPS := gcc clang libclang-rt-14-dev libze-dev libamdhip64-dev openmpi-bin libopenmpi-dev shellcheck
+# where the headers are absent); shellcheck for tests/gpu/run.sh; a C++
+# compiler, pkg-config and CMake, with which the installed library is used.
+# Installed only when missing and root.
+SYSDEPS := gcc clang libclang-rt-14-dev libze-dev libamdhip64-dev openmpi-bin libopenmpi-dev shellcheck \
+	g++ pkg-config cmake
 
 all: install
 
@@ -23,6 +27,8 @@ help:
 	@echo "make install (re)build the extension into $(VENV)"
 	@echo "make ctest   C tests only;  make pytest  Python tests only;  make bench  benchmarks"
 	@echo "make pytest-pythons  the Python tests on another CPython (3.13, 3.12), NumPy only"
+	@echo "make install-c PREFIX=<dir>  the C library, headers, tack.pc, CMake package (DESTDIR respected)"
+	@echo "make wheel   dist/tack_arrays-*-manylinux_2_28_x86_64.whl;  make sdist  dist/tack_arrays-*.tar.gz"
 
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -43,16 +49,19 @@ $(VENV)/.stamp: requirements-dev.txt
 
 venv: $(VENV)/.stamp
 
+# Development builds turn warnings into errors; users' builds do not.
+# A distribution named "tack" in the venv is this package under its old name.
 install: $(VENV)/.stamp
-	$(PY) -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=$(BUILD)/py .
+	$(if $(wildcard $(VENV)/lib/python*/site-packages/tack-[0-9]*.dist-info),$(PY) -m pip uninstall -q -y tack)
+	$(PY) -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=$(BUILD)/py -Csetup-args=-Dwerror=true .
 
 build: install
 
 $(BUILD)/ctest/build.ninja: $(VENV)/.stamp
 	$(MESON) setup $(BUILD)/ctest -Dpython=false -Dtests=true -Db_sanitize=address,undefined \
-		-Dbuildtype=debug -Db_lundef=false --wipe >/dev/null 2>&1 || \
+		-Dbuildtype=debug -Db_lundef=false -Dwerror=true --wipe >/dev/null 2>&1 || \
 	$(MESON) setup $(BUILD)/ctest -Dpython=false -Dtests=true -Db_sanitize=address,undefined \
-		-Dbuildtype=debug -Db_lundef=false
+		-Dbuildtype=debug -Db_lundef=false -Dwerror=true
 
 ctest: $(BUILD)/ctest/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
@@ -66,7 +75,7 @@ pytest: install
 pytest-pythons: install
 	tests/pythons/run.sh
 
-test: ctest pytest pytest-pythons fuzz-corpus
+test: ctest pytest pytest-pythons fuzz-corpus test-install test-headers test-wheel
 
 demo: install
 	$(PY) -m tack.demo
@@ -76,6 +85,92 @@ bench: install
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- installing: the C library, and the Python distribution (tack-arrays)
+# make install-c PREFIX=<dir>  include/tack/*.h, lib/libtack.so (SONAME libtack.so.<abi>),
+#                              lib/libtack.a, lib/pkgconfig/tack.pc, lib/cmake/Tack/;
+#                              DESTDIR=<dir> stages the install under <dir> (packaging)
+# make wheel    dist/tack_arrays-<version>-<python>-manylinux_2_28_x86_64.whl, built with
+#               zig's C compiler against glibc 2.28 (RHEL 8) and checked by auditwheel
+# make sdist    dist/tack_arrays-<version>.tar.gz (the committed tree)
+PREFIX ?= /usr/local
+DESTDIR ?=
+C_BUILD ?= $(BUILD)/c
+C_SETUP_ARGS ?=
+# install-c needs Meson and Ninja alone: without the development venv it
+# makes a small one for them.
+TOOLS := $(BUILD)/tools
+C_MESON := $(if $(wildcard $(VENV)/.stamp),$(MESON),$(TOOLS)/bin/meson)
+
+$(TOOLS)/bin/meson:
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install -q "meson>=1.1" ninja
+
+install-c: $(C_MESON)
+	@prefix="$(abspath $(PREFIX))"; export PATH="$(abspath $(dir $(C_MESON))):$$PATH"; \
+	if [ ! -f $(C_BUILD)/build.ninja ]; then \
+		$(C_MESON) setup $(C_BUILD) -Dpython=false -Dlibdir=lib -Dincludedir=include --prefix="$$prefix" \
+			$(C_SETUP_ARGS) >/dev/null || exit 1; \
+	elif [ "$$(cat $(C_BUILD)/.tack-prefix 2>/dev/null)" != "$$prefix" ]; then \
+		$(C_MESON) configure $(C_BUILD) -Dprefix="$$prefix" || exit 1; \
+	fi; \
+	echo "$$prefix" > $(C_BUILD)/.tack-prefix; \
+	DESTDIR="$(DESTDIR)" $(C_MESON) install -C $(C_BUILD) --quiet && \
+	echo "install-c: Tack installed in $(DESTDIR)$$prefix"
+
+WHEEL_BUILD := $(BUILD)/wheel
+WHEEL_PLATFORM := manylinux_2_28_x86_64
+ZIG_TARGET := x86_64-linux-gnu.2.28
+# Everything the wheel is built from: unchanged, the last wheel is reused.
+WHEEL_INPUTS := Makefile meson.build meson.options pyproject.toml README.md LICENSE \
+	$(shell find src include python cmake -type f ! -name '*.pyc' 2>/dev/null)
+
+wheel: $(WHEEL_BUILD)/.stamp
+
+$(WHEEL_BUILD)/.stamp: $(VENV)/.stamp $(WHEEL_INPUTS)
+	@mkdir -p $(WHEEL_BUILD)
+	@{ echo "[binaries]"; \
+	  echo "c = ['$(abspath $(PY))', '-m', 'ziglang', 'cc', '-target', '$(ZIG_TARGET)']"; \
+	  echo "ar = ['$(abspath $(PY))', '-m', 'ziglang', 'ar']"; \
+	  echo "[built-in options]"; \
+	  echo "c_args = ['-g0']"; \
+	  echo "c_link_args = ['-s']"; } > $(WHEEL_BUILD)/zig.ini.new
+	@# Meson does not notice a changed machine file: build afresh then.
+	@cmp -s $(WHEEL_BUILD)/zig.ini.new $(WHEEL_BUILD)/zig.ini || rm -rf $(WHEEL_BUILD)/build
+	@mv $(WHEEL_BUILD)/zig.ini.new $(WHEEL_BUILD)/zig.ini
+	rm -rf $(WHEEL_BUILD)/raw
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(WHEEL_BUILD)/raw -Cbuild-dir=$(WHEEL_BUILD)/build \
+		-Csetup-args=--native-file=$(abspath $(WHEEL_BUILD))/zig.ini -Csetup-args=-Dwerror=true .
+	rm -f dist/tack_arrays-*.whl
+	$(VENV)/bin/auditwheel repair --plat $(WHEEL_PLATFORM) -w dist $(WHEEL_BUILD)/raw/tack_arrays-*.whl \
+		>$(WHEEL_BUILD)/repair.log 2>&1 || { cat $(WHEEL_BUILD)/repair.log; exit 1; }
+	$(VENV)/bin/auditwheel show dist/tack_arrays-*.whl | tr '\n' ' ' | grep -q '"$(WHEEL_PLATFORM)"' || \
+		{ $(VENV)/bin/auditwheel show dist/tack_arrays-*.whl; exit 1; }
+	@ls dist/tack_arrays-*-$(WHEEL_PLATFORM).whl
+	@touch $@
+
+sdist: $(VENV)/.stamp
+	$(PY) -m build --sdist --no-isolation --outdir dist .
+
+# The C library installed as a user installs it (warnings as errors here),
+# then staged once more under DESTDIR; tests/install/library.py builds the C
+# example against it with pkg-config and CMake, shared and static.
+C_TEST := $(abspath $(BUILD))/c-install
+test-install: $(VENV)/.stamp
+	@rm -rf $(C_TEST)/prefix $(C_TEST)/destdir
+	@$(MAKE) --no-print-directory install-c C_BUILD=$(C_TEST)/build PREFIX=$(C_TEST)/prefix \
+		C_SETUP_ARGS=-Dwerror=true >/dev/null
+	@$(MAKE) --no-print-directory install-c C_BUILD=$(C_TEST)/build PREFIX=$(C_TEST)/prefix \
+		DESTDIR=$(C_TEST)/destdir >/dev/null
+	$(PY) tests/install/library.py --prefix $(C_TEST)/prefix --destdir $(C_TEST)/destdir --work $(C_TEST)/work
+
+# The public headers with the upstream DLPack header (PyTorch's copy).
+test-headers: $(VENV)/.stamp
+	$(PY) tests/install/headers.py
+
+# The wheel in a new venv outside the source tree.
+test-wheel: wheel
+	tests/wheel/smoke.sh $(PY) dist/tack_arrays-*-$(WHEEL_PLATFORM).whl
 
 # ---- hardening: the DLPack import fuzzer and the long stress runs
 # make fuzz         fuzz the C DLPack import for FUZZ_SECONDS (default 60);

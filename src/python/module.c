@@ -31,8 +31,23 @@ int tack_py_fail(tack_status status)
 PyObject *tack_py_numpy(void)
 {
     static PyObject *numpy;
-    if (!numpy)
-        numpy = PyImport_ImportModule("numpy");
+    if (numpy)
+        return numpy;
+    numpy = PyImport_ImportModule("numpy");
+    if (!numpy && PyErr_ExceptionMatches(PyExc_ImportError)) {
+        /* Tack imports without NumPy, but copies from and to Python data
+         * go through it: say how to get it, keeping the import's own error
+         * (a missing module, or a broken one) as the cause. */
+        PyObject *cause = tack_py_exception_take();
+        PyErr_Format(PyErr_GivenExceptionMatches(cause, PyExc_ModuleNotFoundError) ? PyExc_ModuleNotFoundError
+                                                                                    : PyExc_ImportError,
+                     "this needs NumPy, which cannot be imported (%S): install it with `pip install numpy` "
+                     "(`pip install tack-arrays` brings it)",
+                     cause);
+        PyObject *exc = tack_py_exception_take();
+        PyException_SetCause(exc, cause);
+        tack_py_exception_restore(exc);
+    }
     return numpy;
 }
 

@@ -42,8 +42,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip
 fi
-"$VENV/bin/python" -m pip install -q "numpy>=2.1" pytest hypothesis "meson>=1.1" "meson-python>=0.15" ninja
+"$VENV/bin/python" -m pip install -q "numpy>=2.1" pytest hypothesis "meson>=1.1" "meson-python>=0.18" ninja
 PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
-    -Cbuild-dir="build/py-$VERSION" .
+    -Cbuild-dir="build/py-$VERSION" -Csetup-args=-Dwerror=true .
 cd tests/python
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider .

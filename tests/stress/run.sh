@@ -59,8 +59,8 @@ valgrind_c() {
     command -v valgrind >/dev/null 2>&1 || { echo "skipped: valgrind not installed"; return 0; }
     if [ ! -f "$build/valgrind/build.ninja" ]; then
         # plain debug build: valgrind cannot run sanitized code
-        "$meson" setup "$build/valgrind" -Dpython=false -Dtests=true -Dbuildtype=debug >/dev/null ||
-            "$meson" setup --wipe "$build/valgrind" -Dpython=false -Dtests=true -Dbuildtype=debug || return 1
+        "$meson" setup "$build/valgrind" -Dpython=false -Dtests=true -Dbuildtype=debug -Dwerror=true >/dev/null ||
+            "$meson" setup --wipe "$build/valgrind" -Dpython=false -Dtests=true -Dbuildtype=debug -Dwerror=true || return 1
     fi
     "$meson" compile -C "$build/valgrind" >/dev/null || return 1
     "$meson" test -C "$build/valgrind" --print-errorlogs --timeout-multiplier 20 \

@@ -2,10 +2,10 @@
  * arrays. A launch from Python converts each argument straight into the C
  * argument list (no intermediate objects) and leaves every binding check to
  * tack_kernel_launch, so Python and C users get the same checks and errors. */
+#include "../ext.h" /* Python.h first: it sets the feature macros the C headers read */
+
 #include <stddef.h>
 #include <string.h>
-
-#include "../ext.h"
 
 typedef struct {
     PyObject_HEAD
