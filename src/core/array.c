@@ -11,9 +11,9 @@ tack_status tack_ndim_refuse(int ndim)
     if (ndim < 0)
         return tack_error_set(TACK_EVALUE, "ndim is %d; a number of dimensions cannot be negative", ndim);
     if (ndim > TACK_MAX_NDIM)
-        return tack_error_set(TACK_EVALUE, "a shape of %d dimensions is too long: Tack arrays have at most %d",
-                              ndim, TACK_MAX_NDIM);
-    return tack_error_set(TACK_EVALUE, "shape is NULL for a %d-dimensional array", ndim);
+        return tack_error_set(TACK_EVALUE, "ndim is %d; Tack arrays have at most %d dimensions", ndim,
+                              TACK_MAX_NDIM);
+    return tack_error_set(TACK_EVALUE, "a NULL shape for ndim %d; only 0-dimensional arrays have none", ndim);
 }
 
 tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes)
