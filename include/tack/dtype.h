@@ -48,6 +48,34 @@ tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, t
 /* The DLPack (code, bits) of a dtype, lanes being 1. TACK_ETYPE outside the enum. */
 tack_status tack_dtype_to_dlpack(tack_dtype dtype, uint8_t *code, uint8_t *bits);
 
+/* The Python array protocols' spellings, for exporters and importers of
+ * the buffer protocol and the array interfaces. */
+
+/* NumPy's kind letter ('i' signed, 'u' unsigned, 'f' floating point), as
+ * typestrs spell it; 0 for a value outside the enum. */
+char tack_dtype_kind(tack_dtype dtype);
+
+/* The buffer protocol's (struct-module) format, as NumPy exports the type
+ * ("f", "l"); NULL for a value outside the enum. */
+const char *tack_dtype_format(tack_dtype dtype);
+
+/* The array interfaces' typestr in the machine's byte order ("<f4",
+ * "|u1"), written with its NUL into `out` of `n` bytes (8 always suffice).
+ * On error (TACK_ETYPE outside the enum, TACK_EVALUE for a NULL or short
+ * `out`) *out is untouched. */
+tack_status tack_dtype_typestr(tack_dtype dtype, char *out, size_t n);
+
+/* Maps a typestr (__array_interface__, __cuda_array_interface__) to a
+ * dtype. On error (TACK_ETYPE: no Tack dtype, the other byte order
+ * included; TACK_EVALUE for a NULL out) *out is untouched. */
+tack_status tack_dtype_from_typestr(const char *typestr, tack_dtype *out);
+
+/* Maps a buffer-protocol format (NULL: unsigned bytes) and the exporter's
+ * itemsize to a dtype: integer codes by their size, whatever C type they
+ * name. On error (TACK_ETYPE: no Tack dtype, the other byte order
+ * included; TACK_EVALUE for a NULL out) *out is untouched. */
+tack_status tack_dtype_from_format(const char *format, size_t itemsize, tack_dtype *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,37 @@ tack_status tack_array_from_dlpack_versioned(DLManagedTensorVersioned *tensor, t
                                              tack_device *default_device, tack_array **out,
                                              int *deleter_called);
 
+/* The C halves of DLPack's exchange table (DLPackExchangeAPI, DLPack 1.3),
+ * for a C library that publishes or consumes one over Tack arrays. */
+
+/* Describes the array as an unmanaged DLTensor (dltensor_from_py_object_no_sync):
+ * its data, device and dtype, the array's own shape record, NULL strides
+ * (C-contiguous) and byte_offset 0. Nothing is retained, marked shared or
+ * waited for: the view is good while the array lives, and its user orders
+ * its work after Tack's queue itself (tack_dlpack_work_stream).
+ * On error (TACK_EVALUE for a NULL argument) *out is untouched. */
+tack_status tack_array_to_dltensor(const tack_array *array, DLTensor *out);
+
+/* A new zero-filled array of the prototype's dtype and shape on the
+ * process-wide device of the prototype's DLPack device (its data, strides
+ * and byte_offset are not read), exported as a versioned tensor the caller
+ * owns (managed_tensor_allocator). Memory Tack would label otherwise is
+ * refused rather than handed out under the prototype's label: pinned host
+ * memory asked for (kDLCUDAHost) is not plain host memory.
+ * Errors: TACK_EVALUE (a NULL argument, bad ndim or shape, a device type
+ * Tack does not have, another label), TACK_ETYPE (no Tack dtype, lanes !=
+ * 1), TACK_ERUNTIME (no such device), TACK_ENOMEM. On error *out is
+ * untouched and nothing stays allocated. */
+tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersioned **out);
+
+/* The stream Tack's work on the process-wide device of `device` is queued
+ * on (current_work_stream), as a native handle (a CUstream); 0 for host
+ * memory and devices without a queue. A consumer that runs its work there
+ * is ordered after Tack's launches.
+ * On error (TACK_EVALUE for a NULL out or a device type Tack does not have,
+ * TACK_ERUNTIME for no such device) *out is untouched. */
+tack_status tack_dlpack_work_stream(DLDevice device, uint64_t *out);
+
 /* Live exports not yet deleted, for leak tests. */
 long tack_dlpack_live_exports(void);
 

@@ -6,12 +6,26 @@
 
 long tack_array_live_count(void) { return tack_count_total(TACK_COUNT_ARRAYS); }
 
+tack_status tack_ndim_refuse(int ndim)
+{
+    if (ndim < 0)
+        return tack_error_set(TACK_EVALUE, "ndim is %d; a number of dimensions cannot be negative", ndim);
+    if (ndim > TACK_MAX_NDIM)
+        return tack_error_set(TACK_EVALUE, "ndim is %d; Tack arrays have at most %d dimensions", ndim,
+                              TACK_MAX_NDIM);
+    return tack_error_set(TACK_EVALUE, "a NULL shape for ndim %d; only 0-dimensional arrays have none", ndim);
+}
+
 tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes)
 {
-    if (ndim < 0 || ndim > TACK_MAX_NDIM)
-        return tack_error_set(TACK_EVALUE, "an array has 0 to %d dimensions, not %d", TACK_MAX_NDIM, ndim);
-    if (ndim > 0 && !shape)
-        return tack_error_set(TACK_EVALUE, "shape is NULL for a %d-dimensional array", ndim);
+    tack_status st = tack_ndim_check(ndim, shape);
+    if (st != TACK_OK)
+        return st;
+    return tack_extents_check(ndim, shape, itemsize, size, nbytes);
+}
+
+tack_status tack_extents_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes)
+{
     /* Products are bounded by INT64_MAX, not SIZE_MAX: extents and strides
      * are int64_t in DLPack, and an export computes the stride of every
      * extent, so even beside a zero extent the others' product must fit.
@@ -22,7 +36,7 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
     for (int i = 0; i < ndim; i++) {
         int64_t e = shape[i];
         if (e < 0)
-            return tack_error_set(TACK_EVALUE, "shape[%d] is %lld; extents must be >= 0", i, (long long)e);
+            return tack_error_set(TACK_EVALUE, "shape[%d] is negative (%lld); extents must be >= 0", i, (long long)e);
         if (e == 0)
             zero = 1;
         else if (__builtin_mul_overflow(n, e, &n))
@@ -159,10 +173,9 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
 {
     if (!a || !out)
         return tack_error_set(TACK_EVALUE, "tack_array_reshape: array and out must not be NULL");
-    if (ndim < 0 || ndim > TACK_MAX_NDIM)
-        return tack_error_set(TACK_EVALUE, "an array has 0 to %d dimensions, not %d", TACK_MAX_NDIM, ndim);
-    if (ndim > 0 && !shape)
-        return tack_error_set(TACK_EVALUE, "shape is NULL for a %d-dimensional array", ndim);
+    tack_status st = tack_ndim_check(ndim, shape);
+    if (st != TACK_OK)
+        return st;
     int64_t s[TACK_MAX_NDIM];
     int infer = -1;
     for (int i = 0; i < ndim; i++) {
@@ -176,7 +189,7 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
     }
     if (infer >= 0) {
         size_t known, unused;
-        tack_status st = tack_shape_check(ndim, s, 1, &known, &unused);
+        st = tack_shape_check(ndim, s, 1, &known, &unused);
         if (st != TACK_OK)
             return st;
         if (known == 0 || a->size % known)
@@ -185,7 +198,7 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
         s[infer] = (int64_t)(a->size / known);
     }
     size_t size, nbytes;
-    tack_status st = tack_shape_check(ndim, s, tack_dtype_size(a->dtype), &size, &nbytes);
+    st = tack_shape_check(ndim, s, tack_dtype_size(a->dtype), &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (size != a->size)

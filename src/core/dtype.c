@@ -1,21 +1,39 @@
+/* Every mapping Tack makes for a dtype comes from the one table below, a row
+ * per dtype: its names, the C type kernels use, its DLPack (code, bits), the
+ * kind letter of array-interface typestrs and the buffer protocol's format.
+ * A new dtype is a new enum value and a new row. */
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
 
+/* NumPy exports int64 as 'l' where a long has 64 bits, so a round trip
+ * through the buffer protocol keeps the type NumPy would give it. */
+#if LONG_MAX == INT64_MAX
+#define FORMAT_I64 "l"
+#define FORMAT_U64 "L"
+#else
+#define FORMAT_I64 "q"
+#define FORMAT_U64 "Q"
+#endif
+
 static const struct {
     const char *name, *short_name, *c_type;
     uint8_t code, bits;
+    char kind;          /* NumPy's dtype.kind, as typestrs spell it */
+    const char *format; /* struct-module format, as NumPy exports it */
 } dtypes[TACK_NDTYPES] = {
-    [TACK_I8] = {"int8", "i8", "int8_t", kDLInt, 8},
-    [TACK_U8] = {"uint8", "u8", "uint8_t", kDLUInt, 8},
-    [TACK_I16] = {"int16", "i16", "int16_t", kDLInt, 16},
-    [TACK_U16] = {"uint16", "u16", "uint16_t", kDLUInt, 16},
-    [TACK_I32] = {"int32", "i32", "int32_t", kDLInt, 32},
-    [TACK_U32] = {"uint32", "u32", "uint32_t", kDLUInt, 32},
-    [TACK_I64] = {"int64", "i64", "int64_t", kDLInt, 64},
-    [TACK_U64] = {"uint64", "u64", "uint64_t", kDLUInt, 64},
-    [TACK_F32] = {"float32", "f32", "float", kDLFloat, 32},
-    [TACK_F64] = {"float64", "f64", "double", kDLFloat, 64},
+    [TACK_I8] = {"int8", "i8", "int8_t", kDLInt, 8, 'i', "b"},
+    [TACK_U8] = {"uint8", "u8", "uint8_t", kDLUInt, 8, 'u', "B"},
+    [TACK_I16] = {"int16", "i16", "int16_t", kDLInt, 16, 'i', "h"},
+    [TACK_U16] = {"uint16", "u16", "uint16_t", kDLUInt, 16, 'u', "H"},
+    [TACK_I32] = {"int32", "i32", "int32_t", kDLInt, 32, 'i', "i"},
+    [TACK_U32] = {"uint32", "u32", "uint32_t", kDLUInt, 32, 'u', "I"},
+    [TACK_I64] = {"int64", "i64", "int64_t", kDLInt, 64, 'i', FORMAT_I64},
+    [TACK_U64] = {"uint64", "u64", "uint64_t", kDLUInt, 64, 'u', FORMAT_U64},
+    [TACK_F32] = {"float32", "f32", "float", kDLFloat, 32, 'f', "f"},
+    [TACK_F64] = {"float64", "f64", "double", kDLFloat, 64, 'f', "d"},
 };
 
 static int valid(tack_dtype d) { return (unsigned)d < TACK_NDTYPES; }
@@ -24,6 +42,32 @@ size_t tack_dtype_size(tack_dtype d) { return valid(d) ? dtypes[d].bits / 8u : 0
 const char *tack_dtype_name(tack_dtype d) { return valid(d) ? dtypes[d].name : NULL; }
 const char *tack_dtype_short_name(tack_dtype d) { return valid(d) ? dtypes[d].short_name : NULL; }
 const char *tack_dtype_c_type(tack_dtype d) { return valid(d) ? dtypes[d].c_type : NULL; }
+char tack_dtype_kind(tack_dtype d) { return valid(d) ? dtypes[d].kind : 0; }
+const char *tack_dtype_format(tack_dtype d) { return valid(d) ? dtypes[d].format : NULL; }
+
+/* "int8, uint8, ..., float64" for messages, so that they name every dtype
+ * the table has. */
+static const char *all_names(char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < TACK_NDTYPES && used < n; d++) {
+        int w = snprintf(buf + used, n - used, "%s%s", d ? ", " : "", dtypes[d].name);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+/* The dtype of a kind letter and an element size in bytes, or -1. */
+static int by_kind(char kind, size_t size)
+{
+    for (int d = 0; d < TACK_NDTYPES; d++)
+        if (dtypes[d].kind == kind && dtypes[d].bits / 8u == size)
+            return d;
+    return -1;
+}
 
 tack_status tack_dtype_from_name(const char *name, tack_dtype *out)
 {
@@ -37,10 +81,9 @@ tack_status tack_dtype_from_name(const char *name, tack_dtype *out)
             }
         }
     }
-    return tack_error_set(TACK_ETYPE,
-                          "unsupported dtype '%s'; use one of int8, uint8, int16, uint16, int32, uint32, "
-                          "int64, uint64, float32, float64",
-                          name ? name : "(null)");
+    char names[256];
+    return tack_error_set(TACK_ETYPE, "unsupported dtype '%s'; use one of %s", name ? name : "(null)",
+                          all_names(names, sizeof names));
 }
 
 tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, tack_dtype *out)
@@ -58,10 +101,11 @@ tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, t
             return TACK_OK;
         }
     }
+    char names[256];
     return tack_error_set(TACK_ETYPE,
-                          "DLPack dtype (code %u, bits %u) has no Tack equivalent; Tack arrays hold signed or "
-                          "unsigned integers of 8-64 bits and 32- or 64-bit floats: convert the tensor first",
-                          (unsigned)code, (unsigned)bits);
+                          "DLPack dtype (code %u, bits %u) has no Tack equivalent; Tack arrays hold %s: convert "
+                          "the tensor first",
+                          (unsigned)code, (unsigned)bits, all_names(names, sizeof names));
 }
 
 tack_status tack_dtype_to_dlpack(tack_dtype d, uint8_t *code, uint8_t *bits)
@@ -72,5 +116,106 @@ tack_status tack_dtype_to_dlpack(tack_dtype d, uint8_t *code, uint8_t *bits)
         return tack_error_set(TACK_ETYPE, "dtype %d has no DLPack equivalent", (int)d);
     *code = dtypes[d].code;
     *bits = dtypes[d].bits;
+    return TACK_OK;
+}
+
+/* Byte-order marks: '|' says the order does not matter (single bytes). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define NATIVE_ORDER '>'
+#define FOREIGN_ORDER '<'
+#else
+#define NATIVE_ORDER '<'
+#define FOREIGN_ORDER '>'
+#endif
+
+tack_status tack_dtype_typestr(tack_dtype d, char *out, size_t n)
+{
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_dtype_typestr: out is NULL");
+    if (!valid(d))
+        return tack_error_set(TACK_ETYPE, "dtype %d has no typestr", (int)d);
+    size_t size = tack_dtype_size(d);
+    char text[8];
+    snprintf(text, sizeof text, "%c%c%zu", size == 1 ? '|' : NATIVE_ORDER, dtypes[d].kind, size);
+    if (strlen(text) >= n)
+        return tack_error_set(TACK_EVALUE, "tack_dtype_typestr: %zu bytes cannot hold '%s'", n, text);
+    memcpy(out, text, strlen(text) + 1);
+    return TACK_OK;
+}
+
+tack_status tack_dtype_from_typestr(const char *typestr, tack_dtype *out)
+{
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_dtype_from_typestr: out is NULL");
+    const char *t = typestr ? typestr : "";
+    /* A byte order, a kind letter and a size in bytes without a leading
+     * zero: "<f4", "|u1", "<c16". */
+    size_t size = 0;
+    int ok = t[0] && strchr("<>|=", t[0]) && t[1] && t[2] >= '1' && t[2] <= '9';
+    const char *p = t + 2;
+    while (ok && *p >= '0' && *p <= '9' && p - t < 5)
+        size = size * 10 + (size_t)(*p++ - '0');
+    int d = ok && !*p ? by_kind(t[1], size) : -1;
+    if (d >= 0 && t[0] == FOREIGN_ORDER && size > 1)
+        return tack_error_set(TACK_ETYPE,
+                              "typestr '%s' has no Tack dtype: it is of the other byte order, and Tack arrays are "
+                              "in the machine's ('%c'): byte-swap the data first",
+                              t, NATIVE_ORDER);
+    if (d < 0) {
+        char names[256];
+        return tack_error_set(TACK_ETYPE, "typestr '%s' has no Tack dtype; Tack arrays hold %s", t,
+                              all_names(names, sizeof names));
+    }
+    *out = (tack_dtype)d;
+    return TACK_OK;
+}
+
+/* The kind of a struct-module format code: integer codes name C types whose
+ * sizes vary by platform, so the exporter's itemsize decides among them;
+ * "Z" before a float code is a complex number. 0 for codes without one. */
+static char format_kind(const char *f)
+{
+    if (f[0] == 'Z' && f[1] && !f[2] && strchr("efd", f[1]))
+        return 'c';
+    if (!f[0] || f[1])
+        return 0;
+    if (strchr("bhilqn", f[0]))
+        return 'i';
+    if (strchr("BHILQN", f[0]))
+        return 'u';
+    if (strchr("efd", f[0]))
+        return 'f';
+    if (f[0] == '?')
+        return 'b';
+    return 0;
+}
+
+tack_status tack_dtype_from_format(const char *format, size_t itemsize, tack_dtype *out)
+{
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_dtype_from_format: out is NULL");
+    /* A NULL format means unsigned bytes, as the buffer protocol says. */
+    const char *shown = format ? format : "B", *f = shown;
+    char order = '@';
+    if (*f && strchr("@=<>!", *f))
+        order = *f++;
+    char kind = format_kind(f);
+    int d = kind ? by_kind(kind, itemsize) : -1;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    int foreign = order == '<';
+#else
+    int foreign = order == '>' || order == '!';
+#endif
+    if (d >= 0 && foreign && itemsize > 1)
+        return tack_error_set(TACK_ETYPE,
+                              "the buffer's format '%s' is of the other byte order; Tack arrays are in the "
+                              "machine's order: byte-swap it first (np.asarray(obj).astype(...))",
+                              shown);
+    if (d < 0) {
+        char names[256];
+        return tack_error_set(TACK_ETYPE, "the buffer's format '%s' (%zu-byte items) has no Tack dtype; Tack arrays hold %s",
+                              shown, itemsize, all_names(names, sizeof names));
+    }
+    *out = (tack_dtype)d;
     return TACK_OK;
 }

@@ -183,8 +183,22 @@ struct tack_array {
 extern const struct tack_backend_ops *const tack_backends[];
 const struct tack_backend_ops *tack_backend_find(const char *name, size_t len);
 
-/* Validates a shape and computes its element count and byte size.
- * TACK_EVALUE for ndim out of range, a negative extent or an overflow. */
+/* The one rule on a number of dimensions, for every shape Tack is given:
+ * 0 to TACK_MAX_NDIM, and a shape array unless there are none. Inline, as
+ * it runs first on every import; the message is made out of line. */
+tack_status tack_ndim_refuse(int ndim);
+static inline tack_status tack_ndim_check(int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > TACK_MAX_NDIM || (ndim > 0 && !shape))
+        return tack_ndim_refuse(ndim);
+    return TACK_OK;
+}
+/* Validates the extents of a shape whose ndim passed tack_ndim_check and
+ * computes its element count and byte size. TACK_EVALUE for a negative
+ * extent or an overflow. */
+tack_status tack_extents_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes);
+/* Both checks: TACK_EVALUE for ndim out of range, a negative extent or an
+ * overflow. */
 tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes);
 /* tack_shape_check for a dtype given by the caller: TACK_ETYPE if it is not
  * a Tack dtype, else sets *itemsize and checks the shape. */

@@ -123,3 +123,77 @@ tack_status tack_array_to_dlpack_versioned_stream(tack_array *a, int64_t stream,
 {
     return to_versioned(a, &stream, out);
 }
+
+tack_status tack_array_to_dltensor(const tack_array *a, DLTensor *out)
+{
+    if (!a || !out)
+        return tack_error_set(TACK_EVALUE, "tack_array_to_dltensor: array and out must not be NULL");
+    uint8_t code, bits;
+    tack_status st = tack_dtype_to_dlpack(a->dtype, &code, &bits);
+    if (st != TACK_OK)
+        return st;
+    out->data = a->data;
+    out->device = tack_device_dl_device(a->buffer->device);
+    out->ndim = (int32_t)a->ndim;
+    out->dtype.code = code;
+    out->dtype.bits = bits;
+    out->dtype.lanes = 1;
+    /* The array's own record: DLPack's field is not const, but a consumer
+     * of a view does not write it. */
+    out->shape = (int64_t *)(uintptr_t)a->shape;
+    out->strides = NULL;
+    out->byte_offset = 0;
+    return TACK_OK;
+}
+
+tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersioned **out)
+{
+    if (!prototype || !out)
+        return tack_error_set(TACK_EVALUE, "tack_dlpack_allocate: prototype and out must not be NULL");
+    const DLTensor *p = prototype;
+    tack_status st = tack_ndim_check(p->ndim, p->shape);
+    if (st != TACK_OK)
+        return st;
+    tack_dtype dtype;
+    st = tack_dtype_from_dlpack(p->dtype.code, p->dtype.bits, p->dtype.lanes, &dtype);
+    if (st != TACK_OK)
+        return st;
+    tack_device *device = NULL;
+    st = tack_device_for_dlpack(p->device, &device);
+    if (st != TACK_OK)
+        return st;
+    /* Pinned host memory asked for is not plain host memory: say so rather
+     * than hand back memory of another kind under the prototype's label. */
+    DLDevice got = tack_device_dl_device(device);
+    if (got.device_type != p->device.device_type ||
+        (got.device_type != kDLCPU && got.device_id != p->device.device_id)) {
+        tack_device_release(device);
+        return tack_error_set(TACK_EVALUE,
+                              "tack_dlpack_allocate: Tack allocates that memory as DLPack device (%d, %d), not as "
+                              "the prototype's (%d, %d)",
+                              (int)got.device_type, (int)got.device_id, (int)p->device.device_type,
+                              (int)p->device.device_id);
+    }
+    tack_array *a = NULL;
+    st = tack_array_empty(device, dtype, (int)p->ndim, p->shape, 0, &a);
+    tack_device_release(device);
+    if (st != TACK_OK)
+        return st;
+    /* A fresh allocation has no queued work to order. */
+    st = to_versioned(a, &(int64_t){-1}, out);
+    tack_array_release(a);
+    return st;
+}
+
+tack_status tack_dlpack_work_stream(DLDevice dl, uint64_t *out)
+{
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_dlpack_work_stream: out is NULL");
+    tack_device *d = NULL;
+    tack_status st = tack_device_for_dlpack(dl, &d);
+    if (st != TACK_OK)
+        return st;
+    *out = tack_device_stream_handle(d);
+    tack_device_release(d);
+    return TACK_OK;
+}

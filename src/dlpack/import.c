@@ -1,9 +1,11 @@
-/* DLPack import: validate, choose the device, wrap, adopt. */
+/* DLPack import, and the zero-copy imports of the other protocols held to
+ * its rules: validate, choose the device, wrap, adopt. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/internal.h"
+#include "import.h"
 
 static const char *device_type_name(int type)
 {
@@ -36,57 +38,71 @@ static const struct tack_backend_ops *backend_for(DLDeviceType type)
     return NULL;
 }
 
-static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, size_t *nbytes)
+/* The rules every zero-copy import follows, whatever protocol described the
+ * memory: the extents, a data pointer, C-contiguous strides (in elements,
+ * or in bytes when `byte_strides`), an address that does not wrap around
+ * and elements aligned to their size. The number of dimensions has passed
+ * tack_ndim_check. */
+static inline tack_status check_memory(const char *what, const void *data, uint64_t byte_offset, int ndim,
+                                       const int64_t *shape, const int64_t *strides, int byte_strides,
+                                       size_t item, size_t *size, size_t *nbytes)
 {
-    if (t->ndim < 0 || t->ndim > TACK_MAX_NDIM)
-        return tack_error_set(TACK_EVALUE, "DLPack tensor has ndim %d; Tack imports 0 to %d dimensions",
-                              (int)t->ndim, TACK_MAX_NDIM);
-    if (t->ndim > 0 && !t->shape)
-        return tack_error_set(TACK_EVALUE, "DLPack tensor has ndim %d but a NULL shape", (int)t->ndim);
-    tack_status st = tack_dtype_from_dlpack(t->dtype.code, t->dtype.bits, t->dtype.lanes, dtype);
+    tack_status st = tack_extents_check(ndim, shape, item, size, nbytes);
     if (st != TACK_OK)
         return st;
-    size_t item = tack_dtype_size(*dtype);
-    st = tack_shape_check(t->ndim, t->shape, item, size, nbytes);
-    if (st != TACK_OK)
-        return st;
-    if (!t->data && *size)
-        return tack_error_set(TACK_EVALUE, "DLPack tensor has a NULL data pointer; the producer exported no memory");
-    if (t->strides && *size) {
-        int64_t expect = 1;
-        for (int i = t->ndim - 1; i >= 0; i--) {
+    if (!data && *size)
+        return tack_error_set(TACK_EVALUE,
+                              "%s has a NULL data pointer, not a valid address: the producer exported no memory",
+                              what);
+    if (strides && *size) {
+        /* The extents' byte count fits int64_t, so no product here overflows. */
+        int64_t expect = byte_strides ? (int64_t)item : 1;
+        for (int i = ndim - 1; i >= 0; i--) {
             /* An extent of 1 is never stepped over, so its stride is free. */
-            if (t->shape[i] != 1 && t->strides[i] != expect)
+            if (shape[i] != 1 && strides[i] != expect)
                 return tack_error_set(TACK_EVALUE,
-                                      "DLPack tensor is not C-contiguous (stride %lld where %lld is needed in "
-                                      "dimension %d); Tack arrays cannot describe strided memory: make the "
-                                      "tensor contiguous first (.contiguous(), np.ascontiguousarray)",
-                                      (long long)t->strides[i], (long long)expect, i);
-            expect *= t->shape[i];
+                                      "%s is not C-contiguous (stride %lld where %lld is needed in dimension %d); "
+                                      "Tack arrays cannot describe strided memory: make it contiguous first "
+                                      "(.contiguous(), np.ascontiguousarray)",
+                                      what, (long long)strides[i], (long long)expect, i);
+            expect *= shape[i];
         }
     }
-    if (*size && t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data)
-        return tack_error_set(TACK_EVALUE, "DLPack tensor's byte_offset %llu runs past the end of the address space",
-                              (unsigned long long)t->byte_offset);
-    uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    if (*size && byte_offset > UINTPTR_MAX - (uintptr_t)data)
+        return tack_error_set(TACK_EVALUE, "%s's byte_offset %llu runs past the end of the address space", what,
+                              (unsigned long long)byte_offset);
+    uintptr_t addr = (uintptr_t)data + (uintptr_t)byte_offset;
     if (*size && (addr & (item - 1))) /* item is a power of two: no division */
         return tack_error_set(TACK_EVALUE,
-                              "DLPack tensor data (%p + byte_offset %llu) is not aligned to its %zu-byte "
-                              "elements",
-                              t->data, (unsigned long long)t->byte_offset, item);
+                              "%s data (%p + byte_offset %llu) is not aligned to its %zu-byte elements; copy it "
+                              "into aligned memory first",
+                              what, data, (unsigned long long)byte_offset, item);
     return TACK_OK;
 }
 
-/* Sets *out to the device that imports the tensor: borrowed from the
- * caller, or a new reference when *owned is set. */
-static tack_status choose_device(DLDevice dl, tack_device *asked, tack_device *fallback, tack_device **out,
-                                 int *owned)
+static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, size_t *nbytes)
 {
-    /* The common case, host memory into a host default, decided at once. */
-    if (!asked && dl.device_type == kDLCPU && fallback && fallback->ops->dl_type == kDLCPU) {
-        *out = fallback;
-        return TACK_OK;
-    }
+    tack_status st = tack_ndim_check(t->ndim, t->shape);
+    if (st != TACK_OK)
+        return st;
+    st = tack_dtype_from_dlpack(t->dtype.code, t->dtype.bits, t->dtype.lanes, dtype);
+    if (st != TACK_OK)
+        return st;
+    return check_memory("DLPack tensor", t->data, t->byte_offset, t->ndim, t->shape, t->strides, 0,
+                        tack_dtype_size(*dtype), size, nbytes);
+}
+
+/* Whether `d` imports memory on `dl`; with `any_ordinal`, memory of its own
+ * device type on any ordinal. */
+static int wraps(const tack_device *d, DLDevice dl, int any_ordinal)
+{
+    return (any_ordinal && d->ops->dl_type == dl.device_type) || tack_device_can_wrap(d, dl);
+}
+
+/* choose_device past its common case. */
+static tack_status choose_other_device(DLDevice dl, int any_ordinal, const char *what, tack_device *asked,
+                                       tack_device *fallback, tack_device **out, int *owned)
+{
     if (dl.device_type == kDLMetal)
         return tack_error_set(TACK_EVALUE,
                               "kDLMetal tensors cannot be imported without a copy: their data is an opaque "
@@ -97,26 +113,74 @@ static tack_status choose_device(DLDevice dl, tack_device *asked, tack_device *f
         return tack_error_set(TACK_EVALUE, "DLPack device type %d (%s) is not supported by Tack", (int)dl.device_type,
                               device_type_name(dl.device_type));
     if (asked) {
-        if (tack_device_can_wrap(asked, dl)) {
+        if (wraps(asked, dl, any_ordinal)) {
             *out = asked;
             return TACK_OK;
         }
-        char where[48];
-        if (ops->dl_type == kDLCPU)
+        char where[48], id[32] = "";
+        if (ops->dl_type == kDLCPU || any_ordinal)
             snprintf(where, sizeof where, "%s", ops->name);
         else
             snprintf(where, sizeof where, "%s:%d", ops->name, (int)dl.device_id);
+        if (ops->dl_type != kDLCPU && !any_ordinal)
+            snprintf(id, sizeof id, ", device id %d", (int)dl.device_id);
         return tack_error_set(TACK_ERUNTIME,
-                              "device '%s' cannot wrap a %s tensor (device id %d) without a copy; import it "
-                              "with device=tack.device('%s'), or omit device=",
-                              tack_device_name(asked), device_type_name(dl.device_type), (int)dl.device_id, where);
+                              "%s (%s memory%s) cannot be wrapped by device %s without a copy; import it with "
+                              "device=tack.device('%s'), or omit device=",
+                              what, device_type_name(dl.device_type), id, tack_device_name(asked), where);
     }
-    if (fallback && tack_device_can_wrap(fallback, dl)) {
+    if (fallback && wraps(fallback, dl, any_ordinal)) {
         *out = fallback;
         return TACK_OK;
     }
     *owned = 1;
     return tack_device_for_dlpack(dl, out);
+}
+
+/* Sets *out to the device that imports memory on `dl`: borrowed from the
+ * caller, or a new reference when *owned is set. */
+static inline tack_status choose_device(DLDevice dl, int any_ordinal, const char *what, tack_device *asked,
+                                        tack_device *fallback, tack_device **out, int *owned)
+{
+    /* The common case, host memory into a host default, decided at once. */
+    if (!asked && dl.device_type == kDLCPU && fallback && fallback->ops->dl_type == kDLCPU) {
+        *out = fallback;
+        return TACK_OK;
+    }
+    return choose_other_device(dl, any_ordinal, what, asked, fallback, out, owned);
+}
+
+uint64_t tack_dlpack_consumer_stream(DLDevice dl, tack_device *asked, tack_device *fallback)
+{
+    if (dl.device_type != kDLCUDA && dl.device_type != kDLCUDAManaged && dl.device_type != kDLROCM)
+        return 0;
+    tack_device *target;
+    int owned = 0;
+    if (choose_device(dl, 0, "DLPack tensor", asked, fallback, &target, &owned) != TACK_OK)
+        return 0;
+    uint64_t handle = tack_device_stream_handle(target);
+    if (owned)
+        tack_device_release(target);
+    return handle;
+}
+
+/* Wraps checked memory on `device` (released here when `owned`) and adopts
+ * `release`: the last array over the memory calls it. */
+static tack_status wrap_and_adopt(tack_device *device, int owned, void *data, tack_dtype dtype, int ndim,
+                                  const int64_t *shape, size_t size, size_t nbytes, int writable,
+                                  tack_release_fn release, void *ctx, tack_array **out)
+{
+    tack_array *a;
+    tack_status st = tack_array_wrap_memory(device, data, dtype, ndim, shape, size, nbytes, writable, &a);
+    if (owned)
+        tack_device_release(device);
+    if (st != TACK_OK)
+        return st;
+    /* Adopt only now that nothing else can fail. */
+    a->buffer->release = release;
+    a->buffer->release_ctx = ctx;
+    *out = a;
+    return TACK_OK;
 }
 
 static tack_status import_tensor(const DLTensor *t, int writable, tack_device *asked, tack_device *fallback,
@@ -131,24 +195,47 @@ static tack_status import_tensor(const DLTensor *t, int writable, tack_device *a
         return st;
     tack_device *device;
     int owned = 0;
-    st = choose_device(t->device, asked, fallback, &device, &owned);
+    st = choose_device(t->device, 0, "DLPack tensor", asked, fallback, &device, &owned);
     if (st != TACK_OK)
         return st;
     /* Integer arithmetic: NULL + 0 (a zero-size tensor, as PyTorch exports
      * it) is undefined on pointers. */
     void *data = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
-    tack_array *a;
-    st = tack_array_wrap_memory(device, data, dtype, t->ndim, t->shape, size, nbytes, writable, &a);
-    if (owned)
-        tack_device_release(device);
+    return wrap_and_adopt(device, owned, data, dtype, t->ndim, t->shape, size, nbytes, writable, release, ctx, out);
+}
+
+tack_status tack_import_array(const struct tack_import *im, tack_device *asked, tack_device *fallback,
+                              tack_array **out)
+{
+    if (!im || !out)
+        return tack_error_set(TACK_EVALUE, "tack_import_array: import and out must not be NULL");
+    tack_status st = tack_ndim_check(im->ndim, im->shape);
     if (st != TACK_OK)
         return st;
-    /* Adopt only now that nothing else can fail: the deleter runs when the
-     * last array over the memory goes. */
-    a->buffer->release = release;
-    a->buffer->release_ctx = ctx;
-    *out = a;
-    return TACK_OK;
+    size_t item = tack_dtype_size(im->dtype), size, nbytes;
+    if (!item)
+        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)im->dtype);
+    st = check_memory(im->what, im->data, 0, im->ndim, im->shape, im->strides, 1, item, &size, &nbytes);
+    if (st != TACK_OK)
+        return st;
+    if (nbytes > im->max_bytes)
+        return tack_error_set(TACK_EVALUE, "%s has a shape of %zu bytes over %zu bytes of memory", im->what, nbytes,
+                              im->max_bytes);
+    tack_device *device;
+    int owned = 0;
+    st = choose_device(im->device, im->any_ordinal, im->what, asked, fallback, &device, &owned);
+    if (st != TACK_OK)
+        return st;
+    if (im->producer_stream) {
+        st = tack_device_wait_stream(device, im->producer_stream);
+        if (st != TACK_OK) {
+            if (owned)
+                tack_device_release(device);
+            return st;
+        }
+    }
+    return wrap_and_adopt(device, owned, im->data, im->dtype, im->ndim, im->shape, size, nbytes, im->writable,
+                          im->release, im->context, out);
 }
 
 static void release_legacy(void *ctx)

@@ -257,25 +257,6 @@ static PyObject *array_export_memory(PyObject *self, PyObject *unused)
 
 /* ------------------------------------------------------------ host protocols */
 
-/* The struct-module format of a dtype, as NumPy itself exports it (NumPy's
- * int64 is 'l' where a long has 64 bits, so a round trip keeps the type). */
-static const char *buffer_format(tack_dtype dtype)
-{
-    switch (dtype) {
-    case TACK_I8: return "b";
-    case TACK_U8: return "B";
-    case TACK_I16: return "h";
-    case TACK_U16: return "H";
-    case TACK_I32: return "i";
-    case TACK_U32: return "I";
-    case TACK_I64: return sizeof(long) == 8 ? "l" : "q";
-    case TACK_U64: return sizeof(long) == 8 ? "L" : "Q";
-    case TACK_F32: return "f";
-    case TACK_F64: return "d";
-    default: return NULL;
-    }
-}
-
 /* The keys of the array-interface dictionaries and each dtype's typestr
  * ("<f4", "|u1"), made once: exports are per-call hot paths. */
 enum { KEY_SHAPE, KEY_TYPESTR, KEY_DATA, KEY_STRIDES, KEY_VERSION, KEY_STREAM, N_KEYS };
@@ -288,17 +269,9 @@ static int interface_init(void)
         if (!(interface_keys[i] = PyUnicode_InternFromString(names[i])))
             return -1;
     for (int d = 0; d < TACK_NDTYPES; d++) {
-        size_t size = tack_dtype_size((tack_dtype)d);
-        char kind = d == TACK_F32 || d == TACK_F64                                       ? 'f'
-                    : d == TACK_U8 || d == TACK_U16 || d == TACK_U32 || d == TACK_U64 ? 'u'
-                                                                                      : 'i';
-#if PY_LITTLE_ENDIAN
-        char order = size == 1 ? '|' : '<';
-#else
-        char order = size == 1 ? '|' : '>';
-#endif
-        char text[4] = {order, kind, (char)('0' + size), '\0'};
-        if (!(typestrs[d] = PyUnicode_InternFromString(text)))
+        char text[8];
+        if (tack_dtype_typestr((tack_dtype)d, text, sizeof text) != TACK_OK ||
+            !(typestrs[d] = PyUnicode_InternFromString(text)))
             return -1;
     }
     return (version_3 = PyLong_FromLong(3)) ? 0 : -1;
@@ -360,7 +333,7 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
     view->len = (Py_ssize_t)tack_array_nbytes(a);
     view->readonly = !tack_array_writable(a);
     view->itemsize = item;
-    view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? (char *)buffer_format(dtype) : NULL;
+    view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? (char *)tack_dtype_format(dtype) : NULL;
     view->ndim = nd;
     view->shape = dims;
     view->strides = dims && (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? dims + nd : NULL;

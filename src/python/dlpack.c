@@ -2,9 +2,9 @@
  * src/dlpack/; this file only moves tensors in and out of capsules. */
 #include "ext.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
+
+#include "../dlpack/import.h"
 
 static PyObject *str_dlpack_device, *kwnames_max_version_stream, *kwnames_stream, *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
 
@@ -272,21 +272,9 @@ static PyObject *consumer_stream(PyObject *source, tack_device *asked, tack_devi
     }
     Py_DECREF(dev);
     PyErr_Clear();
-    if (!ok || (dl.device_type != kDLCUDA && dl.device_type != kDLCUDAManaged && dl.device_type != kDLROCM))
-        return NULL;
-    tack_device *target = NULL;
-    int owned = 0;
-    if (asked)
-        target = tack_device_can_wrap(asked, dl) ? asked : NULL;
-    else if (fallback && tack_device_can_wrap(fallback, dl))
-        target = fallback;
-    else if (tack_device_for_dlpack(dl, &target) == TACK_OK)
-        owned = 1;
-    uint64_t handle = target ? tack_device_stream_handle(target) : 0;
-    if (owned)
-        tack_device_release(target);
     /* 0 is no valid stream= value; a device without a stream of its own
      * leaves the producer's default (synchronise for the legacy stream). */
+    uint64_t handle = ok ? tack_dlpack_consumer_stream(dl, asked, fallback) : 0;
     return handle ? PyLong_FromUnsignedLongLong(handle) : NULL;
 }
 
@@ -483,231 +471,6 @@ done:
     return result;
 }
 
-/* ---- the C exchange API Tack's Array publishes ------------------------------
- *
- * type(a).__dlpack_c_exchange_api__: a capsule named "dlpack_exchange_api"
- * over the static table below, for consumers that exchange tensors from C
- * without a Python call (DLPack 1.3). The functions are called with the GIL
- * held and, unlike __dlpack__, synchronise nothing: a consumer runs its work
- * on the stream current_work_stream names, which is Tack's own. */
-
-/* The table's layout is DLPack 1.3's; the tensors it makes are 1.1's. */
-#define EXCHANGE_API_MINOR_VERSION 3
-
-static const char *status_kind(tack_status st)
-{
-    switch (st) {
-    case TACK_EVALUE: return "ValueError";
-    case TACK_ETYPE: return "TypeError";
-    case TACK_EBUFFER: return "BufferError";
-    case TACK_ENOMEM: return "MemoryError";
-    default: return "RuntimeError";
-    }
-}
-
-/* Reports through the consumer's SetError, which needs no Python state of
- * ours: the allocator may be called where the caller has no exception to
- * receive. */
-static int allocator_fail(void *error_ctx, DLPackSetError set_error, tack_status st)
-{
-    if (set_error)
-        set_error(error_ctx, status_kind(st), tack_last_error());
-    return -1;
-}
-
-/* A ValueError of the allocator's own. */
-static int allocator_refuse(void *error_ctx, DLPackSetError set_error, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static int allocator_refuse(void *error_ctx, DLPackSetError set_error, const char *fmt, ...)
-{
-    char message[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    if (set_error)
-        set_error(error_ctx, "ValueError", message);
-    return -1;
-}
-
-/* A new zeroed Tack array of the prototype's dtype and shape on the
- * prototype's device, exported as a versioned tensor the caller owns. */
-static int exchange_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
-                              DLPackSetError set_error)
-{
-    if (!prototype || !out)
-        return allocator_refuse(error_ctx, set_error, "managed_tensor_allocator: prototype and out must not be NULL");
-    if (prototype->ndim < 0 || prototype->ndim > TACK_MAX_NDIM || (prototype->ndim && !prototype->shape))
-        return allocator_refuse(error_ctx, set_error,
-                                "managed_tensor_allocator: the prototype has ndim %d and %s shape; Tack arrays "
-                                "have 0 to %d dimensions",
-                                (int)prototype->ndim, prototype->shape ? "a" : "no", TACK_MAX_NDIM);
-    tack_dtype dtype;
-    tack_status st = tack_dtype_from_dlpack(prototype->dtype.code, prototype->dtype.bits, prototype->dtype.lanes,
-                                            &dtype);
-    if (st != TACK_OK)
-        return allocator_fail(error_ctx, set_error, st);
-    tack_device *device = NULL;
-    st = tack_device_for_dlpack(prototype->device, &device);
-    if (st != TACK_OK)
-        return allocator_fail(error_ctx, set_error, st);
-    /* Pinned host memory asked for is not plain host memory: say so rather
-     * than hand back memory of another kind under the prototype's label. */
-    DLDevice got = tack_device_dl_device(device);
-    if (got.device_type != prototype->device.device_type ||
-        (got.device_type != kDLCPU && got.device_id != prototype->device.device_id)) {
-        tack_device_release(device);
-        return allocator_refuse(error_ctx, set_error,
-                                "managed_tensor_allocator: Tack allocates that memory as DLPack device (%d, %d), "
-                                "not as the prototype's (%d, %d)",
-                                (int)got.device_type, (int)got.device_id, (int)prototype->device.device_type,
-                                (int)prototype->device.device_id);
-    }
-    tack_array *a = NULL;
-    st = tack_array_empty(device, dtype, (int)prototype->ndim, prototype->shape, 0, &a);
-    tack_device_release(device);
-    if (st != TACK_OK)
-        return allocator_fail(error_ctx, set_error, st);
-    /* A fresh allocation has no queued work to order. */
-    st = tack_array_to_dlpack_versioned_stream(a, -1, out);
-    tack_array_release(a);
-    return st == TACK_OK ? 0 : allocator_fail(error_ctx, set_error, st);
-}
-
-static int not_an_array(void *py_object, const char *function)
-{
-    PyErr_Format(PyExc_TypeError, "%s: expected a tack.Array, not %s", function,
-                 py_object ? Py_TYPE((PyObject *)py_object)->tp_name : "NULL");
-    return -1;
-}
-
-/* __dlpack__(max_version=(1, 0), stream=-1): the consumer orders its work
- * after Tack's queued launches itself (on Tack's stream, from
- * current_work_stream); the buffer is still marked shared, because the
- * consumer may keep the tensor and read it after later launches. */
-static int exchange_from_py_object(void *py_object, DLManagedTensorVersioned **out)
-{
-    if (!py_object || !PyObject_TypeCheck((PyObject *)py_object, &TackArray_Type))
-        return not_an_array(py_object, "managed_tensor_from_py_object_no_sync");
-    if (!out) {
-        PyErr_SetString(PyExc_ValueError, "managed_tensor_from_py_object_no_sync: out must not be NULL");
-        return -1;
-    }
-    tack_status st = tack_array_to_dlpack_versioned_stream(TACK_PY_ARRAY(py_object), -1, out);
-    return st == TACK_OK ? 0 : tack_py_fail(st);
-}
-
-/* Adopts the tensor as tack.from_dlpack does without device=. The tensor
- * is the callee's from the call on, as the DLPack header says ("stolen"):
- * on failure its deleter has been called. */
-static int exchange_to_py_object(DLManagedTensorVersioned *tensor, void **out_py_object)
-{
-    if (!tensor || !out_py_object) {
-        if (tensor && tensor->deleter)
-            tensor->deleter(tensor);
-        PyErr_SetString(PyExc_ValueError, "managed_tensor_to_py_object_no_sync: tensor and out_py_object must "
-                                          "not be NULL");
-        return -1;
-    }
-    tack_device *fallback = tack_py_default_device();
-    if (!fallback) {
-        if (tensor->deleter)
-            tensor->deleter(tensor);
-        return -1;
-    }
-    tack_array *a = NULL;
-    int deleter_called = 0;
-    tack_status st = tack_array_from_dlpack_versioned(tensor, NULL, fallback, &a, &deleter_called);
-    if (st != TACK_OK) {
-        if (!deleter_called && tensor->deleter)
-            tensor->deleter(tensor);
-        return tack_py_fail(st);
-    }
-    PyObject *obj = tack_py_array_new(a);
-    if (!obj)
-        return -1;
-    *out_py_object = obj;
-    return 0;
-}
-
-/* A view for the length of the consumer's call: the shape is the array's
- * own record, and NULL strides say C-contiguous, which every Tack array is.
- * Nothing is marked or waited for: the view does not outlive the call. */
-static int exchange_dltensor_from_py_object(void *py_object, DLTensor *out)
-{
-    if (!py_object || !PyObject_TypeCheck((PyObject *)py_object, &TackArray_Type))
-        return not_an_array(py_object, "dltensor_from_py_object_no_sync");
-    if (!out) {
-        PyErr_SetString(PyExc_ValueError, "dltensor_from_py_object_no_sync: out must not be NULL");
-        return -1;
-    }
-    tack_array *a = TACK_PY_ARRAY(py_object);
-    uint8_t code, bits;
-    tack_status st = tack_dtype_to_dlpack(tack_array_dtype(a), &code, &bits);
-    if (st != TACK_OK)
-        return tack_py_fail(st);
-    out->data = tack_array_data(a);
-    out->device = tack_device_dl_device(tack_array_device(a));
-    out->ndim = (int32_t)tack_array_ndim(a);
-    out->dtype.code = code;
-    out->dtype.bits = bits;
-    out->dtype.lanes = 1;
-    out->shape = (int64_t *)tack_array_shape(a);
-    out->strides = NULL;
-    out->byte_offset = 0;
-    return 0;
-}
-
-/* Tack's stream on that device (the one its launches are queued on), NULL
- * for host memory. */
-static int exchange_current_work_stream(DLDeviceType device_type, int32_t device_id, void **out_current_stream)
-{
-    if (!out_current_stream) {
-        PyErr_SetString(PyExc_ValueError, "current_work_stream: out_current_stream must not be NULL");
-        return -1;
-    }
-    if (device_type == kDLCPU || device_type == kDLCUDAHost || device_type == kDLROCMHost) {
-        *out_current_stream = NULL;
-        return 0;
-    }
-    DLDevice dl = {device_type, device_id};
-    tack_device *d = NULL;
-    tack_status st = tack_device_for_dlpack(dl, &d);
-    if (st != TACK_OK)
-        return tack_py_fail(st);
-    *out_current_stream = (void *)(uintptr_t)tack_device_stream_handle(d);
-    tack_device_release(d);
-    return 0;
-}
-
-/* Process lifetime, as the DLPack header requires of a published table. */
-static DLPackExchangeAPI tack_exchange_api = {
-    .header = {.version = {DLPACK_MAJOR_VERSION, EXCHANGE_API_MINOR_VERSION}, .prev_api = NULL},
-    .managed_tensor_allocator = exchange_allocator,
-    .managed_tensor_from_py_object_no_sync = exchange_from_py_object,
-    .managed_tensor_to_py_object_no_sync = exchange_to_py_object,
-    .dltensor_from_py_object_no_sync = exchange_dltensor_from_py_object,
-    .current_work_stream = exchange_current_work_stream,
-};
-
-/* Array is a static type, immutable to setattr: the capsule goes into its
- * dictionary directly, and the type's attribute cache is told. */
-static int publish_exchange_api(void)
-{
-    PyObject *cap = PyCapsule_New(&tack_exchange_api, "dlpack_exchange_api", NULL);
-    if (!cap)
-        return -1;
-    int r = PyDict_SetItem(TackArray_Type.tp_dict, str_exchange_api, cap);
-    Py_DECREF(cap);
-    if (r == 0)
-        PyType_Modified(&TackArray_Type);
-    return r;
-}
-
 int tack_py_dlpack_init(PyObject *m)
 {
     (void)m;
@@ -721,8 +484,6 @@ int tack_py_dlpack_init(PyObject *m)
     kwnames_max_version_stream = Py_BuildValue("(ss)", "max_version", "stream");
     kwnames_stream = Py_BuildValue("(s)", "stream");
     if (!str_dlpack_device || !kwnames_max_version_stream || !kwnames_stream || !str_exchange_api)
-        return -1;
-    if (publish_exchange_api() < 0)
         return -1;
     return str_dlpack && kwnames_max_version && version_1_0 ? 0 : -1;
 }

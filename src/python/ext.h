@@ -28,10 +28,13 @@ extern PyTypeObject TackDevice_Type;
 extern PyTypeObject TackDType_Type;
 extern PyTypeObject *TackExportedMemory_Type;
 
-/* Raises the exception that maps `status` with tack_last_error(); returns NULL. */
+/* Statuses as exceptions (errors.c), the one mapping: raises the exception
+ * that maps `status` with tack_last_error() and returns NULL; */
 PyObject *tack_py_raise(tack_status status);
-/* Sets the exception for `status` and returns -1. */
+/* the same, returning -1; */
 int tack_py_fail(tack_status status);
+/* the exception's name ("ValueError"), for reports to C code. */
+const char *tack_py_status_kind(tack_status status);
 
 /* Wraps an array (steals the reference); NULL with an exception on failure,
  * in which case the array is released. */
@@ -52,7 +55,11 @@ int tack_py_device_converter(PyObject *obj, void *out);
 /* The default device (borrowed); NULL with an exception if it cannot be made. */
 tack_device *tack_py_default_device(void);
 
-/* Parses an int or a sequence of ints into a shape. 0 with an exception. */
+/* Argument helpers (args.c). */
+
+/* Parses an int or a sequence of ints into a shape, with room for
+ * TACK_MAX_NDIM extents. A longer sequence is not read: *ndim says its
+ * length, and the C call the shape is for refuses it. 0 with an exception. */
 int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape);
 
 /* Converts a Python number to one element of `dtype` at `out`; -1 with
@@ -113,11 +120,16 @@ static inline void tack_py_exception_restore(PyObject *exc)
 #endif
 }
 
-/* DLPack (dlpack.c). */
+/* DLPack capsules (dlpack.c). */
 PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *tack_py_array_dlpack_device(PyObject *self, PyObject *unused);
 PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 int tack_py_dlpack_init(PyObject *module);
+/* The C exchange table on tack.Array (exchange.c); after the Array type. */
+int tack_py_exchange_init(PyObject *module);
+/* tack.asarray and the CUDA Array Interface import (asarray.c). */
+PyObject *tack_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+int tack_py_asarray_init(PyObject *module);
 
 /* Module parts that register types or functions. */
 int tack_py_device_init(PyObject *module);

@@ -145,6 +145,9 @@ struct env {
     size_t size;
     tack_exported_memory em;
     tack_kernel_param kp;
+    DLTensor view;
+    uint64_t u64;
+    char typestr[8];
 };
 
 #define SENTINEL(type) ((type)(uintptr_t)0x5e17)
@@ -161,6 +164,9 @@ static void preset(struct env *e)
     e->code = e->bits = 0xEE;
     e->text = SENTINEL(const char *);
     e->size = 0x5e17;
+    memset(&e->view, 0xA5, sizeof e->view);
+    e->u64 = 0x5e17;
+    memcpy(e->typestr, "sentinel", 8);
 }
 
 static int untouched(const struct env *e)
@@ -168,7 +174,9 @@ static int untouched(const struct env *e)
     return e->dv == SENTINEL(tack_device *) && e->bo == SENTINEL(tack_buffer *) && e->ao == SENTINEL(tack_array *) &&
            e->ko == SENTINEL(tack_kernel *) && e->m == SENTINEL(DLManagedTensor *) &&
            e->mv == SENTINEL(DLManagedTensorVersioned *) && e->dt == (tack_dtype)77 && e->code == 0xEE &&
-           e->bits == 0xEE && e->text == SENTINEL(const char *) && e->size == 0x5e17;
+           e->bits == 0xEE && e->text == SENTINEL(const char *) && e->size == 0x5e17 && e->u64 == 0x5e17 &&
+           !memcmp(e->typestr, "sentinel", 8) && e->view.ndim == (int32_t)0xA5A5A5A5 &&
+           e->view.data == (void *)(uintptr_t)(UINTPTR_MAX / 0xFF * 0xA5);
 }
 
 static int64_t shape4[1] = {4};
@@ -189,6 +197,16 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_ETYPE, tack_dtype_to_dlpack(TACK_NDTYPES, &e->code, &e->bits))                                         \
     X(TACK_EVALUE, tack_dtype_to_dlpack(TACK_F32, NULL, &e->bits))                                                \
     X(TACK_EVALUE, tack_dtype_to_dlpack(TACK_F32, &e->code, NULL))                                                \
+    X(TACK_ETYPE, tack_dtype_from_typestr(NULL, &e->dt))                                                          \
+    X(TACK_ETYPE, tack_dtype_from_typestr("<f3", &e->dt))                                                         \
+    X(TACK_ETYPE, tack_dtype_from_typestr("<f4\n", &e->dt))                                                      \
+    X(TACK_EVALUE, tack_dtype_from_typestr("<f4", NULL))                                                          \
+    X(TACK_ETYPE, tack_dtype_from_format("?", 1, &e->dt))                                                         \
+    X(TACK_ETYPE, tack_dtype_from_format("i", 3, &e->dt))                                                         \
+    X(TACK_EVALUE, tack_dtype_from_format("f", 4, NULL))                                                          \
+    X(TACK_ETYPE, tack_dtype_typestr(TACK_NDTYPES, e->typestr, sizeof e->typestr))                                \
+    X(TACK_EVALUE, tack_dtype_typestr(TACK_F32, NULL, 8))                                                         \
+    X(TACK_EVALUE, tack_dtype_typestr(TACK_F32, e->typestr, 3))                                                   \
     /* device.h */                                                                                                \
     X(TACK_EVALUE, tack_device_open(NULL, NULL, 0, &e->dv))                                                       \
     X(TACK_EVALUE, tack_device_open("", NULL, 0, &e->dv))                                                         \
@@ -261,6 +279,16 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_array_to_dlpack_versioned(e->a, NULL))                                                    \
     X(TACK_EVALUE, tack_array_from_dlpack(NULL, NULL, NULL, &e->ao))                                              \
     X(TACK_EVALUE, tack_array_from_dlpack_versioned(NULL, NULL, NULL, &e->ao, NULL))                              \
+    X(TACK_EVALUE, tack_array_to_dltensor(NULL, &e->view))                                                        \
+    X(TACK_EVALUE, tack_array_to_dltensor(e->a, NULL))                                                            \
+    X(TACK_EVALUE, tack_dlpack_allocate(NULL, &e->mv))                                                            \
+    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape4, NULL, 0}, NULL)) \
+    X(TACK_ETYPE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 16, 1}, shape4, NULL, 0}, &e->mv)) \
+    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape_overflow, NULL, 0}, &e->mv)) \
+    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, NULL, NULL, 0}, &e->mv)) \
+    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCUDAHost, 0}, 1, {kDLFloat, 32, 1}, shape4, NULL, 0}, &e->mv)) \
+    X(TACK_EVALUE, tack_dlpack_work_stream((DLDevice){(DLDeviceType)12345, 0}, &e->u64))                          \
+    X(TACK_EVALUE, tack_dlpack_work_stream((DLDevice){kDLCPU, 0}, NULL))                                          \
     /* kernel.h */                                                                                                \
     X(TACK_EVALUE, tack_kernel_create(NULL, NULL, &e->ko))                                                        \
     X(TACK_EVALUE, tack_kernel_create("void f(tack_index i) { }", NULL, NULL))                                    \

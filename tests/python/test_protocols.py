@@ -725,6 +725,35 @@ def test_asarray_wraps_the_cuda_array_interface(cuda_sim):
     """)
 
 
+def test_asarray_of_the_cuda_array_interface_on_another_ordinal(cuda_sim):
+    """The interface names no device ordinal: a CUDA device other than the
+    first may wrap the memory, asked for or as the default, and the pointer
+    check, not the ordinal, decides."""
+    run(cuda_sim, """
+        asarray = tack._tack.asarray
+        class Seen:
+            def __init__(self, a, **change):
+                self.cai = dict(a.__cuda_array_interface__, **change)
+            @property
+            def __cuda_array_interface__(self):
+                return self.cai
+        d1 = tack.device("cuda:1")
+        t = tack.zeros(6, tack.f32, device=d1)
+        a = asarray(Seen(t), device=d1)
+        assert a.ptr == t.ptr and a.device is d1
+        tack.set_default_device(d1)
+        b = asarray(Seen(t))
+        assert b.ptr == t.ptr and b.device is d1
+        try:
+            asarray(Seen(t, strides=(4, 4)))
+        except ValueError as e:
+            assert "2 strides for 1 dimensions" in str(e), e
+        else:
+            raise AssertionError("strides of another length accepted")
+        print("ran")
+    """, TACK_SIM_CUDA_DEVICES=2)
+
+
 def test_other_device_arrays_refuse_every_host_protocol(tmp_path):
     library, why_not = simdriver.build("hip", tmp_path)
     if library is None:

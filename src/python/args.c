@@ -1,0 +1,284 @@
+/* Argument helpers shared by the extension's functions: keywords, shapes,
+ * element values, NumPy, and attribute lookups that do not raise. */
+#include "ext.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+PyObject *tack_py_numpy(void)
+{
+    static PyObject *numpy;
+    if (numpy)
+        return numpy;
+    numpy = PyImport_ImportModule("numpy");
+    if (!numpy && PyErr_ExceptionMatches(PyExc_ImportError)) {
+        /* Tack imports without NumPy, but copies from and to Python data
+         * go through it: say how to get it, keeping the import's own error
+         * (a missing module, or a broken one) as the cause. */
+        PyObject *cause = tack_py_exception_take();
+        PyErr_Format(PyErr_GivenExceptionMatches(cause, PyExc_ModuleNotFoundError) ? PyExc_ModuleNotFoundError
+                                                                                    : PyExc_ImportError,
+                     "this needs NumPy, which cannot be imported (%S): install it with `pip install numpy` "
+                     "(`pip install tack-arrays` brings it)",
+                     cause);
+        PyObject *exc = tack_py_exception_take();
+        PyException_SetCause(exc, cause);
+        tack_py_exception_restore(exc);
+    }
+    return numpy;
+}
+
+/* Callers pass the same kwnames tuple on every call from one call site
+ * (it is a constant of the caller's code, or of a C library's call), so the
+ * last few tuples are remembered with their resolved positions. */
+#define KW_CACHE 8
+#define KW_MAX 8
+static struct {
+    PyObject *kwnames;
+    const char *const *names;
+    signed char slot[KW_MAX];
+} kw_cache[KW_CACHE];
+static int kw_next;
+
+/* The accepted names of each keyword list as interned strings: keywords
+ * spelled in Python source are interned, so a pointer comparison matches
+ * them even when the caller builds a new kwnames tuple on every call
+ * (f(**kwargs) does). */
+static struct {
+    const char *const *names;
+    PyObject *interned[KW_MAX];
+} kw_interned[16];
+
+static PyObject *const *interned_names(const char *const *names)
+{
+    for (int i = 0; i < 16; i++) {
+        if (kw_interned[i].names == names)
+            return kw_interned[i].interned;
+        if (!kw_interned[i].names) {
+            for (int j = 0; names[j] && j < KW_MAX; j++) {
+                kw_interned[i].interned[j] = PyUnicode_InternFromString(names[j]);
+                if (!kw_interned[i].interned[j]) {
+                    PyErr_Clear();
+                    return NULL;
+                }
+            }
+            kw_interned[i].names = names;
+            return kw_interned[i].interned;
+        }
+    }
+    return NULL;
+}
+
+int tack_py_keywords(const char *func, PyObject *kwnames, PyObject *const *kwvalues, const char *const *names,
+                     PyObject **vals)
+{
+    if (!kwnames)
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+    for (int c = 0; c < KW_CACHE; c++) {
+        if (kw_cache[c].kwnames == kwnames && kw_cache[c].names == names) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                vals[kw_cache[c].slot[i]] = kwvalues[i];
+            return 0;
+        }
+    }
+    PyObject *const *interned = interned_names(names);
+    signed char slot[KW_MAX];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        int found = -1;
+        for (int j = 0; interned && names[j] && j < KW_MAX && found < 0; j++)
+            if (key == interned[j])
+                found = j;
+        for (int j = 0; names[j] && found < 0; j++)
+            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
+                found = j;
+        if (found < 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", func, key);
+            return -1;
+        }
+        vals[found] = kwvalues[i];
+        if (i < KW_MAX)
+            slot[i] = (signed char)found;
+    }
+    /* A tuple only the caller holds is made for this call alone: keeping it
+     * would evict the call sites that do repeat. */
+    if (n <= KW_MAX && Py_REFCNT(kwnames) > 1) {
+        int c = kw_next;
+        kw_next = (kw_next + 1) % KW_CACHE;
+        Py_XSETREF(kw_cache[c].kwnames, Py_NewRef(kwnames));
+        kw_cache[c].names = names;
+        memcpy(kw_cache[c].slot, slot, sizeof slot);
+    }
+    return 0;
+}
+
+int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape)
+{
+    /* bytes and str are sequences, but not of extents. */
+    if (PyBytes_Check(obj) || PyByteArray_Check(obj) || PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "shape must be an int or a sequence of ints, not %s", Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    if (PyLong_Check(obj) || PyIndex_Check(obj)) {
+        PyObject *idx = PyNumber_Index(obj);
+        if (!idx)
+            return 0;
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        Py_DECREF(idx);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "shape extent does not fit a 64-bit integer");
+            return 0;
+        }
+        *ndim = 1;
+        shape[0] = v;
+        return 1;
+    }
+    PyObject *seq = PySequence_Fast(obj, "shape must be an int or a sequence of ints");
+    if (!seq)
+        return 0;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    /* More extents than any array has are not read: the C call the shape
+     * is for refuses their count. */
+    if (n > TACK_MAX_NDIM) {
+        Py_DECREF(seq);
+        *ndim = n > INT_MAX ? INT_MAX : (int)n;
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyIndex_Check(item)) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "shape[%zd] is a %s, not an int", i, Py_TYPE(item)->tp_name);
+            return 0;
+        }
+        PyObject *idx = PyNumber_Index(item);
+        if (!idx) {
+            Py_DECREF(seq);
+            return 0;
+        }
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        Py_DECREF(idx);
+        if (overflow) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "shape[%zd] does not fit a 64-bit integer", i);
+            return 0;
+        }
+        shape[i] = v;
+    }
+    Py_DECREF(seq);
+    *ndim = (int)n;
+    return 1;
+}
+
+int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
+{
+    char kind = tack_dtype_kind(dtype);
+    if (kind == 'f') {
+        double v = PyFloat_AsDouble(obj);
+        if (v == -1.0 && PyErr_Occurred()) {
+            int too_big = PyErr_ExceptionMatches(PyExc_OverflowError);
+            PyErr_Clear();
+            if (too_big)
+                PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
+            else
+                PyErr_Format(PyExc_TypeError, "expected a number for %s, got %s", tack_dtype_name(dtype),
+                             Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+        if (tack_dtype_size(dtype) == sizeof(float)) {
+            float f = (float)v;
+            memcpy(out, &f, sizeof f);
+        } else {
+            memcpy(out, &v, sizeof v);
+        }
+        return 0;
+    }
+    PyObject *idx;
+    if (PyFloat_Check(obj)) {
+        double d = PyFloat_AS_DOUBLE(obj);
+        /* NaN and infinities have no integer value; finite values truncate
+         * toward zero as NumPy's casts do, and the range check below
+         * decides whether the result fits. */
+        idx = isfinite(d) ? PyLong_FromDouble(d) : NULL;
+        if (!idx) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%R cannot be stored in %s", obj, tack_dtype_name(dtype));
+            return -1;
+        }
+    } else {
+        idx = PyNumber_Index(obj);
+        if (!idx) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "expected an integer for %s, got %s", tack_dtype_name(dtype),
+                         Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+    }
+    int overflow = 0;
+    long long s = 0;
+    unsigned long long u = 0;
+    if (kind == 'u') {
+        u = PyLong_AsUnsignedLongLong(idx);
+        overflow = u == (unsigned long long)-1 && PyErr_Occurred();
+    } else {
+        s = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        overflow = overflow || (s == -1 && PyErr_Occurred());
+    }
+    Py_DECREF(idx);
+    /* The range of the dtype's size, signed or not; what is stored is the
+     * value's low bytes in two's complement. */
+    size_t size = tack_dtype_size(dtype);
+    overflow = overflow || (kind != 'i' && kind != 'u') || size == 0 || size > 8;
+    if (!overflow && size < 8) {
+        int bits = (int)size * 8;
+        overflow = kind == 'u' ? (u >> bits) != 0 : s < -(1LL << (bits - 1)) || s >= 1LL << (bits - 1);
+    }
+    if (!overflow) {
+        unsigned long long v = kind == 'u' ? u : (unsigned long long)s;
+        uint8_t b1 = (uint8_t)v;
+        uint16_t b2 = (uint16_t)v;
+        uint32_t b4 = (uint32_t)v;
+        uint64_t b8 = v;
+        memcpy(out, size == 1 ? (void *)&b1 : size == 2 ? (void *)&b2 : size == 4 ? (void *)&b4 : (void *)&b8, size);
+    }
+    if (overflow) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
+        return -1;
+    }
+    return 0;
+}
+
+/* A C-contiguous NumPy array of obj (with dtype, if given); new reference. */
+PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype_name)
+{
+    PyObject *np = tack_py_numpy();
+    if (!np)
+        return NULL;
+    /* asarray(order="C") keeps 0-d shapes, which ascontiguousarray does not. */
+    PyObject *fn = PyObject_GetAttrString(np, "asarray");
+    if (!fn)
+        return NULL;
+    PyObject *args = PyTuple_Pack(2, obj, dtype_name ? dtype_name : Py_None);
+    PyObject *kw = args ? Py_BuildValue("{s:s}", "order", "C") : NULL;
+    PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_DECREF(fn);
+    return r;
+}
+
+int tack_py_lookup_optional(PyObject *obj, PyObject *name, PyObject **out)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyObject_GetOptionalAttr(obj, name, out);
+#else
+    return _PyObject_LookupAttr(obj, name, out);
+#endif
+}

@@ -1,0 +1,36 @@
+/* The one mapping from Tack's statuses to Python's exceptions. */
+#include "ext.h"
+
+/* By status: the exception raised, and its name for the DLPack exchange
+ * table's SetError, which reports to C code that may hold no Python state.
+ * A status without a row is a RuntimeError. */
+static const struct {
+    PyObject **type;
+    const char *name;
+} exceptions[] = {
+    [TACK_EVALUE] = {&PyExc_ValueError, "ValueError"},
+    [TACK_ETYPE] = {&PyExc_TypeError, "TypeError"},
+    [TACK_ERUNTIME] = {&PyExc_RuntimeError, "RuntimeError"},
+    [TACK_EBUFFER] = {&PyExc_BufferError, "BufferError"},
+    [TACK_ENOMEM] = {&PyExc_MemoryError, "MemoryError"},
+};
+
+static unsigned row(tack_status status)
+{
+    unsigned i = (unsigned)status;
+    return i < sizeof exceptions / sizeof *exceptions && exceptions[i].type ? i : (unsigned)TACK_ERUNTIME;
+}
+
+const char *tack_py_status_kind(tack_status status) { return exceptions[row(status)].name; }
+
+PyObject *tack_py_raise(tack_status status)
+{
+    PyErr_SetString(*exceptions[row(status)].type, tack_last_error());
+    return NULL;
+}
+
+int tack_py_fail(tack_status status)
+{
+    tack_py_raise(status);
+    return -1;
+}
