@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../driver/hip.h"
+#include "../driver/hiprtc.h"
 #include "kernel.h"
 
 static tack_status rtc_error(const struct tack_hiprtc_api *api, tack_hiprtc_result r, const char *what)
@@ -31,7 +31,8 @@ static tack_status compile_error(const struct tack_hiprtc_api *api, tack_hiprtc_
     const char *what = api->hiprtcGetErrorString ? api->hiprtcGetErrorString(r) : NULL;
     tack_status st = tack_compile_failed(log, log ? strlen(log) : 0,
                                          "kernel '%s' failed to compile for HIP (hipRTC %d.%d from '%s', %s):\n",
-                                         name, api->major, api->minor, api->path, what ? what : "compilation error");
+                                         name, api->major, api->minor, tack_library_path(&api->library),
+                                         what ? what : "compilation error");
     free(log);
     return st;
 }

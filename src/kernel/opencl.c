@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../driver/level_zero.h"
+#include "../driver/ocloc.h"
 #include "kernel.h"
 
 /* OpenCL C 2.0 for its generic address space: the user's functions take
@@ -56,7 +56,7 @@ static tack_status invoke(const struct tack_ocloc_api *api, const char *name, co
     if (rc != 0 || !bin || !bin_size) {
         st = tack_compile_failed(log, log_size,
                                  "kernel '%s' failed to compile for level_zero (libocloc '%s', ocloc returned %d):\n",
-                                 name, api->path, rc);
+                                 name, tack_library_path(&api->library), rc);
     } else if (!(*spirv = malloc(bin_size))) {
         st = tack_error_set(TACK_ENOMEM, "out of memory holding %zu bytes of SPIR-V", bin_size);
     } else {
@@ -85,7 +85,7 @@ tack_status tack_opencl_compile(const char *name, const char *source, uint32_t d
     tack_sha256_init(&h);
     tack_sha256_field(&h, "tack " TACK_VERSION_STRING " level_zero spirv");
     /* libocloc offers no version query; its path stands for the compiler. */
-    tack_sha256_field(&h, api->path);
+    tack_sha256_field(&h, tack_library_path(&api->library));
     tack_sha256_field(&h, OCLOC_OPTIONS);
     tack_sha256_field(&h, device);
     tack_sha256_field(&h, source);
