@@ -13,11 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if !defined(_WIN32)
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#endif
 
 #include "../core/internal.h"
 
@@ -38,7 +36,6 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     return TACK_OK;
 }
 
-#if !defined(_WIN32)
 /* A new anonymous memory file of `size` bytes, close-on-exec, that reads as
  * zeros. -1 with errno on failure. */
 static int memory_file(size_t size)
@@ -110,7 +107,6 @@ static tack_status shared_alloc(size_t nbytes, void **data, void **ctx)
     *ctx = rec;
     return TACK_OK;
 }
-#endif
 
 /* calloc aligns to 16 bytes; the gap up to the next 64 always holds the
  * 8-byte pointer to free. */
@@ -119,12 +115,8 @@ static tack_status shared_alloc(size_t nbytes, void **data, void **ctx)
 static tack_status cpu_alloc(tack_device *device, size_t nbytes, int exportable, void **data, void **ctx)
 {
     (void)device;
-#if !defined(_WIN32)
     if (exportable)
         return shared_alloc(nbytes, data, ctx);
-#else
-    (void)exportable;
-#endif
     /* 64-byte alignment: a cache line for the kernels' vector loads, and
      * what JAX and XLA need to wrap memory without copying it. calloc keeps
      * zeroing free for large requests (fresh zero pages); the pointer it
@@ -146,7 +138,6 @@ static tack_status cpu_alloc(tack_device *device, size_t nbytes, int exportable,
 static void cpu_free(tack_device *device, void *data, void *ctx)
 {
     (void)device;
-#if !defined(_WIN32)
     struct cpu_shared *rec = ctx;
     if (rec) {
         munmap(data, rec->size);
@@ -154,15 +145,11 @@ static void cpu_free(tack_device *device, void *data, void *ctx)
         free(rec);
         return;
     }
-#else
-    (void)ctx;
-#endif
     void *p;
     memcpy(&p, (char *)data - sizeof p, sizeof p);
     free(p);
 }
 
-#if !defined(_WIN32)
 /* The memory file itself is the handle: made once, with the allocation, and
  * closed when the buffer goes (cpu_free). A consumer whose import takes
  * ownership of a descriptor must import a duplicate (dup(2), os.dup). */
@@ -243,7 +230,6 @@ static tack_status cpu_import_memory(tack_device *device, const tack_exported_me
         *writable = 0;
     return TACK_OK;
 }
-#endif
 
 static const DLDeviceType cpu_wraps[] = {kDLCPU, kDLCUDAHost, kDLROCMHost, 0};
 
@@ -254,8 +240,6 @@ const struct tack_backend_ops tack_cpu_backend = {
     .open = cpu_open,
     .alloc = cpu_alloc,
     .free = cpu_free,
-#if !defined(_WIN32)
     .export_memory = cpu_export_memory,
     .import_memory = cpu_import_memory,
-#endif
 };

@@ -16,46 +16,22 @@
  * own stream right after a DLPack export included) without waiting for the
  * launches queued before it.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(_WIN32)
-#include <windows.h>
-#else
-#include <pthread.h>
 #include <unistd.h>
-#endif
 
 #include "../core/internal.h"
 #include "../core/queue.h"
 #include "../driver/cuda.h"
 #include "tack/kernel.h"
 
-#if defined(_WIN32)
-/* Windows: a legacy global KMT handle, available in WDDM mode only (a GPU in
- * TCC mode has no virtual memory management). It is not a kernel handle and
- * is never closed. */
-#define EXPORT_HANDLE_TYPE CU_MEM_HANDLE_TYPE_WIN32_KMT
-#define EXPORT_HANDLE_ATTRIBUTE CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
-#define EXPORT_HANDLE_NAME "win32_kmt"
-typedef uint32_t export_handle_t; /* D3DKMT_HANDLE */
-typedef SRWLOCK export_lock_t;
-#define export_lock_init(l) InitializeSRWLock(l)
-#define export_lock_destroy(l) ((void)(l))
-#define export_lock(l) AcquireSRWLockExclusive(l)
-#define export_unlock(l) ReleaseSRWLockExclusive(l)
-#else
+/* Exported memory is a POSIX file descriptor, which the exporting buffer
+ * owns and closes. */
 #define EXPORT_HANDLE_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 #define EXPORT_HANDLE_ATTRIBUTE CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
 #define EXPORT_HANDLE_NAME "posix_fd"
-typedef int export_handle_t;
-typedef pthread_mutex_t export_lock_t;
-#define export_lock_init(l) pthread_mutex_init(l, NULL)
-#define export_lock_destroy(l) pthread_mutex_destroy(l)
-#define export_lock(l) pthread_mutex_lock(l)
-#define export_unlock(l) pthread_mutex_unlock(l)
-#endif
 
 struct cuda_device {
     const struct tack_cuda_api *cu;
@@ -72,7 +48,7 @@ struct cuda_device {
     int sm_count;       /* multiprocessors, for the launch geometry */
     size_t granularity; /* of exportable allocations; 0: not supported */
     uint8_t uuid[16];
-    export_lock_t export_lock;
+    pthread_mutex_t export_lock;
 };
 
 enum alloc_kind { ALLOC_POOL, ALLOC_PLAIN, ALLOC_VMM };
@@ -161,7 +137,7 @@ static void leave(struct cuda_device *cd, int pushed)
 
 static void device_free(struct cuda_device *cd)
 {
-    export_lock_destroy(&cd->export_lock);
+    pthread_mutex_destroy(&cd->export_lock);
     free(cd);
 }
 
@@ -270,7 +246,7 @@ static tack_status cuda_open(tack_device *d, const tack_option *options, size_t 
         return tack_error_set(TACK_ENOMEM, "out of memory opening %s", d->name);
     cd->cu = cu;
     atomic_init(&cd->gone, 0);
-    export_lock_init(&cd->export_lock);
+    pthread_mutex_init(&cd->export_lock, NULL);
     r = cu->cuDeviceGet(&cd->dev, d->ordinal);
     if (r != CUDA_SUCCESS) {
         device_free(cd);
@@ -619,7 +595,7 @@ static tack_status export_vmm(tack_buffer *b, struct cuda_alloc *a, struct cuda_
     st = enter(d, cd, &pushed);
     if (st != TACK_OK)
         return st;
-    export_handle_t h = 0;
+    int h = 0;
     CUresult r = cd->cu->cuMemExportToShareableHandle(&h, a->handle, EXPORT_HANDLE_TYPE, 0);
     leave(cd, pushed);
     if (r != CUDA_SUCCESS)
@@ -700,9 +676,9 @@ static tack_status cuda_export_memory(tack_buffer *b, tack_exported_memory *out)
 {
     struct cuda_device *cd = impl_of(b->device);
     struct cuda_export *rec = NULL;
-    export_lock(&cd->export_lock);
+    pthread_mutex_lock(&cd->export_lock);
     tack_status st = export_locked(b, &rec);
-    export_unlock(&cd->export_lock);
+    pthread_mutex_unlock(&cd->export_lock);
     if (st != TACK_OK)
         return st;
     snprintf(out->backend, sizeof out->backend, "cuda");
@@ -722,9 +698,7 @@ static void cuda_release_export(tack_buffer *b)
         /* The copy owns the descriptor and closes it when it goes. */
         tack_buffer_release(rec->copy);
     } else if (rec->handle >= 0) {
-#if !defined(_WIN32)
         close((int)rec->handle);
-#endif
     }
     free(rec);
     b->export_ctx = NULL;
