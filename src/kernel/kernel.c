@@ -393,9 +393,9 @@ static void describe(const struct tack_param *p, char *out, size_t cap)
         snprintf(out, cap, "%s", tack_dtype_c_type(p->dtype));
 }
 
-/* A device as a domain-mismatch message names it. A level_zero device that
- * adopted another library's context has the same name as the plain one on
- * the same GPU, so the context tells them apart. */
+/* A device as a domain-mismatch message names it. A device that adopted
+ * another library's context has the same name as the plain one on the same
+ * GPU, so the context tells them apart. */
 static void domain_name(const tack_device *d, const tack_device *other, char *out, size_t cap)
 {
     if (tack_device_shares_external_context(d))
