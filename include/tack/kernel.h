@@ -10,8 +10,9 @@
  * macros and typedefs may come before the kernel; the kernel is the last
  * function defined in the source unless it is named. The same source
  * compiles for every backend: a prelude defines tack_index, the fixed-width
- * integer types and TACK_BACKEND_CPU or TACK_BACKEND_CUDA, for the rare
- * kernel that must tell them apart. Within one index the kernel's
+ * integer types and one of TACK_BACKEND_CPU, TACK_BACKEND_CUDA,
+ * TACK_BACKEND_HIP and TACK_BACKEND_LEVEL_ZERO, for the rare kernel that
+ * must tell them apart. Within one index the kernel's
  * statements run in program order even when two pointers alias; different
  * indices may run in any order and at once.
  */
@@ -83,11 +84,15 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * (default ~/.cache/tack) keyed by a hash of the generated source, the
  * compiler, the flags and Tack's version; a cached object is loaded without
  * running the compiler.
+ * cuda: NVRTC to PTX (see tack_kernel_ptx); level_zero: libocloc to SPIR-V
+ * for the device; both cached on disk like host objects. hip: hipRTC to a
+ * code object for the device, once per process.
  * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
  * line numbers of the user's source), for no compiler (the message says how
- * to set TACK_CC), for an unusable cache directory, or for a backend that
- * cannot run kernels; TACK_ENOMEM. Thread-safe. */
+ * to set TACK_CC, or what to install for the GPU's compiler library), for
+ * an unusable cache directory, or for a backend that cannot run kernels;
+ * TACK_ENOMEM. Thread-safe. */
 tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
 
 /* create followed by build. On error nothing is kept and *out is untouched. */
@@ -139,9 +144,10 @@ tack_status tack_kernel_param_info(const tack_kernel *kernel, int i, tack_kernel
 int tack_kernel_first_writable(const tack_kernel *kernel);
 
 /* The source a backend compiles: the user's function with a prelude and the
- * backend's entry point around it. `backend` is "cpu" or "cuda". The text is
+ * backend's entry point around it. `backend` is a backend's name: "cpu"
+ * (C), "cuda" (CUDA C), "hip" (HIP) or "level_zero" (OpenCL C). The text is
  * owned by the kernel and lives as long as it. TACK_EVALUE for another
- * backend, TACK_ENOMEM; *out untouched on error. */
+ * name, TACK_ENOMEM; *out untouched on error. */
 tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backend, const char **out);
 
 /* PTX for CUDA, compiled by NVRTC from the "cuda" generated source, for the

@@ -15,47 +15,28 @@
  * zeros to anyone who gets its pointer (another library reading it on its
  * own stream right after a DLPack export included) without waiting for the
  * launches queued before it.
+ *
+ * Kernels are CUDA C compiled by NVRTC (src/driver/nvrtc.h) to PTX, loaded
+ * as modules and launched on `stream`.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(_WIN32)
-#include <windows.h>
-#else
-#include <pthread.h>
 #include <unistd.h>
-#endif
 
 #include "../core/internal.h"
 #include "../core/queue.h"
+#include "../core/toolchain.h"
 #include "../driver/cuda.h"
+#include "../driver/nvrtc.h"
 #include "tack/kernel.h"
 
-#if defined(_WIN32)
-/* Windows: a legacy global KMT handle, available in WDDM mode only (a GPU in
- * TCC mode has no virtual memory management). It is not a kernel handle and
- * is never closed. */
-#define EXPORT_HANDLE_TYPE CU_MEM_HANDLE_TYPE_WIN32_KMT
-#define EXPORT_HANDLE_ATTRIBUTE CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
-#define EXPORT_HANDLE_NAME "win32_kmt"
-typedef uint32_t export_handle_t; /* D3DKMT_HANDLE */
-typedef SRWLOCK export_lock_t;
-#define export_lock_init(l) InitializeSRWLock(l)
-#define export_lock_destroy(l) ((void)(l))
-#define export_lock(l) AcquireSRWLockExclusive(l)
-#define export_unlock(l) ReleaseSRWLockExclusive(l)
-#else
+/* Exported memory is a POSIX file descriptor, which the exporting buffer
+ * owns and closes. */
 #define EXPORT_HANDLE_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 #define EXPORT_HANDLE_ATTRIBUTE CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
 #define EXPORT_HANDLE_NAME "posix_fd"
-typedef int export_handle_t;
-typedef pthread_mutex_t export_lock_t;
-#define export_lock_init(l) pthread_mutex_init(l, NULL)
-#define export_lock_destroy(l) pthread_mutex_destroy(l)
-#define export_lock(l) pthread_mutex_lock(l)
-#define export_unlock(l) pthread_mutex_unlock(l)
-#endif
 
 struct cuda_device {
     const struct tack_cuda_api *cu;
@@ -72,7 +53,7 @@ struct cuda_device {
     int sm_count;       /* multiprocessors, for the launch geometry */
     size_t granularity; /* of exportable allocations; 0: not supported */
     uint8_t uuid[16];
-    export_lock_t export_lock;
+    pthread_mutex_t export_lock;
 };
 
 enum alloc_kind { ALLOC_POOL, ALLOC_PLAIN, ALLOC_VMM };
@@ -161,7 +142,7 @@ static void leave(struct cuda_device *cd, int pushed)
 
 static void device_free(struct cuda_device *cd)
 {
-    export_lock_destroy(&cd->export_lock);
+    pthread_mutex_destroy(&cd->export_lock);
     free(cd);
 }
 
@@ -270,7 +251,7 @@ static tack_status cuda_open(tack_device *d, const tack_option *options, size_t 
         return tack_error_set(TACK_ENOMEM, "out of memory opening %s", d->name);
     cd->cu = cu;
     atomic_init(&cd->gone, 0);
-    export_lock_init(&cd->export_lock);
+    pthread_mutex_init(&cd->export_lock, NULL);
     r = cu->cuDeviceGet(&cd->dev, d->ordinal);
     if (r != CUDA_SUCCESS) {
         device_free(cd);
@@ -619,7 +600,7 @@ static tack_status export_vmm(tack_buffer *b, struct cuda_alloc *a, struct cuda_
     st = enter(d, cd, &pushed);
     if (st != TACK_OK)
         return st;
-    export_handle_t h = 0;
+    int h = 0;
     CUresult r = cd->cu->cuMemExportToShareableHandle(&h, a->handle, EXPORT_HANDLE_TYPE, 0);
     leave(cd, pushed);
     if (r != CUDA_SUCCESS)
@@ -700,9 +681,9 @@ static tack_status cuda_export_memory(tack_buffer *b, tack_exported_memory *out)
 {
     struct cuda_device *cd = impl_of(b->device);
     struct cuda_export *rec = NULL;
-    export_lock(&cd->export_lock);
+    pthread_mutex_lock(&cd->export_lock);
     tack_status st = export_locked(b, &rec);
-    export_unlock(&cd->export_lock);
+    pthread_mutex_unlock(&cd->export_lock);
     if (st != TACK_OK)
         return st;
     snprintf(out->backend, sizeof out->backend, "cuda");
@@ -722,9 +703,7 @@ static void cuda_release_export(tack_buffer *b)
         /* The copy owns the descriptor and closes it when it goes. */
         tack_buffer_release(rec->copy);
     } else if (rec->handle >= 0) {
-#if !defined(_WIN32)
         close((int)rec->handle);
-#endif
     }
     free(rec);
     b->export_ctx = NULL;
@@ -810,6 +789,172 @@ static tack_status cuda_import_memory(tack_device *d, const tack_exported_memory
     return driver_error(r == CUDA_ERROR_OUT_OF_MEMORY ? TACK_ENOMEM : TACK_ERUNTIME, r, step, d);
 }
 
+/* ---- kernels: the dialect and NVRTC -------------------------------------
+ *
+ * The generated source is CUDA C, which NVRTC compiles in process to PTX
+ * for a virtual architecture: the driver finishes it for whatever GPU it
+ * runs on (cuModuleLoadData), so one PTX, kept on disk by the kernel
+ * layer, serves every GPU from that architecture on. */
+
+/* Blocks of threads, each index a thread's; the loop strides over the
+ * grid, so any grid covers [0, n). */
+static void cuda_entry(struct tack_source *b, const struct tack_signature *sig)
+{
+    tack_source_device_entry(
+        b, sig, "extern \"C\" __global__ void ", "",
+        "    const tack_index tack_step_ = (tack_index)blockDim.x * gridDim.x;\n"
+        "    for (tack_index tack_i_ = (tack_index)blockIdx.x * blockDim.x + threadIdx.x; tack_i_ < tack_n_;\n"
+        "         tack_i_ += tack_step_)\n        ");
+}
+
+static const struct tack_dialect cuda_dialect = {
+    .name = "cuda",
+    /* NVRTC has no C library headers; these are the LP64 and LLP64
+     * widths alike, since long long is 64 bits on both. */
+    .prelude = "typedef signed char int8_t;\ntypedef unsigned char uint8_t;\n"
+               "typedef short int16_t;\ntypedef unsigned short uint16_t;\n"
+               "typedef int int32_t;\ntypedef unsigned int uint32_t;\n"
+               "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
+               "typedef int64_t tack_index;\n"
+               /* The source is C; CUDA is C++, which spells C99's restrict so. */
+               "#define restrict __restrict__\n"
+               "#define TACK_BACKEND_CUDA 1\n",
+    .entry = cuda_entry,
+    .offline = TACK_CODE_PTX,
+};
+
+/* Longest architecture name taken ("compute_100a" and the like fit). */
+#define ARCH_MAX 32
+
+static tack_status nvrtc_error(const struct tack_nvrtc_api *api, nvrtcResult r, const char *what)
+{
+    return tack_error_set(r == NVRTC_ERROR_OUT_OF_MEMORY ? TACK_ENOMEM : TACK_ERUNTIME, "NVRTC %s failed: %s", what,
+                          api->nvrtcGetErrorString(r));
+}
+
+/* The oldest architecture this NVRTC targets, so that the PTX runs on every
+ * GPU the toolkit supports. */
+static void default_arch(const struct tack_nvrtc_api *api, char *out, size_t cap)
+{
+    int n = 0, archs[128];
+    out[0] = 0;
+    if (api->nvrtcGetNumSupportedArchs && api->nvrtcGetSupportedArchs &&
+        api->nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= 128 &&
+        api->nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS) {
+        int lowest = archs[0];
+        for (int i = 1; i < n; i++)
+            lowest = archs[i] < lowest ? archs[i] : lowest;
+        snprintf(out, cap, "compute_%d", lowest);
+    }
+}
+
+/* What both steps start from: NVRTC, and its options for `target` (NULL:
+ * the oldest architecture). */
+struct nvrtc_setup {
+    const struct tack_nvrtc_api *api;
+    const char *opts[2];
+    int nopts;
+    char arch_opt[64];
+};
+
+static tack_status nvrtc_setup(const char *target, struct nvrtc_setup *s)
+{
+    tack_status st = tack_nvrtc_api_get(&s->api);
+    if (st != TACK_OK)
+        return st;
+    char chosen[ARCH_MAX];
+    if (target && *target)
+        snprintf(chosen, sizeof chosen, "%s", target);
+    else
+        default_arch(s->api, chosen, sizeof chosen);
+    s->nopts = 0;
+    /* User functions carry no __device__: NVRTC makes them device code. */
+    s->opts[s->nopts++] = "--device-as-default-execution-space";
+    if (chosen[0]) {
+        snprintf(s->arch_opt, sizeof s->arch_opt, "--gpu-architecture=%s", chosen);
+        s->opts[s->nopts++] = s->arch_opt;
+    }
+    return TACK_OK;
+}
+
+/* PTX depends on NVRTC's version and the options; not on the device. */
+static tack_status cuda_kernel_key(struct tack_compile *job)
+{
+    if (job->target && strlen(job->target) >= ARCH_MAX)
+        return tack_error_set(TACK_EVALUE, "'%s' is not a CUDA architecture name such as compute_90", job->target);
+    struct nvrtc_setup nv;
+    tack_status st = nvrtc_setup(job->target, &nv);
+    if (st != TACK_OK)
+        return st;
+    int used = snprintf(job->key, sizeof job->key, "nvrtc %d.%d", nv.api->major, nv.api->minor);
+    for (int i = 0; i < nv.nopts && used > 0 && (size_t)used < sizeof job->key; i++)
+        used += snprintf(job->key + used, sizeof job->key - (size_t)used, " %s", nv.opts[i]);
+    job->kind = TACK_CODE_PTX;
+    return TACK_OK;
+}
+
+/* The program's log after a failed compile, malloc'd and NUL-terminated,
+ * or NULL. */
+static char *program_log(const struct tack_nvrtc_api *api, nvrtcProgram prog)
+{
+    size_t size = 0;
+    char *log = NULL;
+    if (api->nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || !size || !(log = malloc(size + 1)))
+        return NULL;
+    if (api->nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
+        log[0] = 0;
+    log[size] = 0;
+    return log;
+}
+
+static tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *out)
+{
+    struct nvrtc_setup nv;
+    tack_status st = nvrtc_setup(job->target, &nv);
+    if (st != TACK_OK)
+        return st;
+    const struct tack_nvrtc_api *api = nv.api;
+    nvrtcProgram prog = NULL;
+    nvrtcResult r = api->nvrtcCreateProgram(&prog, job->source, "kernel.cu", 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS)
+        return nvrtc_error(api, r, "nvrtcCreateProgram");
+    r = api->nvrtcCompileProgram(prog, nv.nopts, nv.opts);
+    if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
+        out->failed = 1;
+        out->log = program_log(api, prog);
+        out->log_size = out->log ? strlen(out->log) : 0;
+        st = tack_error_set(TACK_ERUNTIME, "kernel '%s' failed to compile for CUDA (NVRTC %d.%d, %s):\n", job->name,
+                            api->major, api->minor, api->nvrtcGetErrorString(r));
+    } else if (r != NVRTC_SUCCESS) {
+        st = nvrtc_error(api, r, "nvrtcCompileProgram");
+    } else {
+        size_t n = 0;
+        char *text = NULL;
+        r = api->nvrtcGetPTXSize(prog, &n);
+        if (r == NVRTC_SUCCESS && n == 0)
+            r = NVRTC_ERROR_INVALID_PROGRAM;
+        if (r == NVRTC_SUCCESS && !(text = malloc(n + 1)))
+            st = tack_error_set(TACK_ENOMEM, "out of memory holding %zu bytes of PTX", n);
+        else if (r == NVRTC_SUCCESS)
+            r = api->nvrtcGetPTX(prog, text);
+        if (st == TACK_OK && r != NVRTC_SUCCESS)
+            st = nvrtc_error(api, r, "nvrtcGetPTX");
+        if (st == TACK_OK) {
+            /* The size NVRTC reports counts the NUL it writes. */
+            text[n] = 0;
+            out->kind = TACK_CODE_PTX;
+            out->data = text;
+            out->size = strlen(text) + 1;
+        } else {
+            free(text);
+        }
+    }
+    api->nvrtcDestroyProgram(&prog);
+    return st;
+}
+
+/* ---- kernels: modules and launches ---------------------------------------- */
+
 /* A loaded kernel: the module holding the PTX, its entry point, and the
  * parameter count of the entry (n, then the kernel's parameters). */
 struct cuda_kernel {
@@ -820,12 +965,12 @@ struct cuda_kernel {
     unsigned long long ctx_id;
 };
 
-static tack_status cuda_kernel_load(tack_device *d, const struct tack_kernel_code *code, void **out)
+static tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *code, void **out)
 {
     struct cuda_device *cd = impl_of(d);
-    if (!code || !code->format || strcmp(code->format, "ptx") || !code->data || !code->entry)
+    if (!code || code->kind != TACK_CODE_PTX || !code->data || !code->entry)
         return tack_error_set(TACK_ERUNTIME, "%s runs PTX kernels; it was given %s code", d->name,
-                              code && code->format ? code->format : "no");
+                              tack_code_kind_name(code ? code->kind : TACK_CODE_NONE));
     if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
         return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
                               code->nargs);
@@ -1102,6 +1247,9 @@ const struct tack_backend_ops tack_cuda_backend = {
     .import_memory = cuda_import_memory,
     .context_handle = cuda_context_handle,
     .stream_handle = cuda_stream_handle,
+    .dialect = &cuda_dialect,
+    .kernel_key = cuda_kernel_key,
+    .kernel_compile = cuda_kernel_compile,
     .kernel_load = cuda_kernel_load,
     .kernel_launch = cuda_kernel_launch,
     .kernel_unload = cuda_kernel_unload,

@@ -14,9 +14,10 @@
 #include <string.h>
 
 #include "../core/internal.h"
-#include "../core/queue.h"
+#include "../core/toolchain.h"
 #include "../driver/hip.h"
-#include "../kernel/kernel.h"
+#include "../driver/hiprtc.h"
+#include "tack/kernel.h"
 
 struct hip_device_state {
     const struct tack_hip_api *hip;
@@ -206,7 +207,133 @@ static tack_status hip_synchronize(tack_device *device)
     return st;
 }
 
-/* ---- kernels --------------------------------------------------------- */
+/* ---- kernels: the dialect and hipRTC --------------------------------------
+ *
+ * The generated source is HIP, which hipRTC compiles in process to a code
+ * object for the current device's GPU, and hipModuleLoadData loads. Not
+ * kept (no kernel_key): the code object is specific to the GPU's
+ * architecture, which hipRTC picks from the current device without saying
+ * which, so a key could not tell two GPUs apart. A kernel compiles once per
+ * device and process (the kernel layer keeps what it loaded). */
+
+/* Blocks of threads, each index a thread's; the loop strides over the
+ * grid, so any grid covers [0, n). */
+static void hip_entry(struct tack_source *b, const struct tack_signature *sig)
+{
+    tack_source_device_entry(
+        b, sig,
+        "#pragma clang force_cuda_host_device end\n"
+        "extern \"C\" __global__ void ",
+        "",
+        "    const tack_index tack_step_ = (tack_index)blockDim.x * gridDim.x;\n"
+        "    for (tack_index tack_i_ = (tack_index)blockIdx.x * blockDim.x + threadIdx.x; tack_i_ < tack_n_;\n"
+        "         tack_i_ += tack_step_)\n        ");
+}
+
+static const struct tack_dialect hip_dialect = {
+    .name = "hip",
+    /* hipRTC is clang: its predefined width macros name the same types
+     * its own headers would, so these agree with any they declare. */
+    .prelude = "typedef __INT8_TYPE__ int8_t;\ntypedef __UINT8_TYPE__ uint8_t;\n"
+               "typedef __INT16_TYPE__ int16_t;\ntypedef __UINT16_TYPE__ uint16_t;\n"
+               "typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
+               "typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\n"
+               "typedef int64_t tack_index;\n"
+               "#define restrict __restrict__\n"
+               "#define TACK_BACKEND_HIP 1\n"
+               /* The user's functions carry no __device__; clang's pragma
+                * makes every function up to the matching end (the entry's
+                * first line) callable on the GPU. */
+               "#pragma clang force_cuda_host_device begin\n",
+    .entry = hip_entry,
+    .offline = TACK_CODE_NONE,
+};
+
+static tack_status rtc_error(const struct tack_hiprtc_api *api, tack_hiprtc_result r, const char *what)
+{
+    const char *s = api->hiprtcGetErrorString ? api->hiprtcGetErrorString(r) : NULL;
+    return tack_error_set(r == TACK_HIPRTC_ERROR_OUT_OF_MEMORY ? TACK_ENOMEM : TACK_ERUNTIME,
+                          "hipRTC %s failed: %s (hiprtcResult %d)", what, s ? s : "unknown error", r);
+}
+
+/* A compile that failed for the source's sake: the message, and hipRTC's
+ * log handed to the kernel layer with it. */
+static tack_status compile_error(const struct tack_hiprtc_api *api, tack_hiprtc_program prog, const char *name,
+                                 tack_hiprtc_result r, struct tack_kernel_code *out)
+{
+    size_t log_size = 0;
+    char *log = NULL;
+    if (api->hiprtcGetProgramLogSize(prog, &log_size) == TACK_HIPRTC_SUCCESS && log_size &&
+        (log = malloc(log_size + 1)) && api->hiprtcGetProgramLog(prog, log) == TACK_HIPRTC_SUCCESS)
+        log[log_size] = 0;
+    else if (log)
+        log[0] = 0;
+    out->failed = 1;
+    out->log = log;
+    out->log_size = log ? strlen(log) : 0;
+    const char *what = api->hiprtcGetErrorString ? api->hiprtcGetErrorString(r) : NULL;
+    return tack_error_set(TACK_ERUNTIME, "kernel '%s' failed to compile for HIP (hipRTC %d.%d from '%s', %s):\n", name,
+                          api->major, api->minor, tack_library_path(&api->library),
+                          what ? what : "compilation error");
+}
+
+/* hipRTC with the device current (it compiles for the current device). */
+static tack_status rtc_compile(const struct tack_hiprtc_api *api, const struct tack_compile *job,
+                               struct tack_kernel_code *out)
+{
+    tack_hiprtc_program prog = NULL;
+    tack_hiprtc_result r = api->hiprtcCreateProgram(&prog, job->source, "kernel.hip", 0, NULL, NULL);
+    if (r != TACK_HIPRTC_SUCCESS)
+        return rtc_error(api, r, "hiprtcCreateProgram");
+    /* No architecture option: hipRTC compiles for the current device. */
+    const char *opts[] = {"-O3"};
+    tack_status st = TACK_OK;
+    r = api->hiprtcCompileProgram(prog, 1, opts);
+    if (r == TACK_HIPRTC_ERROR_COMPILATION || r == TACK_HIPRTC_ERROR_INVALID_OPTION) {
+        st = compile_error(api, prog, job->name, r, out);
+    } else if (r != TACK_HIPRTC_SUCCESS) {
+        st = rtc_error(api, r, "hiprtcCompileProgram");
+    } else {
+        size_t n = 0;
+        char *bin = NULL;
+        r = api->hiprtcGetCodeSize(prog, &n);
+        if (r != TACK_HIPRTC_SUCCESS || n == 0)
+            st = r != TACK_HIPRTC_SUCCESS ? rtc_error(api, r, "hiprtcGetCodeSize")
+                                          : tack_error_set(TACK_ERUNTIME, "hipRTC made an empty code object for "
+                                                                          "kernel '%s'", job->name);
+        else if (!(bin = malloc(n)))
+            st = tack_error_set(TACK_ENOMEM, "out of memory holding a %zu-byte HIP code object", n);
+        else if ((r = api->hiprtcGetCode(prog, bin)) != TACK_HIPRTC_SUCCESS)
+            st = rtc_error(api, r, "hiprtcGetCode");
+        if (st == TACK_OK) {
+            out->kind = TACK_CODE_HIP_OBJECT;
+            out->data = bin;
+            out->size = n;
+        } else {
+            free(bin);
+        }
+    }
+    api->hiprtcDestroyProgram(&prog);
+    return st;
+}
+
+static tack_status hip_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *out)
+{
+    if (!job->device)
+        return tack_error_set(TACK_EVALUE, "HIP kernels compile for a device; kernel '%s' was given none",
+                              job->name);
+    const struct tack_hiprtc_api *api;
+    tack_status st = tack_hiprtc_load(&api);
+    if (st != TACK_OK)
+        return st;
+    int previous;
+    st = enter(job->device, &previous);
+    if (st != TACK_OK)
+        return st;
+    st = rtc_compile(api, job, out);
+    leave(job->device, previous);
+    return st;
+}
 
 /* Launches go on the null stream: hipMemcpy and hipMemset, which Tack's
  * copies and zero-fills use, are ordered with it, and hipDeviceSynchronize
@@ -219,40 +346,34 @@ struct hip_loaded_kernel {
     int nargs;
 };
 
-static tack_status hip_kernel_load(tack_device *device, const struct tack_kernel_code *code, void **out)
+static tack_status hip_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out)
 {
     const struct tack_hip_api *hip = HIP(device);
-    if (strcmp(code->format, "hip"))
+    if (code->kind != TACK_CODE_HIP_OBJECT)
         return tack_error_set(TACK_ERUNTIME, "%s runs HIP kernels compiled by hipRTC; it was given %s code",
-                              device->name, code->format);
+                              device->name, tack_code_kind_name(code->kind));
     if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
         return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
                               code->nargs);
     struct hip_loaded_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
-    /* hipRTC compiles for the current device, and a module belongs to it. */
+    /* A module belongs to the current device. */
     int previous;
     tack_status st = enter(device, &previous);
     if (st != TACK_OK) {
         free(k);
         return st;
     }
-    char *image = NULL;
-    size_t size = 0;
-    st = tack_hip_compile(code->name, code->data, &image, &size);
-    if (st == TACK_OK) {
-        tack_hip_error e = hip->hipModuleLoadData(&k->module, image);
-        if (e != TACK_HIP_SUCCESS) {
-            st = tack_error_set(TACK_ERUNTIME, "loading kernel '%s' on %s failed: %s (hipError_t %d)", code->name,
-                                device->name, tack_hip_error_string(hip, e), e);
-        } else if ((e = hip->hipModuleGetFunction(&k->function, k->module, code->entry)) != TACK_HIP_SUCCESS) {
-            st = tack_error_set(TACK_ERUNTIME, "kernel '%s' has no entry %s on %s: %s (hipError_t %d)", code->name,
-                                code->entry, device->name, tack_hip_error_string(hip, e), e);
-            (void)hip->hipModuleUnload(k->module);
-        }
+    tack_hip_error e = hip->hipModuleLoadData(&k->module, code->data);
+    if (e != TACK_HIP_SUCCESS) {
+        st = tack_error_set(TACK_ERUNTIME, "loading kernel '%s' on %s failed: %s (hipError_t %d)", code->name,
+                            device->name, tack_hip_error_string(hip, e), e);
+    } else if ((e = hip->hipModuleGetFunction(&k->function, k->module, code->entry)) != TACK_HIP_SUCCESS) {
+        st = tack_error_set(TACK_ERUNTIME, "kernel '%s' has no entry %s on %s: %s (hipError_t %d)", code->name,
+                            code->entry, device->name, tack_hip_error_string(hip, e), e);
+        (void)hip->hipModuleUnload(k->module);
     }
-    free(image);
     leave(device, previous);
     if (st != TACK_OK) {
         free(k);
@@ -312,6 +433,8 @@ const struct tack_backend_ops tack_hip_backend = {
     .copy_to_host = hip_copy_to_host,
     .copy_from_host = hip_copy_from_host,
     .synchronize = hip_synchronize,
+    .dialect = &hip_dialect,
+    .kernel_compile = hip_kernel_compile,
     .kernel_load = hip_kernel_load,
     .kernel_launch = hip_kernel_launch,
     .kernel_unload = hip_kernel_unload,

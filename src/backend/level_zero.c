@@ -28,9 +28,10 @@
 #include <string.h>
 
 #include "../core/internal.h"
-#include "../core/queue.h"
+#include "../core/toolchain.h"
 #include "../driver/level_zero.h"
-#include "../kernel/kernel.h"
+#include "../driver/ocloc.h"
+#include "tack/kernel.h"
 
 /* Launches in flight before the host waits for the oldest. A command list
  * may be reset only once the queue has finished it, so each launch takes
@@ -568,7 +569,145 @@ static uint64_t ze_context_handle(const tack_device *device)
     return (uint64_t)(uintptr_t)STATE(device)->context;
 }
 
-/* ---- kernels --------------------------------------------------------- */
+/* ---- kernels: the dialect and ocloc -----------------------------------------
+ *
+ * The generated source is OpenCL C, which libocloc (oclocInvoke, the
+ * library form of Intel's ocloc) compiles in process to SPIR-V for the
+ * device's PCI id; the kernel layer keeps it on disk. SPIR-V is what
+ * zeModuleCreate takes; the driver finishes it for the GPU. */
+
+/* Work-items, each index one's; the loop strides over the global size, so
+ * any group count covers [0, n). */
+static void ze_entry(struct tack_source *b, const struct tack_signature *sig)
+{
+    tack_source_device_entry(
+        b, sig, "__kernel void ", "__global ",
+        "    const tack_index tack_step_ = (tack_index)get_global_size(0);\n"
+        "    for (tack_index tack_i_ = (tack_index)get_global_id(0); tack_i_ < tack_n_; tack_i_ += tack_step_)\n"
+        "        ");
+}
+
+static const struct tack_dialect ze_dialect = {
+    .name = "level_zero",
+    .prelude = "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n"
+               /* OpenCL C fixes its integer widths (char is signed 8 bits,
+                * long 64) and has no stdint.h. */
+               "typedef char int8_t;\ntypedef uchar uint8_t;\n"
+               "typedef short int16_t;\ntypedef ushort uint16_t;\n"
+               "typedef int int32_t;\ntypedef uint uint32_t;\n"
+               "typedef long int64_t;\ntypedef ulong uint64_t;\n"
+               "typedef long tack_index;\n"
+               "#define TACK_BACKEND_LEVEL_ZERO 1\n",
+    .entry = ze_entry,
+    .offline = TACK_CODE_NONE,
+};
+
+/* OpenCL C 2.0 for its generic address space: the user's functions take
+ * unqualified pointers, which the entry's __global ones convert to. */
+#define OCLOC_OPTIONS "-cl-std=CL2.0"
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+/* What both steps check first: a device to compile for, and fp64 when the
+ * kernel needs it (checked before compiling: the device would refuse the
+ * module anyway, with a less useful message). Then loads libocloc, and
+ * names the device as ocloc does: by its PCI device id (as well as by its
+ * code name). */
+static tack_status prepare(const struct tack_compile *job, const struct tack_ocloc_api **api, char device[32])
+{
+    if (!job->device)
+        return tack_error_set(TACK_EVALUE, "Level Zero kernels compile for a device; kernel '%s' was given none",
+                              job->name);
+    struct ze_device_state *s = STATE(job->device);
+    if (job->uses_f64 && !s->fp64)
+        return tack_error_set(TACK_ERUNTIME,
+                              "kernel '%s' takes float64 values, but Level Zero device %s (%s) has no fp64 "
+                              "support (its module properties lack ZE_DEVICE_MODULE_FLAG_FP64); use float32 "
+                              "on this device",
+                              job->name, job->device->name, s->device_name);
+    snprintf(device, 32, "0x%04" PRIx32, s->device_id);
+    return tack_ocloc_load(api);
+}
+
+/* SPIR-V depends on libocloc (which offers no version query: its path
+ * stands for it), the options and the device. */
+static tack_status ze_kernel_key(struct tack_compile *job)
+{
+    const struct tack_ocloc_api *api;
+    char device[32];
+    tack_status st = prepare(job, &api, device);
+    if (st != TACK_OK)
+        return st;
+    snprintf(job->key, sizeof job->key, "%s %s %s", tack_library_path(&api->library), OCLOC_OPTIONS, device);
+    job->kind = TACK_CODE_SPIRV;
+    return TACK_OK;
+}
+
+static tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *out)
+{
+    const struct tack_ocloc_api *api;
+    char device[32];
+    tack_status st = prepare(job, &api, device);
+    if (st != TACK_OK)
+        return st;
+    const char *argv[] = {"ocloc", "compile", "-file", "kernel.cl", "-spv_only", "-device", device,
+                          "-options", OCLOC_OPTIONS};
+    const uint8_t *data[1] = {(const uint8_t *)job->source};
+    const uint64_t len[1] = {strlen(job->source) + 1};
+    const char *names[1] = {"kernel.cl"};
+    uint32_t nout = 0;
+    uint8_t **outputs = NULL;
+    uint64_t *out_len = NULL;
+    char **out_names = NULL;
+    int rc = api->oclocInvoke((unsigned)(sizeof argv / sizeof *argv), argv, 1, data, len, names, 0, NULL, NULL, NULL,
+                              &nout, &outputs, &out_len, &out_names);
+    const unsigned char *bin = NULL;
+    size_t bin_size = 0;
+    const char *log = NULL;
+    size_t log_size = 0;
+    for (uint32_t i = 0; outputs && out_names && i < nout; i++) {
+        if (!out_names[i])
+            continue;
+        if (ends_with(out_names[i], ".spv")) {
+            bin = outputs[i];
+            bin_size = (size_t)out_len[i];
+        } else if (ends_with(out_names[i], ".log")) {
+            log = (const char *)outputs[i];
+            log_size = (size_t)out_len[i];
+        }
+    }
+    /* The log need not be NUL-terminated. */
+    while (log_size && log && log[log_size - 1] == 0)
+        log_size--;
+    unsigned char *spirv = NULL;
+    if (rc != 0 || !bin || !bin_size) {
+        /* The log is ocloc's, freed below: the kernel layer gets a copy. */
+        out->failed = 1;
+        if (log_size && (out->log = malloc(log_size))) {
+            memcpy(out->log, log, log_size);
+            out->log_size = log_size;
+        }
+        st = tack_error_set(TACK_ERUNTIME,
+                            "kernel '%s' failed to compile for level_zero (libocloc '%s', ocloc returned %d):\n",
+                            job->name, tack_library_path(&api->library), rc);
+    } else if (!(spirv = malloc(bin_size))) {
+        st = tack_error_set(TACK_ENOMEM, "out of memory holding %zu bytes of SPIR-V", bin_size);
+    } else {
+        memcpy(spirv, bin, bin_size);
+        out->kind = TACK_CODE_SPIRV;
+        out->data = spirv;
+        out->size = bin_size;
+    }
+    if (outputs || out_names || out_len)
+        api->oclocFreeOutput(&nout, &outputs, &out_len, &out_names);
+    return st;
+}
+
+/* ---- kernels: modules and launches ---------------------------------------- */
 
 /* A loaded kernel. The module and kernel objects are never destroyed (Tack
  * destroys no Level Zero object); kernel_unload frees only this record. */
@@ -595,53 +734,37 @@ static char *build_log(const struct tack_ze_api *ze, tack_ze_module_build_log lo
     return text;
 }
 
-static tack_status ze_kernel_load(tack_device *device, const struct tack_kernel_code *code, void **out)
+static tack_status ze_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out)
 {
     struct ze_device_state *s = STATE(device);
     const struct tack_ze_api *ze = s->ze;
-    if (strcmp(code->format, "opencl"))
+    if (code->kind != TACK_CODE_SPIRV)
         return tack_error_set(TACK_ERUNTIME, "%s runs OpenCL C kernels compiled to SPIR-V; it was given %s code",
-                              device->name, code->format);
+                              device->name, tack_code_kind_name(code->kind));
     if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
         return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
                               code->nargs);
-    /* Checked before compiling: the device would refuse the module anyway,
-     * with a less useful message. */
-    if (code->uses_f64 && !s->fp64)
-        return tack_error_set(TACK_ERUNTIME,
-                              "kernel '%s' takes float64 values, but Level Zero device %s (%s) has no fp64 "
-                              "support (its module properties lack ZE_DEVICE_MODULE_FLAG_FP64); use float32 "
-                              "on this device",
-                              code->name, device->name, s->device_name);
-    unsigned char *spirv = NULL;
-    size_t size = 0;
-    tack_status st = tack_opencl_compile(code->name, code->data, s->device_id, &spirv, &size);
-    if (st != TACK_OK)
-        return st;
     struct ze_loaded_kernel *k = calloc(1, sizeof *k);
-    if (!k) {
-        free(spirv);
+    if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
-    }
-    tack_ze_module_desc desc = {TACK_ZE_STRUCTURE_TYPE_MODULE_DESC, NULL, TACK_ZE_MODULE_FORMAT_IL_SPIRV, size, spirv,
-                                "", NULL};
+    tack_ze_module_desc desc = {TACK_ZE_STRUCTURE_TYPE_MODULE_DESC, NULL, TACK_ZE_MODULE_FORMAT_IL_SPIRV, code->size,
+                                code->data, "", NULL};
     tack_ze_module module = NULL;
     tack_ze_module_build_log log = NULL;
     tack_ze_result r = ze->zeModuleCreate(s->context, s->device, &desc, &module, &log);
-    free(spirv);
     if (r != TACK_ZE_SUCCESS) {
-        /* The log is left to the driver with everything else Tack made. */
+        /* The log object is left to the driver with everything else Tack
+         * made; its text goes to the kernel layer. */
         char *text = build_log(ze, log);
-        if (text)
-            tack_compile_log_set(text, strlen(text));
-        st = tack_error_set(r == TACK_ZE_ERROR_OUT_OF_HOST_MEMORY || r == TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY
-                                ? TACK_ENOMEM
-                                : TACK_ERUNTIME,
-                            "kernel '%s': Level Zero zeModuleCreate failed on %s: %s (0x%" PRIx32 ")%s%s", code->name,
-                            device->name, tack_ze_result_name(r), r, text ? ":\n" : "", text ? text : "");
-        free(text);
+        code->failed = 1;
+        code->log = text;
+        code->log_size = text ? strlen(text) : 0;
         free(k);
-        return st;
+        return tack_error_set(r == TACK_ZE_ERROR_OUT_OF_HOST_MEMORY || r == TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY
+                                  ? TACK_ENOMEM
+                                  : TACK_ERUNTIME,
+                              "kernel '%s': Level Zero zeModuleCreate failed on %s: %s (0x%" PRIx32 ")%s",
+                              code->name, device->name, tack_ze_result_name(r), r, text ? ":\n" : "");
     }
     tack_ze_kernel_desc kdesc = {TACK_ZE_STRUCTURE_TYPE_KERNEL_DESC, NULL, 0, code->entry};
     r = ze->zeKernelCreate(module, &kdesc, &k->kernel);
@@ -758,6 +881,9 @@ const struct tack_backend_ops tack_level_zero_backend = {
     .copy_from_host = ze_copy_from_host,
     .synchronize = ze_synchronize,
     .context_handle = ze_context_handle,
+    .dialect = &ze_dialect,
+    .kernel_key = ze_kernel_key,
+    .kernel_compile = ze_kernel_compile,
     .kernel_load = ze_kernel_load,
     .kernel_launch = ze_kernel_launch,
     .kernel_unload = ze_kernel_unload,

@@ -1,15 +1,16 @@
-/* The backends Tack knows, in the order DLPack imports consult them. */
+/* The backends Tack knows, in the order DLPack imports consult them: each
+ * is a table in src/backend/<name>.c, tack_<name>_backend. */
 #include "internal.h"
 
-extern const struct tack_backend_ops tack_cpu_backend;
-extern const struct tack_backend_ops tack_cuda_backend;
-extern const struct tack_backend_ops tack_hip_backend;
-extern const struct tack_backend_ops tack_level_zero_backend;
+#define TACK_BACKENDS(X) X(cpu) X(cuda) X(hip) X(level_zero)
+
+#define TACK_BACKEND_DECLARE(name) extern const struct tack_backend_ops tack_##name##_backend;
+TACK_BACKENDS(TACK_BACKEND_DECLARE)
+#undef TACK_BACKEND_DECLARE
 
 const struct tack_backend_ops *const tack_backends[] = {
-    &tack_cpu_backend,
-    &tack_cuda_backend,
-    &tack_hip_backend,
-    &tack_level_zero_backend,
+#define TACK_BACKEND_ENTRY(name) &tack_##name##_backend,
+    TACK_BACKENDS(TACK_BACKEND_ENTRY)
+#undef TACK_BACKEND_ENTRY
     NULL,
 };

@@ -34,7 +34,9 @@ static inline long tack_ref_drop(atomic_long *refs)
     return atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
 }
 
-/* kernels: defined in src/core/queue.h. */
+/* The kernel toolchain's types: src/core/toolchain.h. */
+struct tack_dialect;
+struct tack_compile;
 struct tack_kernel_code;
 
 /*
@@ -88,18 +90,41 @@ struct tack_backend_ops {
      * reads. */
     uint64_t (*stream_handle)(const tack_device *device);
 
-    /* kernels: code comes from the kernel layer (src/kernel/), described by
-     * struct tack_kernel_code in src/core/queue.h. */
-    /* optional: a backend whose memory the host addresses (dl_type kDLCPU)
-     * runs host code on Tack's thread pool, complete on return; any other
-     * backend refuses launches with TACK_ERUNTIME. Makes a launchable kernel
-     * from code compiled for this backend; on error nothing is kept. */
-    tack_status (*kernel_load)(tack_device *device, const struct tack_kernel_code *code, void **kernel);
-    /* required with kernel_load: enqueues `kernel` over [0, n) on the
-     * device's stream and returns without waiting; args[i] points at the
-     * value of parameter i (an array's data pointer), read before returning. */
+    /* ---- kernels: the backend's toolchain (src/core/toolchain.h says how
+     * the kernel layer uses it). optional: no kernels; a build or launch on
+     * the backend is TACK_ERUNTIME. With a dialect, kernel_load and
+     * kernel_launch are required. */
+    const struct tack_dialect *dialect;
+    /* optional: not kept; code is compiled again for each device that
+     * loads it. Sets job->kind and writes to job->key, as text, what
+     * besides the source decides the code kernel_compile would make for
+     * `job`: the kernel layer keeps code on disk and in memory under a
+     * hash of both, and compiles only code it has not kept. Validates the
+     * target first (TACK_EVALUE), then loads the compiler: otherwise errors
+     * as kernel_compile. */
+    tack_status (*kernel_key)(struct tack_compile *job);
+    /* optional when the dialect's offline code is TACK_CODE_HOST: the
+     * kernel layer builds the host C with the system C compiler, into the
+     * shared cache. Compiles job->source into out->kind, out->data
+     * (malloc'd, the kernel layer's from then on) and out->size, of the
+     * kind kernel_key chose when there is one. On error nothing is kept:
+     * TACK_ERUNTIME for a missing compiler (the message says what to
+     * install) or for source that does not compile (out->failed set, the
+     * compiler's log in out->log), TACK_EVALUE for a target it has no such
+     * name for, TACK_ENOMEM. */
+    tack_status (*kernel_compile)(const struct tack_compile *job, struct tack_kernel_code *out);
+    /* Makes a launchable kernel on `device` from code compiled for this
+     * backend. On error nothing is kept: TACK_ERUNTIME for code of another
+     * kind or a driver failure (out->failed and out->log set when the
+     * driver cannot build the code). */
+    tack_status (*kernel_load)(tack_device *device, struct tack_kernel_code *code, void **kernel);
+    /* Runs `kernel` over [0, n): enqueued on the device's stream, without
+     * waiting, on a backend with a queue (synchronize); complete on return
+     * on one without. args[i] points at the value of parameter i (an
+     * array's data pointer), read before returning. */
     tack_status (*kernel_launch)(tack_device *device, void *kernel, int64_t n, void *const *args);
-    /* optional: nothing to free. Frees what kernel_load made. */
+    /* optional: nothing to free. Frees what kernel_load made; the kernel
+     * layer has waited for the launches of it. */
     void (*kernel_unload)(tack_device *device, void *kernel);
 
     /* optional: wait on the host (share()). Orders `consumer_stream` (a

@@ -11,14 +11,13 @@ static void record(tack_buffer *b, uint64_t seq)
     }
 }
 
-tack_status tack_queue_launch(tack_device *d, void *kernel, int64_t n, void *const *args,
-                              tack_buffer *const *buffers, size_t nbuffers)
+tack_status tack_queue_unlaunchable(const tack_device *d)
 {
-    if (!d->ops->kernel_launch)
-        return tack_error_set(TACK_ERUNTIME, "the %s backend loads kernels but cannot launch them", d->ops->name);
-    tack_status st = d->ops->kernel_launch(d, kernel, n, args);
-    if (st != TACK_OK)
-        return st;
+    return tack_error_set(TACK_ERUNTIME, "the %s backend loads kernels but cannot launch them", d->ops->name);
+}
+
+tack_status tack_queue_record(tack_device *d, tack_buffer *const *buffers, size_t nbuffers)
+{
     /* Numbered after it is enqueued: a synchronize that reads `submitted`
      * as covering this launch is then sure to be issued after it. */
     uint64_t seq = atomic_fetch_add(&d->submitted, 1) + 1;

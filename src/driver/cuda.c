@@ -1,62 +1,19 @@
 /* Loads the CUDA driver once per process and resolves its entry points. */
 #include "cuda.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(_WIN32)
-#include <windows.h>
-#else
-#include <dlfcn.h>
-#include <pthread.h>
-#endif
-
 #include "../core/internal.h"
-
-#if defined(_WIN32)
-#define CUDA_DEFAULT_LIBRARY "nvcuda.dll"
-#else
-#define CUDA_DEFAULT_LIBRARY "libcuda.so.1"
-#endif
+#include "library.h"
 
 static struct tack_cuda_api api;
 /* The outcome of the one load, reported to every caller. */
 static tack_status load_status;
 static char load_message[512];
-
-#if defined(_WIN32)
-static INIT_ONCE load_once = INIT_ONCE_STATIC_INIT;
-#else
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-#endif
-
-static void *library_open(const char *path, char *why, size_t cap)
-{
-#if defined(_WIN32)
-    void *h = (void *)LoadLibraryA(path);
-    if (!h)
-        snprintf(why, cap, "LoadLibrary failed with error %lu", (unsigned long)GetLastError());
-    return h;
-#else
-    /* RTLD_LOCAL: the driver's symbols must not interpose on anyone else's. */
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(why, cap, "%s", e ? e : "dlopen failed");
-    }
-    return h;
-#endif
-}
-
-static void *library_symbol(void *library, const char *name)
-{
-#if defined(_WIN32)
-    return (void *)GetProcAddress((HMODULE)library, name);
-#else
-    return dlsym(library, name);
-#endif
-}
 
 static tack_status fail(const char *fmt, const char *a, const char *b)
 {
@@ -68,29 +25,22 @@ static tack_status load(void)
 {
     const char *path = getenv("TACK_CUDA_LIBRARY");
     if (!path || !*path)
-        path = CUDA_DEFAULT_LIBRARY;
-    char why[256];
+        path = "libcuda.so.1";
     /* The library is never closed: buffers and DLPack deleters may call
      * into the driver until the process exits. */
-    void *library = library_open(path, why, sizeof why);
-    if (!library)
+    if (tack_library_open(path, &api.library) != 0)
         return fail("CUDA is not available: the driver library %s could not be loaded (%s). Install the NVIDIA "
                     "driver, or set TACK_CUDA_LIBRARY to the path of libcuda",
-                    path, why);
+                    path, tack_library_error(&api.library));
 
-    struct tack_cuda_api found;
-    memset(&found, 0, sizeof found);
-    /* Each symbol is converted through memcpy: ISO C has no cast from an
-     * object pointer to a function pointer. */
-#define TACK_CUDA_RESOLVE(field, symbol, required, params)                                                   \
-    do {                                                                                                     \
-        void *p_ = library_symbol(library, #symbol);                                                          \
-        if (!p_ && (required))                                                                               \
-            return fail("CUDA is not available: the driver %s has no %s; it is too old for Tack (CUDA 11 "   \
-                        "or newer is needed)",                                                               \
-                        path, #symbol);                                                                       \
-        memcpy(&found.field, &p_, sizeof p_);                                                                \
-    } while (0);
+    /* The table is filled in a copy and published whole, so that
+     * tack_cuda_error_text never sees half a table. */
+    struct tack_cuda_api found = api;
+#define TACK_CUDA_RESOLVE(ret, field, symbol, required, params)                                                 \
+    if (tack_library_symbol(&found.library, #symbol, &found.field, sizeof found.field) != 0 && (required))      \
+        return fail("CUDA is not available: the driver %s has no %s; it is too old for Tack (CUDA 11 or newer " \
+                    "is needed)",                                                                               \
+                    path, #symbol);
     TACK_CUDA_SYMBOLS(TACK_CUDA_RESOLVE)
 #undef TACK_CUDA_RESOLVE
 
@@ -111,24 +61,9 @@ static tack_status load(void)
 
 static void load_once_fn(void) { load_status = load(); }
 
-#if defined(_WIN32)
-static BOOL CALLBACK load_once_win(PINIT_ONCE once, PVOID param, PVOID *ctx)
-{
-    (void)once;
-    (void)param;
-    (void)ctx;
-    load_once_fn();
-    return TRUE;
-}
-#endif
-
 tack_status tack_cuda_api_get(const struct tack_cuda_api **out)
 {
-#if defined(_WIN32)
-    InitOnceExecuteOnce(&load_once, load_once_win, NULL, NULL);
-#else
     pthread_once(&load_once, load_once_fn);
-#endif
     if (load_status != TACK_OK)
         return tack_error_set(load_status, "%s", load_message);
     *out = &api;

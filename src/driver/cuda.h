@@ -5,7 +5,8 @@
  * driver API reference (cuda.h of the CUDA toolkit): only the types, enum
  * values and entry points Tack calls. Building Tack needs no CUDA SDK; the
  * driver (libcuda.so.1, or the library named by TACK_CUDA_LIBRARY) is opened
- * with dlopen on first use and every entry point is resolved once.
+ * through the loader (library.h) on first use and every entry point is
+ * resolved once.
  *
  * Entry points whose ABI changed are resolved by their versioned symbol
  * (cuMemAlloc_v2, cuCtxPushCurrent_v2, ...): the unversioned symbol still
@@ -21,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "library.h"
 #include "tack/status.h"
 
 /* The ABI test (tests/c/test_cuda_abi_sdk.c) defines TACK_CUDA_SDK_TYPES
@@ -155,95 +157,101 @@ typedef struct CUmemAccessDesc_st {
 #endif /* TACK_CUDA_SDK_TYPES */
 
 /*
- * The entry points, listed once: X(field, symbol, required, parameters).
- * `field` is the member of struct tack_cuda_api; `symbol` the name resolved
- * in the driver (an identifier, so that the ABI test can compare each
- * signature with the toolkit's declaration of that symbol). A required symbol missing from the driver fails the load
- * (the driver is too old); an optional one leaves the member NULL and the
- * caller takes the documented fallback.
+ * The entry points, listed once in the drivers' shape (src/driver/library.h):
+ * X(return type, field, symbol, required, parameters). The ABI test compares
+ * each signature with the toolkit's declaration of `symbol`. A required
+ * symbol missing from the driver fails the load (the driver is too old); an
+ * optional one leaves the member NULL and the caller takes the documented
+ * fallback.
  */
-#define TACK_CUDA_SYMBOLS(X)                                                                                  \
-    X(cuInit, cuInit, 1, (unsigned int flags))                                                             \
-    X(cuDriverGetVersion, cuDriverGetVersion, 1, (int *version))                                           \
-    X(cuGetErrorName, cuGetErrorName, 1, (CUresult error, const char **name))                              \
-    X(cuGetErrorString, cuGetErrorString, 1, (CUresult error, const char **text))                          \
-    X(cuDeviceGetCount, cuDeviceGetCount, 1, (int *count))                                                 \
-    X(cuDeviceGet, cuDeviceGet, 1, (CUdevice * device, int ordinal))                                       \
-    X(cuDeviceGetName, cuDeviceGetName, 1, (char *name, int len, CUdevice dev))                            \
-    X(cuDeviceGetAttribute, cuDeviceGetAttribute, 1, (int *value, CUdevice_attribute attrib, CUdevice dev)) \
-    /* _v2 (CUDA 11.4) reports the MIG instance's UUID under MIG; the older one is the fallback. */         \
-    X(cuDeviceGetUuid, cuDeviceGetUuid_v2, 0, (CUuuid * uuid, CUdevice dev))                               \
-    X(cuDeviceGetUuid_v1, cuDeviceGetUuid, 0, (CUuuid * uuid, CUdevice dev))                               \
-    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 1, (CUcontext * ctx, CUdevice dev))              \
-    X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 1, (CUdevice dev))                          \
-    X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 1,                                           \
-      (CUdevice dev, unsigned int *flags, int *active))                                                      \
-    X(cuCtxGetCurrent, cuCtxGetCurrent, 1, (CUcontext * ctx))                                              \
-    X(cuCtxPushCurrent, cuCtxPushCurrent_v2, 1, (CUcontext ctx))                                           \
-    X(cuCtxPopCurrent, cuCtxPopCurrent_v2, 1, (CUcontext * ctx))                                           \
-    X(cuCtxGetDevice, cuCtxGetDevice, 1, (CUdevice * device))                                              \
-    /* CUDA 12.0: lets Tack tell a live context from a destroyed one. */                                     \
-    X(cuCtxGetId, cuCtxGetId, 0, (CUcontext ctx, unsigned long long *id))                                  \
-    X(cuCtxSynchronize, cuCtxSynchronize, 1, (void))                                                       \
-    X(cuStreamCreate, cuStreamCreate, 1, (CUstream * stream, unsigned int flags))                          \
-    X(cuStreamDestroy, cuStreamDestroy_v2, 1, (CUstream stream))                                           \
-    X(cuStreamSynchronize, cuStreamSynchronize, 1, (CUstream stream))                                      \
-    /* Stream-ordered DLPack export: a consumer's stream waits for an event on Tack's. */                     \
-    X(cuStreamGetCtx, cuStreamGetCtx, 1, (CUstream stream, CUcontext * ctx))                               \
-    X(cuEventCreate, cuEventCreate, 1, (CUevent * event, unsigned int flags))                              \
-    X(cuEventRecord, cuEventRecord, 1, (CUevent event, CUstream stream))                                   \
-    X(cuEventDestroy, cuEventDestroy_v2, 1, (CUevent event))                                               \
-    X(cuStreamWaitEvent, cuStreamWaitEvent, 1, (CUstream stream, CUevent event, unsigned int flags))       \
-    X(cuMemAlloc, cuMemAlloc_v2, 1, (CUdeviceptr * ptr, size_t size))                                      \
-    X(cuMemFree, cuMemFree_v2, 1, (CUdeviceptr ptr))                                                       \
-    /* CUDA 11.2: stream-ordered allocation; without it Tack uses cuMemAlloc. */                             \
-    X(cuMemAllocAsync, cuMemAllocAsync, 0, (CUdeviceptr * ptr, size_t size, CUstream stream))              \
-    X(cuMemFreeAsync, cuMemFreeAsync, 0, (CUdeviceptr ptr, CUstream stream))                               \
-    X(cuMemsetD8Async, cuMemsetD8Async, 1, (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)) \
-    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, 1,                                                          \
-      (CUdeviceptr dst, const void *src, size_t size, CUstream stream))                                      \
-    X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, 1, (void *dst, CUdeviceptr src, size_t size, CUstream stream)) \
-    X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 1,                                                          \
-      (CUdeviceptr dst, CUdeviceptr src, size_t size, CUstream stream))                                      \
-    X(cuPointerGetAttribute, cuPointerGetAttribute, 1,                                                     \
-      (void *data, CUpointer_attribute attribute, CUdeviceptr ptr))                                          \
-    /* CUDA 10.2: virtual memory management, for exportable allocations. */                                  \
-    X(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 0,                                     \
-      (size_t * granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option))      \
-    X(cuMemCreate, cuMemCreate, 0,                                                                         \
-      (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp *prop,                  \
-       unsigned long long flags))                                                                            \
-    X(cuMemRelease, cuMemRelease, 0, (CUmemGenericAllocationHandle handle))                                \
-    X(cuMemAddressReserve, cuMemAddressReserve, 0,                                                         \
-      (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags))        \
-    X(cuMemAddressFree, cuMemAddressFree, 0, (CUdeviceptr ptr, size_t size))                               \
-    X(cuMemMap, cuMemMap, 0,                                                                               \
-      (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,                     \
-       unsigned long long flags))                                                                            \
-    X(cuMemUnmap, cuMemUnmap, 0, (CUdeviceptr ptr, size_t size))                                           \
-    X(cuMemSetAccess, cuMemSetAccess, 0, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)) \
-    X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 0,                                       \
-      (void *handle_out, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,                \
-       unsigned long long flags))                                                                            \
-    /* Cross-process arrays: maps another process's exported allocation. */                                  \
-    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 0,                                   \
-      (CUmemGenericAllocationHandle * handle, void *os_handle, CUmemAllocationHandleType type))              \
-    /* Kernels: PTX modules loaded and launched on Tack's stream. */                                         \
-    X(cuModuleLoadData, cuModuleLoadData, 1, (CUmodule * module, const void *image))                       \
-    X(cuModuleUnload, cuModuleUnload, 1, (CUmodule module))                                                \
-    X(cuModuleGetFunction, cuModuleGetFunction, 1, (CUfunction * function, CUmodule module, const char *name)) \
-    X(cuLaunchKernel, cuLaunchKernel, 1,                                                                   \
-      (CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z, unsigned int block_x,    \
-       unsigned int block_y, unsigned int block_z, unsigned int shared_bytes, CUstream stream, void **params, \
+#define TACK_CUDA_SYMBOLS(X)                                                                                   \
+    X(CUresult, cuInit, cuInit, 1, (unsigned int flags))                                                       \
+    X(CUresult, cuDriverGetVersion, cuDriverGetVersion, 1, (int *version))                                     \
+    X(CUresult, cuGetErrorName, cuGetErrorName, 1, (CUresult error, const char **name))                        \
+    X(CUresult, cuGetErrorString, cuGetErrorString, 1, (CUresult error, const char **text))                    \
+    X(CUresult, cuDeviceGetCount, cuDeviceGetCount, 1, (int *count))                                           \
+    X(CUresult, cuDeviceGet, cuDeviceGet, 1, (CUdevice * device, int ordinal))                                 \
+    X(CUresult, cuDeviceGetName, cuDeviceGetName, 1, (char *name, int len, CUdevice dev))                      \
+    X(CUresult, cuDeviceGetAttribute, cuDeviceGetAttribute, 1,                                                 \
+      (int *value, CUdevice_attribute attrib, CUdevice dev))                                                   \
+    /* _v2 (CUDA 11.4) reports the MIG instance's UUID under MIG; the older one is the fallback. */            \
+    X(CUresult, cuDeviceGetUuid, cuDeviceGetUuid_v2, 0, (CUuuid * uuid, CUdevice dev))                         \
+    X(CUresult, cuDeviceGetUuid_v1, cuDeviceGetUuid, 0, (CUuuid * uuid, CUdevice dev))                         \
+    X(CUresult, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 1, (CUcontext * ctx, CUdevice dev))        \
+    X(CUresult, cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 1, (CUdevice dev))                    \
+    X(CUresult, cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 1,                                     \
+      (CUdevice dev, unsigned int *flags, int *active))                                                        \
+    X(CUresult, cuCtxGetCurrent, cuCtxGetCurrent, 1, (CUcontext * ctx))                                        \
+    X(CUresult, cuCtxPushCurrent, cuCtxPushCurrent_v2, 1, (CUcontext ctx))                                     \
+    X(CUresult, cuCtxPopCurrent, cuCtxPopCurrent_v2, 1, (CUcontext * ctx))                                     \
+    X(CUresult, cuCtxGetDevice, cuCtxGetDevice, 1, (CUdevice * device))                                        \
+    /* CUDA 12.0: lets Tack tell a live context from a destroyed one. */                                       \
+    X(CUresult, cuCtxGetId, cuCtxGetId, 0, (CUcontext ctx, unsigned long long *id))                            \
+    X(CUresult, cuCtxSynchronize, cuCtxSynchronize, 1, (void))                                                 \
+    X(CUresult, cuStreamCreate, cuStreamCreate, 1, (CUstream * stream, unsigned int flags))                    \
+    X(CUresult, cuStreamDestroy, cuStreamDestroy_v2, 1, (CUstream stream))                                     \
+    X(CUresult, cuStreamSynchronize, cuStreamSynchronize, 1, (CUstream stream))                                \
+    /* Stream-ordered DLPack export: a consumer's stream waits for an event on Tack's. */                      \
+    X(CUresult, cuStreamGetCtx, cuStreamGetCtx, 1, (CUstream stream, CUcontext * ctx))                         \
+    X(CUresult, cuEventCreate, cuEventCreate, 1, (CUevent * event, unsigned int flags))                        \
+    X(CUresult, cuEventRecord, cuEventRecord, 1, (CUevent event, CUstream stream))                             \
+    X(CUresult, cuEventDestroy, cuEventDestroy_v2, 1, (CUevent event))                                         \
+    X(CUresult, cuStreamWaitEvent, cuStreamWaitEvent, 1, (CUstream stream, CUevent event, unsigned int flags)) \
+    X(CUresult, cuMemAlloc, cuMemAlloc_v2, 1, (CUdeviceptr * ptr, size_t size))                                \
+    X(CUresult, cuMemFree, cuMemFree_v2, 1, (CUdeviceptr ptr))                                                 \
+    /* CUDA 11.2: stream-ordered allocation; without it Tack uses cuMemAlloc. */                               \
+    X(CUresult, cuMemAllocAsync, cuMemAllocAsync, 0, (CUdeviceptr * ptr, size_t size, CUstream stream))        \
+    X(CUresult, cuMemFreeAsync, cuMemFreeAsync, 0, (CUdeviceptr ptr, CUstream stream))                         \
+    X(CUresult, cuMemsetD8Async, cuMemsetD8Async, 1,                                                           \
+      (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream))                                       \
+    X(CUresult, cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, 1,                                                    \
+      (CUdeviceptr dst, const void *src, size_t size, CUstream stream))                                        \
+    X(CUresult, cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, 1,                                                    \
+      (void *dst, CUdeviceptr src, size_t size, CUstream stream))                                              \
+    X(CUresult, cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 1,                                                    \
+      (CUdeviceptr dst, CUdeviceptr src, size_t size, CUstream stream))                                        \
+    X(CUresult, cuPointerGetAttribute, cuPointerGetAttribute, 1,                                               \
+      (void *data, CUpointer_attribute attribute, CUdeviceptr ptr))                                            \
+    /* CUDA 10.2: virtual memory management, for exportable allocations. */                                    \
+    X(CUresult, cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 0,                               \
+      (size_t * granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option))        \
+    X(CUresult, cuMemCreate, cuMemCreate, 0,                                                                   \
+      (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp *prop,                    \
+       unsigned long long flags))                                                                              \
+    X(CUresult, cuMemRelease, cuMemRelease, 0, (CUmemGenericAllocationHandle handle))                          \
+    X(CUresult, cuMemAddressReserve, cuMemAddressReserve, 0,                                                   \
+      (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags))          \
+    X(CUresult, cuMemAddressFree, cuMemAddressFree, 0, (CUdeviceptr ptr, size_t size))                         \
+    X(CUresult, cuMemMap, cuMemMap, 0,                                                                         \
+      (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,                       \
+       unsigned long long flags))                                                                              \
+    X(CUresult, cuMemUnmap, cuMemUnmap, 0, (CUdeviceptr ptr, size_t size))                                     \
+    X(CUresult, cuMemSetAccess, cuMemSetAccess, 0,                                                             \
+      (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))                               \
+    X(CUresult, cuMemExportToShareableHandle, cuMemExportToShareableHandle, 0,                                 \
+      (void *handle_out, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,                  \
+       unsigned long long flags))                                                                              \
+    /* Cross-process arrays: maps another process's exported allocation. */                                    \
+    X(CUresult, cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 0,                             \
+      (CUmemGenericAllocationHandle * handle, void *os_handle, CUmemAllocationHandleType type))                \
+    /* Kernels: PTX modules loaded and launched on Tack's stream. */                                           \
+    X(CUresult, cuModuleLoadData, cuModuleLoadData, 1, (CUmodule * module, const void *image))                 \
+    X(CUresult, cuModuleUnload, cuModuleUnload, 1, (CUmodule module))                                          \
+    X(CUresult, cuModuleGetFunction, cuModuleGetFunction, 1,                                                   \
+      (CUfunction * function, CUmodule module, const char *name))                                              \
+    X(CUresult, cuLaunchKernel, cuLaunchKernel, 1,                                                             \
+      (CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z, unsigned int block_x,      \
+       unsigned int block_y, unsigned int block_z, unsigned int shared_bytes, CUstream stream, void **params,  \
        void **extra))
 
 /* The process-wide table of driver entry points. Optional members may be
  * NULL (see TACK_CUDA_SYMBOLS). */
 struct tack_cuda_api {
-#define TACK_CUDA_MEMBER(field, symbol, required, params) CUresult (*field) params;
+#define TACK_CUDA_MEMBER(ret, field, symbol, required, params) ret(*field) params;
     TACK_CUDA_SYMBOLS(TACK_CUDA_MEMBER)
 #undef TACK_CUDA_MEMBER
     int driver_version; /* cuDriverGetVersion: 12040 is CUDA 12.4 */
+    struct tack_library library;
 };
 
 /* Opens the driver on first call (thread-safe: exactly one thread loads it)

@@ -8,7 +8,8 @@
  *
  * The library is libamdhip64.so (then its versioned names), or the file
  * named by the environment variable TACK_HIP_LIBRARY (the simulated runtime
- * in tests/sim/).
+ * in tests/sim/), opened through the loader (library.h). Its compiler,
+ * hipRTC, is a library of its own (hiprtc.h).
  */
 #ifndef TACK_DRIVER_HIP_H
 #define TACK_DRIVER_HIP_H
@@ -16,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "library.h"
 #include "tack/status.h"
 
 /* hipError_t */
@@ -66,36 +68,39 @@ typedef struct tack_hip_module_object *tack_hip_module;
 typedef struct tack_hip_function_object *tack_hip_function;
 typedef struct tack_hip_stream_object *tack_hip_stream;
 
-/* Every entry point Tack calls, listed once: X(return type, name, parameters). */
-#define TACK_HIP_FUNCTIONS(X)                                                                                   \
-    X(tack_hip_error, hipInit, (unsigned int flags))                                                           \
-    X(tack_hip_error, hipRuntimeGetVersion, (int *version))                                                    \
-    X(tack_hip_error, hipGetDeviceCount, (int *count))                                                         \
-    X(tack_hip_error, hipGetDevice, (int *device))                                                             \
-    X(tack_hip_error, hipSetDevice, (int device))                                                              \
-    X(tack_hip_error, hipMalloc, (void **ptr, size_t size))                                                    \
-    X(tack_hip_error, hipFree, (void *ptr))                                                                    \
-    X(tack_hip_error, hipMemset, (void *dst, int value, size_t size))                                          \
-    X(tack_hip_error, hipMemcpy, (void *dst, const void *src, size_t size, int kind))                          \
-    X(tack_hip_error, hipDeviceSynchronize, (void))                                                            \
-    X(tack_hip_error, hipPointerGetAttributes, (tack_hip_pointer_attributes * attributes, const void *ptr))   \
-    X(tack_hip_error, hipGetLastError, (void))                                                                 \
-    X(const char *, hipGetErrorString, (tack_hip_error error))                                                 \
-    X(tack_hip_error, hipModuleLoadData, (tack_hip_module * module, const void *image))                        \
-    X(tack_hip_error, hipModuleGetFunction, (tack_hip_function * function, tack_hip_module module,            \
-                                             const char *name))                                               \
-    X(tack_hip_error, hipModuleLaunchKernel,                                                                   \
-      (tack_hip_function f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX,   \
-       unsigned int blockY, unsigned int blockZ, unsigned int sharedMemBytes, tack_hip_stream stream,          \
-       void **kernelParams, void **extra))                                                                     \
-    X(tack_hip_error, hipModuleUnload, (tack_hip_module module))
+/* Every entry point Tack calls, listed once in the drivers' shape
+ * (src/driver/library.h); each is required. */
+#define TACK_HIP_FUNCTIONS(X)                                                                                 \
+    X(tack_hip_error, hipInit, hipInit, 1, (unsigned int flags))                                              \
+    X(tack_hip_error, hipRuntimeGetVersion, hipRuntimeGetVersion, 1, (int *version))                          \
+    X(tack_hip_error, hipGetDeviceCount, hipGetDeviceCount, 1, (int *count))                                  \
+    X(tack_hip_error, hipGetDevice, hipGetDevice, 1, (int *device))                                           \
+    X(tack_hip_error, hipSetDevice, hipSetDevice, 1, (int device))                                            \
+    X(tack_hip_error, hipMalloc, hipMalloc, 1, (void **ptr, size_t size))                                     \
+    X(tack_hip_error, hipFree, hipFree, 1, (void *ptr))                                                       \
+    X(tack_hip_error, hipMemset, hipMemset, 1, (void *dst, int value, size_t size))                           \
+    X(tack_hip_error, hipMemcpy, hipMemcpy, 1, (void *dst, const void *src, size_t size, int kind))           \
+    X(tack_hip_error, hipDeviceSynchronize, hipDeviceSynchronize, 1, (void))                                  \
+    X(tack_hip_error, hipPointerGetAttributes, hipPointerGetAttributes, 1,                                    \
+      (tack_hip_pointer_attributes * attributes, const void *ptr))                                            \
+    X(tack_hip_error, hipGetLastError, hipGetLastError, 1, (void))                                            \
+    X(const char *, hipGetErrorString, hipGetErrorString, 1, (tack_hip_error error))                          \
+    X(tack_hip_error, hipModuleLoadData, hipModuleLoadData, 1, (tack_hip_module * module, const void *image)) \
+    X(tack_hip_error, hipModuleGetFunction, hipModuleGetFunction, 1,                                          \
+      (tack_hip_function * function, tack_hip_module module, const char *name))                               \
+    X(tack_hip_error, hipModuleLaunchKernel, hipModuleLaunchKernel, 1,                                        \
+      (tack_hip_function f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX,  \
+       unsigned int blockY, unsigned int blockZ, unsigned int sharedMemBytes, tack_hip_stream stream,         \
+       void **kernelParams, void **extra))                                                                    \
+    X(tack_hip_error, hipModuleUnload, hipModuleUnload, 1, (tack_hip_module module))
 
 /* The loaded entry points, and the runtime's major version. */
 struct tack_hip_api {
-#define TACK_HIP_POINTER(ret, name, params) ret(*name) params;
+#define TACK_HIP_POINTER(ret, field, symbol, required, params) ret(*field) params;
     TACK_HIP_FUNCTIONS(TACK_HIP_POINTER)
 #undef TACK_HIP_POINTER
     int major_version;
+    struct tack_library library;
 };
 
 /* Loads the runtime, resolves every entry point and reads its version, once
@@ -107,47 +112,5 @@ tack_status tack_hip_load(const struct tack_hip_api **out);
 
 /* The runtime's description of an error; never NULL. Never fails. */
 const char *tack_hip_error_string(const struct tack_hip_api *api, tack_hip_error error);
-
-/* ---- hipRTC ---------------------------------------------------------------
- * The runtime compiler, from AMD's hiprtc.h: a separate library,
- * libhiprtc.so (then its versioned names), or the file named by
- * TACK_HIPRTC_LIBRARY (the simulated compiler in tests/sim/). */
-
-/* hiprtcResult */
-typedef int tack_hiprtc_result;
-#define TACK_HIPRTC_SUCCESS 0
-#define TACK_HIPRTC_ERROR_OUT_OF_MEMORY 1
-#define TACK_HIPRTC_ERROR_INVALID_OPTION 5
-#define TACK_HIPRTC_ERROR_COMPILATION 6
-
-typedef struct tack_hiprtc_program_object *tack_hiprtc_program;
-
-#define TACK_HIPRTC_FUNCTIONS(X)                                                                                \
-    X(tack_hiprtc_result, hiprtcVersion, (int *major, int *minor))                                             \
-    X(const char *, hiprtcGetErrorString, (tack_hiprtc_result result))                                         \
-    X(tack_hiprtc_result, hiprtcCreateProgram,                                                                 \
-      (tack_hiprtc_program * prog, const char *src, const char *name, int numHeaders, const char **headers,    \
-       const char **includeNames))                                                                            \
-    X(tack_hiprtc_result, hiprtcCompileProgram, (tack_hiprtc_program prog, int numOptions, const char **options)) \
-    X(tack_hiprtc_result, hiprtcGetCodeSize, (tack_hiprtc_program prog, size_t * size))                        \
-    X(tack_hiprtc_result, hiprtcGetCode, (tack_hiprtc_program prog, char *code))                               \
-    X(tack_hiprtc_result, hiprtcGetProgramLogSize, (tack_hiprtc_program prog, size_t * size))                  \
-    X(tack_hiprtc_result, hiprtcGetProgramLog, (tack_hiprtc_program prog, char *log))                          \
-    X(tack_hiprtc_result, hiprtcDestroyProgram, (tack_hiprtc_program * prog))
-
-struct tack_hiprtc_api {
-#define TACK_HIPRTC_POINTER(ret, name, params) ret(*name) params;
-    TACK_HIPRTC_FUNCTIONS(TACK_HIPRTC_POINTER)
-#undef TACK_HIPRTC_POINTER
-    int major, minor;
-    char path[512];
-};
-
-/* Loads hipRTC from TACK_HIPRTC_LIBRARY when set, else the usual names.
- * Thread-safe. A library once loaded stays loaded and is returned again for
- * the same path; a failure is not remembered, so a later call (after the
- * variable changed, or the package was installed) tries again. On error
- * returns TACK_ERUNTIME saying what to install or set, *out untouched. */
-tack_status tack_hiprtc_load(const struct tack_hiprtc_api **out);
 
 #endif

@@ -8,7 +8,9 @@
  * needed to build Tack.
  *
  * The library is libze_loader.so.1, or the file named by the environment
- * variable TACK_LEVEL_ZERO_LIBRARY (the simulated driver in tests/sim/).
+ * variable TACK_LEVEL_ZERO_LIBRARY (the simulated driver in tests/sim/),
+ * opened through the loader (library.h). Its compiler, libocloc, is a
+ * library of its own (ocloc.h).
  */
 #ifndef TACK_DRIVER_LEVEL_ZERO_H
 #define TACK_DRIVER_LEVEL_ZERO_H
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "library.h"
 #include "tack/status.h"
 
 /* ze_result_t */
@@ -260,80 +263,87 @@ typedef struct tack_ze_group_count {
 } tack_ze_group_count;
 
 /*
- * Every entry point Tack calls, listed once: X(required, return type, name,
- * parameters). An entry marked 0 may be missing from an older loader; its
- * pointer is then NULL and the caller takes the documented fallback.
- * Tack calls no ...Destroy function: it destroys no Level Zero object.
+ * Every entry point Tack calls, listed once in the drivers' shape
+ * (src/driver/library.h). An entry not required may be missing from an
+ * older loader; its pointer is then NULL and the caller takes the
+ * documented fallback. Tack calls no ...Destroy function: it destroys no
+ * Level Zero object.
  */
-#define TACK_ZE_FUNCTIONS(X)                                                                                   \
-    X(1, tack_ze_result, zeInit, (uint32_t flags))                                                             \
-    X(1, tack_ze_result, zeDriverGet, (uint32_t * pCount, tack_ze_driver * phDrivers))                       \
-    X(1, tack_ze_result, zeDriverGetProperties, (tack_ze_driver hDriver, tack_ze_driver_properties * pProps)) \
-    X(1, tack_ze_result, zeDeviceGet, (tack_ze_driver hDriver, uint32_t * pCount, tack_ze_device * phDevices)) \
-    X(1, tack_ze_result, zeDeviceGetProperties, (tack_ze_device hDevice, tack_ze_device_properties * pProps)) \
-    X(1, tack_ze_result, zeDeviceGetComputeProperties,                                                         \
-      (tack_ze_device hDevice, tack_ze_device_compute_properties * pProps))                                   \
-    X(1, tack_ze_result, zeDeviceGetModuleProperties,                                                          \
-      (tack_ze_device hDevice, tack_ze_device_module_properties * pProps))                                    \
-    X(1, tack_ze_result, zeDeviceGetCommandQueueGroupProperties,                                               \
-      (tack_ze_device hDevice, uint32_t * pCount, tack_ze_command_queue_group_properties * pProps))           \
-    X(1, tack_ze_result, zeContextCreate,                                                                      \
-      (tack_ze_driver hDriver, const tack_ze_context_desc *desc, tack_ze_context *phContext))                  \
-    X(1, tack_ze_result, zeCommandQueueCreate,                                                                 \
-      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_command_queue_desc *desc,             \
-       tack_ze_command_queue *phQueue))                                                                        \
-    X(1, tack_ze_result, zeCommandQueueExecuteCommandLists,                                                    \
-      (tack_ze_command_queue hQueue, uint32_t numLists, tack_ze_command_list * phLists, tack_ze_fence hFence)) \
-    X(1, tack_ze_result, zeCommandQueueSynchronize, (tack_ze_command_queue hQueue, uint64_t timeout))        \
-    X(1, tack_ze_result, zeFenceCreate,                                                                        \
-      (tack_ze_command_queue hQueue, const tack_ze_fence_desc *desc, tack_ze_fence *phFence))                  \
-    X(1, tack_ze_result, zeFenceHostSynchronize, (tack_ze_fence hFence, uint64_t timeout))                    \
-    X(1, tack_ze_result, zeFenceReset, (tack_ze_fence hFence))                                                \
-    X(1, tack_ze_result, zeCommandListCreate,                                                                  \
-      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_command_list_desc *desc,              \
-       tack_ze_command_list *phList))                                                                          \
-    X(1, tack_ze_result, zeCommandListCreateImmediate,                                                         \
-      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_command_queue_desc *desc,             \
-       tack_ze_command_list *phList))                                                                          \
-    X(1, tack_ze_result, zeCommandListClose, (tack_ze_command_list hList))                                    \
-    X(1, tack_ze_result, zeCommandListReset, (tack_ze_command_list hList))                                    \
-    X(1, tack_ze_result, zeCommandListAppendMemoryCopy,                                                        \
-      (tack_ze_command_list hList, void *dst, const void *src, size_t size, tack_ze_event hSignal,           \
-       uint32_t numWait, tack_ze_event *phWait))                                                              \
-    X(1, tack_ze_result, zeCommandListAppendMemoryFill,                                                        \
-      (tack_ze_command_list hList, void *ptr, const void *pattern, size_t patternSize, size_t size,          \
-       tack_ze_event hSignal, uint32_t numWait, tack_ze_event *phWait))                                       \
-    X(1, tack_ze_result, zeCommandListAppendLaunchKernel,                                                      \
-      (tack_ze_command_list hList, tack_ze_kernel hKernel, const tack_ze_group_count *pCount,               \
-       tack_ze_event hSignal, uint32_t numWait, tack_ze_event *phWait))                                       \
-    X(1, tack_ze_result, zeMemAllocDevice,                                                                     \
-      (tack_ze_context hContext, const tack_ze_device_mem_alloc_desc *desc, size_t size, size_t alignment,   \
-       tack_ze_device hDevice, void **pptr))                                                                   \
-    X(1, tack_ze_result, zeMemFree, (tack_ze_context hContext, void *ptr))                                    \
-    X(0, tack_ze_result, zeMemFreeExt,                                                                         \
-      (tack_ze_context hContext, const tack_ze_memory_free_ext_desc *desc, void *ptr))                        \
-    X(1, tack_ze_result, zeMemGetAllocProperties,                                                              \
-      (tack_ze_context hContext, const void *ptr, tack_ze_memory_allocation_properties *pProps,              \
-       tack_ze_device *phDevice))                                                                              \
-    X(1, tack_ze_result, zeModuleCreate,                                                                       \
-      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_module_desc *desc,                    \
-       tack_ze_module *phModule, tack_ze_module_build_log *phLog))                                            \
-    X(1, tack_ze_result, zeModuleBuildLogGetString,                                                            \
-      (tack_ze_module_build_log hLog, size_t * pSize, char *pLog))                                            \
-    X(1, tack_ze_result, zeKernelCreate,                                                                       \
-      (tack_ze_module hModule, const tack_ze_kernel_desc *desc, tack_ze_kernel *phKernel))                    \
-    X(1, tack_ze_result, zeKernelSetArgumentValue,                                                             \
-      (tack_ze_kernel hKernel, uint32_t index, size_t size, const void *value))                              \
-    X(1, tack_ze_result, zeKernelSetGroupSize, (tack_ze_kernel hKernel, uint32_t x, uint32_t y, uint32_t z)) \
-    X(1, tack_ze_result, zeKernelSuggestGroupSize,                                                             \
-      (tack_ze_kernel hKernel, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t * x, uint32_t * y,            \
+#define TACK_ZE_FUNCTIONS(X)                                                                                       \
+    X(tack_ze_result, zeInit, zeInit, 1, (uint32_t flags))                                                         \
+    X(tack_ze_result, zeDriverGet, zeDriverGet, 1, (uint32_t * pCount, tack_ze_driver * phDrivers))                \
+    X(tack_ze_result, zeDriverGetProperties, zeDriverGetProperties, 1,                                             \
+      (tack_ze_driver hDriver, tack_ze_driver_properties * pProps))                                                \
+    X(tack_ze_result, zeDeviceGet, zeDeviceGet, 1,                                                                 \
+      (tack_ze_driver hDriver, uint32_t * pCount, tack_ze_device * phDevices))                                     \
+    X(tack_ze_result, zeDeviceGetProperties, zeDeviceGetProperties, 1,                                             \
+      (tack_ze_device hDevice, tack_ze_device_properties * pProps))                                                \
+    X(tack_ze_result, zeDeviceGetComputeProperties, zeDeviceGetComputeProperties, 1,                               \
+      (tack_ze_device hDevice, tack_ze_device_compute_properties * pProps))                                        \
+    X(tack_ze_result, zeDeviceGetModuleProperties, zeDeviceGetModuleProperties, 1,                                 \
+      (tack_ze_device hDevice, tack_ze_device_module_properties * pProps))                                         \
+    X(tack_ze_result, zeDeviceGetCommandQueueGroupProperties, zeDeviceGetCommandQueueGroupProperties, 1,           \
+      (tack_ze_device hDevice, uint32_t * pCount, tack_ze_command_queue_group_properties * pProps))                \
+    X(tack_ze_result, zeContextCreate, zeContextCreate, 1,                                                         \
+      (tack_ze_driver hDriver, const tack_ze_context_desc *desc, tack_ze_context *phContext))                      \
+    X(tack_ze_result, zeCommandQueueCreate, zeCommandQueueCreate, 1,                                               \
+      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_command_queue_desc *desc,                   \
+       tack_ze_command_queue *phQueue))                                                                            \
+    X(tack_ze_result, zeCommandQueueExecuteCommandLists, zeCommandQueueExecuteCommandLists, 1,                     \
+      (tack_ze_command_queue hQueue, uint32_t numLists, tack_ze_command_list * phLists, tack_ze_fence hFence))     \
+    X(tack_ze_result, zeCommandQueueSynchronize, zeCommandQueueSynchronize, 1,                                     \
+      (tack_ze_command_queue hQueue, uint64_t timeout))                                                            \
+    X(tack_ze_result, zeFenceCreate, zeFenceCreate, 1,                                                             \
+      (tack_ze_command_queue hQueue, const tack_ze_fence_desc *desc, tack_ze_fence *phFence))                      \
+    X(tack_ze_result, zeFenceHostSynchronize, zeFenceHostSynchronize, 1, (tack_ze_fence hFence, uint64_t timeout)) \
+    X(tack_ze_result, zeFenceReset, zeFenceReset, 1, (tack_ze_fence hFence))                                       \
+    X(tack_ze_result, zeCommandListCreate, zeCommandListCreate, 1,                                                 \
+      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_command_list_desc *desc,                    \
+       tack_ze_command_list *phList))                                                                              \
+    X(tack_ze_result, zeCommandListCreateImmediate, zeCommandListCreateImmediate, 1,                               \
+      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_command_queue_desc *desc,                   \
+       tack_ze_command_list *phList))                                                                              \
+    X(tack_ze_result, zeCommandListClose, zeCommandListClose, 1, (tack_ze_command_list hList))                     \
+    X(tack_ze_result, zeCommandListReset, zeCommandListReset, 1, (tack_ze_command_list hList))                     \
+    X(tack_ze_result, zeCommandListAppendMemoryCopy, zeCommandListAppendMemoryCopy, 1,                             \
+      (tack_ze_command_list hList, void *dst, const void *src, size_t size, tack_ze_event hSignal,                 \
+       uint32_t numWait, tack_ze_event *phWait))                                                                   \
+    X(tack_ze_result, zeCommandListAppendMemoryFill, zeCommandListAppendMemoryFill, 1,                             \
+      (tack_ze_command_list hList, void *ptr, const void *pattern, size_t patternSize, size_t size,                \
+       tack_ze_event hSignal, uint32_t numWait, tack_ze_event *phWait))                                            \
+    X(tack_ze_result, zeCommandListAppendLaunchKernel, zeCommandListAppendLaunchKernel, 1,                         \
+      (tack_ze_command_list hList, tack_ze_kernel hKernel, const tack_ze_group_count *pCount,                      \
+       tack_ze_event hSignal, uint32_t numWait, tack_ze_event *phWait))                                            \
+    X(tack_ze_result, zeMemAllocDevice, zeMemAllocDevice, 1,                                                       \
+      (tack_ze_context hContext, const tack_ze_device_mem_alloc_desc *desc, size_t size, size_t alignment,         \
+       tack_ze_device hDevice, void **pptr))                                                                       \
+    X(tack_ze_result, zeMemFree, zeMemFree, 1, (tack_ze_context hContext, void *ptr))                              \
+    X(tack_ze_result, zeMemFreeExt, zeMemFreeExt, 0,                                                               \
+      (tack_ze_context hContext, const tack_ze_memory_free_ext_desc *desc, void *ptr))                             \
+    X(tack_ze_result, zeMemGetAllocProperties, zeMemGetAllocProperties, 1,                                         \
+      (tack_ze_context hContext, const void *ptr, tack_ze_memory_allocation_properties *pProps,                    \
+       tack_ze_device *phDevice))                                                                                  \
+    X(tack_ze_result, zeModuleCreate, zeModuleCreate, 1,                                                           \
+      (tack_ze_context hContext, tack_ze_device hDevice, const tack_ze_module_desc *desc,                          \
+       tack_ze_module *phModule, tack_ze_module_build_log *phLog))                                                 \
+    X(tack_ze_result, zeModuleBuildLogGetString, zeModuleBuildLogGetString, 1,                                     \
+      (tack_ze_module_build_log hLog, size_t * pSize, char *pLog))                                                 \
+    X(tack_ze_result, zeKernelCreate, zeKernelCreate, 1,                                                           \
+      (tack_ze_module hModule, const tack_ze_kernel_desc *desc, tack_ze_kernel *phKernel))                         \
+    X(tack_ze_result, zeKernelSetArgumentValue, zeKernelSetArgumentValue, 1,                                       \
+      (tack_ze_kernel hKernel, uint32_t index, size_t size, const void *value))                                    \
+    X(tack_ze_result, zeKernelSetGroupSize, zeKernelSetGroupSize, 1,                                               \
+      (tack_ze_kernel hKernel, uint32_t x, uint32_t y, uint32_t z))                                                \
+    X(tack_ze_result, zeKernelSuggestGroupSize, zeKernelSuggestGroupSize, 1,                                       \
+      (tack_ze_kernel hKernel, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t * x, uint32_t * y,                  \
        uint32_t * z))
 
 /* The loaded entry points. */
 struct tack_ze_api {
-#define TACK_ZE_POINTER(required, ret, name, params) ret(*name) params;
+#define TACK_ZE_POINTER(ret, field, symbol, required, params) ret(*field) params;
     TACK_ZE_FUNCTIONS(TACK_ZE_POINTER)
 #undef TACK_ZE_POINTER
+    struct tack_library library;
 };
 
 /* Loads the library and resolves every entry point, once per process
@@ -346,40 +356,5 @@ tack_status tack_ze_load(const struct tack_ze_api **out);
 /* The specification's name of a result code ("ZE_RESULT_ERROR_DEVICE_LOST"),
  * or "an unknown ze_result_t" for another value. Never fails. */
 const char *tack_ze_result_name(tack_ze_result result);
-
-/* ---- ocloc ----------------------------------------------------------------
- * Intel's offline compiler as a library (libocloc.so), declared from its
- * public ocloc_api.h: oclocInvoke takes ocloc's command line and in-memory
- * sources and returns in-memory outputs (the SPIR-V, and "stdout.log"),
- * which oclocFreeOutput frees. TACK_OCLOC_LIBRARY names another file (the
- * simulated compiler in tests/sim/). */
-#define TACK_OCLOC_FUNCTIONS(X)                                                                                 \
-    X(int, oclocInvoke,                                                                                        \
-      (unsigned int numArgs, const char *argv[], const uint32_t numSources, const uint8_t **dataSources,       \
-       const uint64_t *lenSources, const char **nameSources, const uint32_t numInputHeaders,                   \
-       const uint8_t **dataInputHeaders, const uint64_t *lenInputHeaders, const char **nameInputHeaders,       \
-       uint32_t *numOutputs, uint8_t ***dataOutputs, uint64_t **lenOutputs, char ***nameOutputs))              \
-    X(int, oclocFreeOutput,                                                                                    \
-      (uint32_t * numOutputs, uint8_t ***dataOutputs, uint64_t **lenOutputs, char ***nameOutputs))
-
-struct tack_ocloc_api {
-#define TACK_OCLOC_POINTER(ret, name, params) ret(*name) params;
-    TACK_OCLOC_FUNCTIONS(TACK_OCLOC_POINTER)
-#undef TACK_OCLOC_POINTER
-    char path[512];
-};
-
-/* What to install for libocloc, for messages. */
-#define TACK_OCLOC_INSTALL_HINT                                                                                 \
-    "Install Intel's OpenCL compiler library libocloc.so (Debian/Ubuntu: apt-get install intel-opencl-icd, "    \
-    "which ships ocloc and libocloc.so; Intel's own compute-runtime packages: intel-ocloc), or set "             \
-    "TACK_OCLOC_LIBRARY to its path"
-
-/* Loads libocloc from TACK_OCLOC_LIBRARY when set, else libocloc.so.
- * Thread-safe. A library once loaded stays loaded and is returned again for
- * the same path; a failure is not remembered, so a later call (after the
- * variable changed, or the package was installed) tries again. On error
- * returns TACK_ERUNTIME naming what to install, *out untouched. */
-tack_status tack_ocloc_load(const struct tack_ocloc_api **out);
 
 #endif

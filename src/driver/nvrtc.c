@@ -1,7 +1,7 @@
 /* Finds NVRTC once per process and resolves its entry points. */
 #include "nvrtc.h"
 
-#include <dlfcn.h>
+#include <dlfcn.h> /* dladdr: where Tack's own code lies, to look beside it */
 #include <glob.h>
 #include <limits.h>
 #include <pthread.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../core/internal.h"
+#include "library.h"
 
 static struct tack_nvrtc_api api;
 static tack_status load_status;
@@ -23,7 +24,7 @@ static const char *const sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnv
 /* NVRTC opens its builtins library by bare name and relies on its own
  * RUNPATH to find it beside itself; an interposed dlopen (under a sanitizer)
  * searches from the wrong object and fails the compile. Loaded first, the
- * builtins are found by their soname whoever asks. */
+ * builtins are found by their soname whoever asks. They stay loaded. */
 static void preload_builtins(const char *path)
 {
     char pattern[PATH_MAX + 64];
@@ -34,45 +35,38 @@ static void preload_builtins(const char *path)
     glob_t g;
     if (glob(pattern, 0, NULL, &g) != 0)
         return;
-    for (size_t i = 0; i < g.gl_pathc; i++)
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct tack_library builtins;
         if (!strstr(g.gl_pathv[i] + (slash - path), ".alt."))
-            (void)dlopen(g.gl_pathv[i], RTLD_NOW | RTLD_LOCAL);
+            (void)tack_library_open(g.gl_pathv[i], &builtins);
+    }
     globfree(&g);
 }
 
 static int try_open(const char *path, char *why, size_t cap)
 {
-    /* RTLD_LOCAL: NVRTC's symbols must not interpose on anyone else's. The
-     * library is never closed: programs it made may be in use until exit. */
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        if (why && !*why)
-            snprintf(why, cap, "%s", e ? e : "dlopen failed");
-        return 0;
-    }
+    /* The library is never closed: programs it made may be in use until
+     * exit. */
     struct tack_nvrtc_api found;
     memset(&found, 0, sizeof found);
-    /* Through memcpy: ISO C has no cast from an object pointer to a
-     * function pointer. */
+    if (tack_library_open(path, &found.library) != 0) {
+        if (why && !*why)
+            snprintf(why, cap, "%s", tack_library_error(&found.library));
+        return 0;
+    }
 #define TACK_NVRTC_RESOLVE(ret, field, symbol, required, params)                                             \
-    do {                                                                                                     \
-        void *p_ = dlsym(h, symbol);                                                                         \
-        if (!p_ && (required)) {                                                                             \
-            snprintf(why, cap, "%s has no %s", path, symbol);                                                \
-            dlclose(h);                                                                                      \
-            return 0;                                                                                        \
-        }                                                                                                    \
-        memcpy(&found.field, &p_, sizeof p_);                                                                \
-    } while (0);
+    if (tack_library_symbol(&found.library, #symbol, &found.field, sizeof found.field) != 0 && (required)) { \
+        snprintf(why, cap, "%s has no %s", path, #symbol);                                                   \
+        tack_library_close(&found.library);                                                                  \
+        return 0;                                                                                            \
+    }
     TACK_NVRTC_SYMBOLS(TACK_NVRTC_RESOLVE)
 #undef TACK_NVRTC_RESOLVE
     if (found.nvrtcVersion(&found.major, &found.minor) != NVRTC_SUCCESS) {
         snprintf(why, cap, "nvrtcVersion failed in %s", path);
-        dlclose(h);
+        tack_library_close(&found.library);
         return 0;
     }
-    snprintf(found.path, sizeof found.path, "%s", path);
     preload_builtins(path);
     api = found;
     return 1;

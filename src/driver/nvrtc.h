@@ -4,13 +4,15 @@
  * The declarations below are written by Tack from NVIDIA's public NVRTC
  * reference (nvrtc.h of the CUDA toolkit): only the types and entry points
  * Tack calls. Building Tack needs no CUDA SDK; the library is found on
- * first use (see tack_nvrtc_api_get) and every entry point is resolved once.
+ * first use (see tack_nvrtc_api_get), opened through the loader (library.h),
+ * and every entry point is resolved once.
  */
 #ifndef TACK_DRIVER_NVRTC_H
 #define TACK_DRIVER_NVRTC_H
 
 #include <stddef.h>
 
+#include "library.h"
 #include "tack/status.h"
 
 /* nvrtcResult is a C enum in nvrtc.h: int-sized. */
@@ -28,28 +30,28 @@ enum {
 };
 
 /*
- * The entry points, listed once: X(return type, field, symbol, required,
- * parameters). A required symbol missing from the library fails the load;
- * an optional one leaves the member NULL and the caller takes the
- * documented fallback.
+ * The entry points, listed once in the drivers' shape (src/driver/library.h):
+ * X(return type, field, symbol, required, parameters). A required symbol
+ * missing from the library fails the load; an optional one leaves the
+ * member NULL and the caller takes the documented fallback.
  */
-#define TACK_NVRTC_SYMBOLS(X)                                                                                \
-    X(nvrtcResult, nvrtcVersion, "nvrtcVersion", 1, (int *major, int *minor))                               \
-    X(const char *, nvrtcGetErrorString, "nvrtcGetErrorString", 1, (nvrtcResult result))                    \
-    X(nvrtcResult, nvrtcCreateProgram, "nvrtcCreateProgram", 1,                                             \
+#define TACK_NVRTC_SYMBOLS(X)                                                                               \
+    X(nvrtcResult, nvrtcVersion, nvrtcVersion, 1, (int *major, int *minor))                                 \
+    X(const char *, nvrtcGetErrorString, nvrtcGetErrorString, 1, (nvrtcResult result))                      \
+    X(nvrtcResult, nvrtcCreateProgram, nvrtcCreateProgram, 1,                                               \
       (nvrtcProgram * prog, const char *src, const char *name, int num_headers, const char *const *headers, \
        const char *const *include_names))                                                                   \
-    X(nvrtcResult, nvrtcDestroyProgram, "nvrtcDestroyProgram", 1, (nvrtcProgram * prog))                    \
-    X(nvrtcResult, nvrtcCompileProgram, "nvrtcCompileProgram", 1,                                           \
+    X(nvrtcResult, nvrtcDestroyProgram, nvrtcDestroyProgram, 1, (nvrtcProgram * prog))                      \
+    X(nvrtcResult, nvrtcCompileProgram, nvrtcCompileProgram, 1,                                             \
       (nvrtcProgram prog, int num_options, const char *const *options))                                     \
-    X(nvrtcResult, nvrtcGetPTXSize, "nvrtcGetPTXSize", 1, (nvrtcProgram prog, size_t *size))                \
-    X(nvrtcResult, nvrtcGetPTX, "nvrtcGetPTX", 1, (nvrtcProgram prog, char *ptx))                           \
-    X(nvrtcResult, nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", 1, (nvrtcProgram prog, size_t *size))  \
-    X(nvrtcResult, nvrtcGetProgramLog, "nvrtcGetProgramLog", 1, (nvrtcProgram prog, char *log))             \
-    /* CUDA 11.2: the architectures this NVRTC targets; without them Tack \
+    X(nvrtcResult, nvrtcGetPTXSize, nvrtcGetPTXSize, 1, (nvrtcProgram prog, size_t *size))                  \
+    X(nvrtcResult, nvrtcGetPTX, nvrtcGetPTX, 1, (nvrtcProgram prog, char *ptx))                             \
+    X(nvrtcResult, nvrtcGetProgramLogSize, nvrtcGetProgramLogSize, 1, (nvrtcProgram prog, size_t *size))    \
+    X(nvrtcResult, nvrtcGetProgramLog, nvrtcGetProgramLog, 1, (nvrtcProgram prog, char *log))               \
+    /* CUDA 11.2: the architectures this NVRTC targets; without them Tack                                   \
      * leaves the choice to NVRTC's default. */                                                             \
-    X(nvrtcResult, nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs", 0, (int *count))                 \
-    X(nvrtcResult, nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs", 0, (int *archs))
+    X(nvrtcResult, nvrtcGetNumSupportedArchs, nvrtcGetNumSupportedArchs, 0, (int *count))                   \
+    X(nvrtcResult, nvrtcGetSupportedArchs, nvrtcGetSupportedArchs, 0, (int *archs))
 
 /* The process-wide table of NVRTC entry points. Optional members may be
  * NULL (see TACK_NVRTC_SYMBOLS). */
@@ -58,7 +60,7 @@ struct tack_nvrtc_api {
     TACK_NVRTC_SYMBOLS(TACK_NVRTC_MEMBER)
 #undef TACK_NVRTC_MEMBER
     int major, minor; /* nvrtcVersion */
-    char path[512];   /* the library that was loaded */
+    struct tack_library library;
 };
 
 /* Loads NVRTC on first call (thread-safe: exactly one thread loads it).

@@ -1,12 +1,13 @@
-/* Kernels: creation, per-backend builds and launches. The warm launch is
- * the path that matters for small arrays: binding checks over the argument
- * list, one atomic load to find the compiled code, and the call; no lock,
- * no allocation. */
+/* Kernels: creation, builds through the backends' toolchains, launches.
+ * The warm launch is the path that matters for small arrays: binding checks
+ * over the argument list, one atomic load to find the loaded code, and the
+ * backend's launch; no lock, no allocation. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/queue.h"
 #include "kernel.h"
 
 tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out)
@@ -33,6 +34,7 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
         k->arg_sizes[i] = p->is_array ? sizeof(void *) : tack_dtype_size(p->dtype);
         if (p->writable && k->first_writable < 0)
             k->first_writable = i;
+        k->uses_f64 |= p->dtype == TACK_F64;
     }
     pthread_mutex_init(&k->lock, NULL);
     *out = k;
@@ -44,6 +46,16 @@ tack_kernel *tack_kernel_retain(tack_kernel *k)
     if (k)
         atomic_fetch_add_explicit(&k->refs, 1, memory_order_relaxed);
     return k;
+}
+
+static void built_free(struct tack_built *b)
+{
+    if (b->code.kind == TACK_CODE_HOST)
+        dlclose(b->handle);
+    else
+        free((void *)b->code.data);
+    free(b->key);
+    free(b);
 }
 
 void tack_kernel_release(tack_kernel *k)
@@ -64,18 +76,16 @@ void tack_kernel_release(tack_kernel *k)
         tack_device_release(l->device);
         free(l);
     }
-    for (struct tack_ptx *p = k->ptx, *next; p; p = next) {
-        next = p->next;
-        free(p->text);
-        free(p);
+    for (struct tack_built *b = k->built, *next; b; b = next) {
+        next = b->next;
+        built_free(b);
     }
-    if (k->dl_handle)
-        dlclose(k->dl_handle);
+    for (struct tack_generated *g = k->generated, *next; g; g = next) {
+        next = g->next;
+        free(g->text);
+        free(g);
+    }
     pthread_mutex_destroy(&k->lock);
-    free(k->host_source);
-    free(k->cuda_source);
-    free(k->opencl_source);
-    free(k->hip_source);
     free(k->source);
     free(k);
 }
@@ -98,26 +108,27 @@ tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_para
     return TACK_OK;
 }
 
-/* The backends with generated source, as generated_locked takes them. */
-enum { GEN_HOST, GEN_CUDA, GEN_OPENCL, GEN_HIP };
+/* ---- generated source ---------------------------------------------------- */
 
-static tack_status generated_locked(tack_kernel *k, int which, const char **out)
+static tack_status generated_locked(tack_kernel *k, const struct tack_dialect *d, const char **out)
 {
-    char **slot = which == GEN_CUDA     ? &k->cuda_source
-                  : which == GEN_OPENCL ? &k->opencl_source
-                  : which == GEN_HIP    ? &k->hip_source
-                                        : &k->host_source;
-    if (!*slot) {
-        switch (which) {
-        case GEN_CUDA: *slot = tack_generate_cuda(&k->sig, k->source); break;
-        case GEN_OPENCL: *slot = tack_generate_opencl(&k->sig, k->source); break;
-        case GEN_HIP: *slot = tack_generate_hip(&k->sig, k->source); break;
-        default: *slot = tack_generate_host(&k->sig, k->source); break;
+    struct tack_generated *g;
+    for (g = k->generated; g; g = g->next)
+        if (g->dialect == d)
+            break;
+    if (!g) {
+        g = calloc(1, sizeof *g);
+        if (g && !(g->text = tack_generate(d, &k->sig, k->source))) {
+            free(g);
+            g = NULL;
         }
+        if (!g)
+            return tack_error_set(TACK_ENOMEM, "out of memory generating the source of kernel '%s'", k->sig.name);
+        g->dialect = d;
+        g->next = k->generated;
+        k->generated = g;
     }
-    if (!*slot)
-        return tack_error_set(TACK_ENOMEM, "out of memory generating the source of kernel '%s'", k->sig.name);
-    *out = *slot;
+    *out = g->text;
     return TACK_OK;
 }
 
@@ -125,89 +136,90 @@ tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, co
 {
     if (!k || !backend || !out)
         return tack_error_set(TACK_EVALUE, "tack_kernel_generated_source: arguments must not be NULL");
-    int which = !strcmp(backend, "cuda")         ? GEN_CUDA
-                : !strcmp(backend, "level_zero") ? GEN_OPENCL
-                : !strcmp(backend, "hip")        ? GEN_HIP
-                : !strcmp(backend, "cpu")        ? GEN_HOST
-                                                 : -1;
-    if (which < 0)
-        return tack_error_set(TACK_EVALUE,
-                              "no generated source for backend '%s'; Tack generates 'cpu', 'cuda', 'level_zero' "
-                              "and 'hip'",
-                              backend);
+    const struct tack_backend_ops *ops = tack_backend_find(backend, strlen(backend));
+    if (!ops || !ops->dialect) {
+        char list[256];
+        size_t used = 0;
+        int n = 0, shown = 0;
+        list[0] = 0;
+        for (int i = 0; tack_backends[i]; i++)
+            n += tack_backends[i]->dialect != NULL;
+        for (int i = 0; tack_backends[i] && used < sizeof list; i++) {
+            if (!tack_backends[i]->dialect)
+                continue;
+            shown++;
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'",
+                                     shown == 1 ? "" : shown == n ? " and " : ", ", tack_backends[i]->name);
+        }
+        return tack_error_set(TACK_EVALUE, "no generated source for backend '%s'; Tack generates %s", backend, list);
+    }
     pthread_mutex_lock(&k->lock);
-    tack_status st = generated_locked(k, which, out);
+    tack_status st = generated_locked(k, ops->dialect, out);
     pthread_mutex_unlock(&k->lock);
     return st;
 }
 
-static tack_status ptx_locked(tack_kernel *k, const char *arch, struct tack_ptx **out)
+/* ---- compiled code -------------------------------------------------------- */
+
+/* A compile or load that failed for the source's sake: the backend's
+ * message and the compiler's log become the message and the thread's
+ * compile log. The status stays the backend's. Frees the log. */
+static tack_status report(tack_status st, struct tack_kernel_code *code)
 {
-    const char *key = arch ? arch : "";
-    for (struct tack_ptx *p = k->ptx; p; p = p->next) {
-        if (!strcmp(p->arch, key)) {
-            *out = p;
+    if (st != TACK_OK && code->failed)
+        (void)tack_compile_failed(code->log, code->log_size, "%s", tack_last_error());
+    free(code->log);
+    code->log = NULL;
+    code->log_size = 0;
+    code->failed = 0;
+    return st;
+}
+
+/* Where code under `job`'s key lies in the cache directory: a hash of
+ * everything that decided it. 0 when there is no usable directory: the
+ * cache only saves time, so then the code is compiled. */
+static int cache_path(const struct tack_dialect *d, const struct tack_compile *job, char *dir, size_t dir_cap,
+                      char *path, size_t path_cap)
+{
+    if (tack_cache_dir(dir, dir_cap) != TACK_OK)
+        return 0;
+    tack_sha256 h;
+    tack_sha256_init(&h);
+    tack_sha256_field(&h, "tack " TACK_VERSION_STRING);
+    tack_sha256_field(&h, d->name);
+    tack_sha256_field(&h, tack_code_kind_name(job->kind));
+    tack_sha256_field(&h, job->key);
+    tack_sha256_field(&h, job->source);
+    char hex[65];
+    tack_sha256_hex(&h, hex);
+    int n = snprintf(path, path_cap, "%s/%s-%s.%s", dir, d->name, hex, tack_code_kind_extension(job->kind));
+    return n > 0 && (size_t)n < path_cap;
+}
+
+/* The backend's compile, through the disk cache when it keys its code. */
+static tack_status compile_kept(const struct tack_backend_ops *ops, const struct tack_compile *job,
+                                struct tack_kernel_code *code)
+{
+    char dir[4096], path[4400];
+    int cached = ops->kernel_key && cache_path(ops->dialect, job, dir, sizeof dir, path, sizeof path);
+    int text = tack_code_kind_is_text(job->kind);
+    if (cached) {
+        size_t n = 0;
+        char *data = tack_read_file(path, &n);
+        if (data && n > 0) {
+            code->kind = job->kind;
+            code->data = data;
+            /* Text is kept without its NUL, which the read adds back. */
+            code->size = text ? strlen(data) + 1 : n;
             return TACK_OK;
         }
+        free(data);
     }
-    if (strlen(key) >= sizeof k->ptx->arch)
-        return tack_error_set(TACK_EVALUE, "'%s' is not a CUDA architecture name such as compute_90", key);
-    const char *src = NULL;
-    tack_status st = generated_locked(k, GEN_CUDA, &src);
-    if (st != TACK_OK)
-        return st;
-    struct tack_ptx *p = calloc(1, sizeof *p);
-    if (!p)
-        return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", k->sig.name);
-    st = tack_cuda_compile(k->sig.name, src, arch, &p->text, &p->size);
-    if (st != TACK_OK) {
-        free(p);
-        return st;
-    }
-    snprintf(p->arch, sizeof p->arch, "%s", key);
-    p->next = k->ptx;
-    k->ptx = p;
-    *out = p;
-    return TACK_OK;
-}
-
-tack_status tack_kernel_ptx(tack_kernel *k, const char *arch, const char **ptx, size_t *size)
-{
-    if (!k || !ptx || !size)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_ptx: kernel, ptx and size must not be NULL");
-    struct tack_ptx *p;
-    pthread_mutex_lock(&k->lock);
-    tack_status st = ptx_locked(k, arch, &p);
-    pthread_mutex_unlock(&k->lock);
-    if (st == TACK_OK) {
-        *ptx = p->text;
-        *size = p->size;
-    }
+    tack_status st = report(ops->kernel_compile(job, code), code);
+    if (st == TACK_OK && cached)
+        (void)tack_write_file_atomic(dir, path, code->data, text ? code->size - 1 : code->size);
     return st;
 }
-
-static tack_status host_locked(tack_kernel *k, tack_host_entry *out)
-{
-    tack_host_entry e = atomic_load_explicit(&k->host_entry, memory_order_acquire);
-    if (!e) {
-        const char *src = NULL;
-        tack_status st = generated_locked(k, GEN_HOST, &src);
-        if (st != TACK_OK)
-            return st;
-        void *handle;
-        st = tack_host_compile(k->sig.name, src, &handle, &e);
-        if (st != TACK_OK)
-            return st;
-        k->dl_handle = handle;
-        atomic_store_explicit(&k->host_entry, e, memory_order_release);
-    }
-    *out = e;
-    return TACK_OK;
-}
-
-/* The host runner applies to a backend whose memory the host addresses
- * and which loads no code of its own (the kernel_load slot's default). */
-static int runs_on_pool(const tack_device *d) { return d->ops->dl_type == kDLCPU && !d->ops->kernel_load; }
 
 static tack_status unsupported(const tack_device *d)
 {
@@ -215,52 +227,100 @@ static tack_status unsupported(const tack_device *d)
                           d->ops->name, d->name);
 }
 
-/* Compiles for the device's backend and loads the code there. */
+/* Code for `ops` on `device`, or for `target` without one: kept from an
+ * earlier build, found on disk, or compiled. */
+static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *ops, tack_device *device,
+                               const char *target, struct tack_built **out)
+{
+    const struct tack_dialect *d = ops->dialect;
+    if (!ops->kernel_compile && d->offline != TACK_CODE_HOST)
+        return tack_error_set(TACK_ERUNTIME, "the %s backend has no compiler for its kernels", ops->name);
+    struct tack_compile job = {
+        .name = k->sig.name, .uses_f64 = k->uses_f64, .device = device, .target = target};
+    tack_status st = generated_locked(k, d, &job.source);
+    if (st == TACK_OK && ops->kernel_key)
+        st = ops->kernel_key(&job);
+    if (st != TACK_OK)
+        return st;
+    /* Host code is one per source; other code is one per key. */
+    for (struct tack_built *b = k->built; b; b = b->next) {
+        if (b->dialect != d || b->compile != ops->kernel_compile)
+            continue;
+        if (!b->compile || (b->key && b->code.kind == job.kind && !strcmp(b->key, job.key))) {
+            *out = b;
+            return TACK_OK;
+        }
+    }
+    struct tack_built *b = calloc(1, sizeof *b);
+    if (!b || (ops->kernel_key && !(b->key = strdup(job.key)))) {
+        free(b);
+        return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", k->sig.name);
+    }
+    if (!ops->kernel_compile) {
+        /* Host C: the system C compiler builds it into the shared cache. */
+        st = tack_host_compile(k->sig.name, job.source, &b->handle, &b->code.host);
+        b->code.kind = TACK_CODE_HOST;
+    } else {
+        st = compile_kept(ops, &job, &b->code);
+    }
+    if (st != TACK_OK) {
+        free(b->key);
+        free(b);
+        return st;
+    }
+    b->dialect = d;
+    b->compile = ops->kernel_compile;
+    b->next = k->built;
+    k->built = b;
+    *out = b;
+    return TACK_OK;
+}
+
+/* Code without a key serves only the load it was compiled for. */
+static void drop_unkept(tack_kernel *k, struct tack_built *b)
+{
+    if (b->key || !b->compile)
+        return;
+    for (struct tack_built **p = &k->built; *p; p = &(*p)->next) {
+        if (*p == b) {
+            *p = b->next;
+            built_free(b);
+            return;
+        }
+    }
+}
+
+/* Compiles for the device's backend and loads the code there, once per
+ * device. */
 static tack_status build_locked(tack_kernel *k, tack_device *d, struct tack_loaded **loaded)
 {
     *loaded = NULL;
-    struct tack_kernel_code code = {
-        .entry = TACK_ENTRY_NAME, .nargs = k->sig.nparams, .arg_sizes = k->arg_sizes, .name = k->sig.name};
-    for (int i = 0; i < k->sig.nparams; i++)
-        code.uses_f64 |= k->sig.params[i].dtype == TACK_F64;
-    tack_status st;
-    if (d->ops->dl_type == kDLCPU) {
-        st = host_locked(k, &code.host);
-        if (st != TACK_OK || runs_on_pool(d))
-            return st;
-        code.format = "host";
-    } else if (d->ops->dl_type == kDLCUDA && d->ops->kernel_load) {
-        struct tack_ptx *p;
-        st = ptx_locked(k, NULL, &p);
-        if (st != TACK_OK)
-            return st;
-        code.format = "ptx";
-        code.data = p->text;
-        code.size = p->size;
-    } else if ((d->ops->dl_type == kDLOneAPI || d->ops->dl_type == kDLROCM) && d->ops->kernel_load) {
-        /* Source: the compile needs the device (its id, its architecture),
-         * so the backend runs it. */
-        int opencl = d->ops->dl_type == kDLOneAPI;
-        const char *src = NULL;
-        st = generated_locked(k, opencl ? GEN_OPENCL : GEN_HIP, &src);
-        if (st != TACK_OK)
-            return st;
-        code.format = opencl ? "opencl" : "hip";
-        code.data = src;
-        code.size = strlen(src) + 1;
-    } else {
+    const struct tack_backend_ops *ops = d->ops;
+    if (!ops->dialect || !ops->kernel_load || !ops->kernel_launch)
         return unsupported(d);
-    }
     for (struct tack_loaded *l = k->loaded; l; l = l->next) {
         if (l->device == d) {
             *loaded = l;
             return TACK_OK;
         }
     }
+    struct tack_built *b;
+    tack_status st = code_locked(k, ops, d, NULL, &b);
+    if (st != TACK_OK)
+        return st;
+    struct tack_kernel_code code = b->code;
+    code.entry = TACK_ENTRY_NAME;
+    code.nargs = k->sig.nparams;
+    code.arg_sizes = k->arg_sizes;
+    code.name = k->sig.name;
+    code.uses_f64 = k->uses_f64;
     struct tack_loaded *l = calloc(1, sizeof *l);
-    if (!l)
+    if (!l) {
+        drop_unkept(k, b);
         return tack_error_set(TACK_ENOMEM, "out of memory loading kernel '%s'", k->sig.name);
-    st = d->ops->kernel_load(d, &code, &l->handle);
+    }
+    st = report(ops->kernel_load(d, &code, &l->handle), &code);
+    drop_unkept(k, b);
     if (st != TACK_OK) {
         free(l);
         return st;
@@ -280,8 +340,31 @@ tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
     pthread_mutex_lock(&k->lock);
     tack_status st = build_locked(k, d, &l);
     pthread_mutex_unlock(&k->lock);
-    if (st == TACK_OK && l)
+    if (st == TACK_OK)
         atomic_store_explicit(&k->last, l, memory_order_release);
+    return st;
+}
+
+tack_status tack_kernel_ptx(tack_kernel *k, const char *arch, const char **ptx, size_t *size)
+{
+    if (!k || !ptx || !size)
+        return tack_error_set(TACK_EVALUE, "tack_kernel_ptx: kernel, ptx and size must not be NULL");
+    /* The backend whose code without a device is PTX. */
+    const struct tack_backend_ops *ops = NULL;
+    for (int i = 0; tack_backends[i] && !ops; i++)
+        if (tack_backends[i]->dialect && tack_backends[i]->dialect->offline == TACK_CODE_PTX &&
+            tack_backends[i]->kernel_compile)
+            ops = tack_backends[i];
+    if (!ops)
+        return tack_error_set(TACK_ERUNTIME, "no backend of this Tack compiles kernels to PTX");
+    struct tack_built *b;
+    pthread_mutex_lock(&k->lock);
+    tack_status st = code_locked(k, ops, NULL, arch, &b);
+    pthread_mutex_unlock(&k->lock);
+    if (st == TACK_OK) {
+        *ptx = b->code.data;
+        *size = b->code.size;
+    }
     return st;
 }
 
@@ -310,9 +393,9 @@ static void describe(const struct tack_param *p, char *out, size_t cap)
         snprintf(out, cap, "%s", tack_dtype_c_type(p->dtype));
 }
 
-/* A device as a domain-mismatch message names it. A level_zero device that
- * adopted another library's context has the same name as the plain one on
- * the same GPU, so the context tells them apart. */
+/* A device as a domain-mismatch message names it. A device that adopted
+ * another library's context has the same name as the plain one on the same
+ * GPU, so the context tells them apart. */
 static void domain_name(const tack_device *d, const tack_device *other, char *out, size_t cap)
 {
     if (tack_device_shares_external_context(d))
@@ -422,17 +505,6 @@ tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, c
     if (n == 0)
         return TACK_OK;
 
-    if (runs_on_pool(d)) {
-        tack_host_entry e = atomic_load_explicit(&k->host_entry, memory_order_acquire);
-        if (!e) {
-            tack_status st = tack_kernel_build(k, d);
-            if (st != TACK_OK)
-                return st;
-            e = atomic_load_explicit(&k->host_entry, memory_order_acquire);
-        }
-        tack_pool_run(e, n, vals, &k->host_cost_ps);
-        return TACK_OK;
-    }
     struct tack_loaded *l = atomic_load_explicit(&k->last, memory_order_acquire);
     if (!l || l->device != d) {
         pthread_mutex_lock(&k->lock);

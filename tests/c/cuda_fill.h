@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../src/core/internal.h"
+#include "../../src/core/toolchain.h"
 #include "../../src/driver/cuda.h"
 #include "backend.h"
 #include "check.h"
@@ -62,7 +63,7 @@ static inline void fill_run(void *p)
 static inline void *cuda_fill_load(const char *file, int line, tack_device *d)
 {
     static const size_t sizes[2] = {sizeof(void *), sizeof(float)};
-    struct tack_kernel_code code = {"ptx", fake_ptx, sizeof fake_ptx, "tack_kernel_entry", NULL, 2, sizes};
+    struct tack_kernel_code code = {TACK_CODE_PTX, fake_ptx, sizeof fake_ptx, "tack_kernel_entry", NULL, 2, sizes};
     void *k = NULL;
     CHECK_OK_AT(file, line, d->ops->kernel_load(d, &code, &k));
     bail_if(!k);

@@ -22,6 +22,7 @@
 
 #include "../../src/core/internal.h"
 #include "../../src/core/queue.h"
+#include "../../src/core/toolchain.h"
 #include "../../src/driver/cuda.h"
 #include "backend.h"
 #include "check.h"
@@ -748,14 +749,14 @@ static void test_kernel_load_errors(void)
     sim_open();
     tack_device *d = open_device("cuda");
     void *k = NULL;
-    struct tack_kernel_code host = {"host", NULL, 0, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code host = {TACK_CODE_HOST, NULL, 0, "tack_kernel_entry", NULL, 0, NULL};
     CHECK_STATUS(d->ops->kernel_load(d, &host, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "PTX"));
     static const char bad[] = "// tack-sim: invalid\n";
-    struct tack_kernel_code broken = {"ptx", bad, sizeof bad, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code broken = {TACK_CODE_PTX, bad, sizeof bad, "tack_kernel_entry", NULL, 0, NULL};
     CHECK_STATUS(d->ops->kernel_load(d, &broken, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_INVALID_PTX"));
-    struct tack_kernel_code missing = {"ptx", fake_ptx, sizeof fake_ptx, "no_such_entry", NULL, 0, NULL};
+    struct tack_kernel_code missing = {TACK_CODE_PTX, fake_ptx, sizeof fake_ptx, "no_such_entry", NULL, 0, NULL};
     CHECK_STATUS(d->ops->kernel_load(d, &missing, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NOT_FOUND"));
     CHECK(k == NULL);

@@ -14,7 +14,7 @@ const struct cuda_abi_fact cuda_abi_sdk[] = {
 /* Each entry point's parameter list, as Tack declares it, must be the one
  * cuda.h declares for the symbol Tack resolves. A mismatch fails the build
  * of this test, naming the symbol. */
-#define CHECK_SIGNATURE(field, symbol, required, params)                                                       \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(&symbol), CUresult(*) params),                      \
+#define CHECK_SIGNATURE(ret, field, symbol, required, params)                                                  \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&symbol), ret(*) params),                           \
                    #symbol " is declared differently in cuda.h");
 TACK_CUDA_SYMBOLS(CHECK_SIGNATURE)

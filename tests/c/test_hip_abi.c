@@ -70,7 +70,7 @@ static void test_pointer_attributes(void)
  * spells one differently. */
 static void test_entry_points_exist_in_the_header(void)
 {
-#define NAMED(ret, name, params) (void)sizeof(&name);
+#define NAMED(ret, field, symbol, required, params) (void)sizeof(&symbol);
     TACK_HIP_FUNCTIONS(NAMED)
 #undef NAMED
 }

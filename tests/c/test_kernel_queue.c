@@ -13,6 +13,7 @@
 #include "internal.h"
 #include "queue.h"
 #include "tack/tack.h"
+#include "toolchain.h"
 
 #define QMAX 64
 
@@ -77,10 +78,10 @@ static tack_status q_synchronize(tack_device *d)
     return TACK_OK;
 }
 
-static tack_status q_kernel_load(tack_device *d, const struct tack_kernel_code *code, void **out)
+static tack_status q_kernel_load(tack_device *d, struct tack_kernel_code *code, void **out)
 {
     struct qstream *s = d->impl;
-    if (strcmp(code->format, "host") || !code->host)
+    if (code->kind != TACK_CODE_HOST || !code->host)
         return tack_error_set(TACK_ERUNTIME, "test backend loads host code only");
     struct qkernel *k = calloc(1, sizeof *k);
     if (!k)
@@ -120,7 +121,9 @@ static void q_close(tack_device *d) { free(d->impl); }
 
 static const DLDeviceType q_wraps[] = {kDLCPU, 0};
 
-static const struct tack_backend_ops queue_backend = {
+/* Its dialect is the cpu backend's (set in main): host code, built by the
+ * kernel layer, which this backend queues instead of running at once. */
+static struct tack_backend_ops queue_backend = {
     .name = "queue",
     .dl_type = kDLCPU,
     .wraps = q_wraps,
@@ -346,6 +349,31 @@ static void test_two_devices(void)
     tack_kernel_release(k);
 }
 
+/* A backend whose table has no toolchain runs no kernels, even one whose
+ * memory the host addresses: running host code on the host's thread pool
+ * is the cpu backend's own toolchain, not a default of the table. */
+static void test_backend_without_toolchain_runs_none(void)
+{
+    static const struct tack_backend_ops bare = {
+        .name = "bare", .dl_type = kDLCPU, .wraps = q_wraps, .open = q_open, .alloc = q_alloc, .free = q_free};
+    tack_device *d = make_queue_device();
+    free(d->impl);
+    d->impl = NULL;
+    d->ops = &bare;
+    snprintf(d->name, sizeof d->name, "bare:0");
+    tack_kernel *k = inc_kernel();
+    CHECK_STATUS(tack_kernel_build(k, d), TACK_ERUNTIME);
+    CHECK(strstr(tack_last_error(), "kernels cannot be launched on the bare backend") != NULL);
+    tack_array *y = NULL;
+    int64_t n = 4;
+    CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &y));
+    CHECK_STATUS(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2), TACK_ERUNTIME);
+    CHECK(((float *)tack_array_data(y))[0] == 0.0f);
+    tack_array_release(y);
+    tack_kernel_release(k);
+    tack_device_release(d);
+}
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-queue-XXXXXX";
@@ -354,6 +382,7 @@ int main(void)
     unsetenv("TACK_CC");
     if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK)
         return 1;
+    queue_backend.dialect = tack_backend_find("cpu", 3)->dialect;
     qdev = make_queue_device();
     qs = qdev->impl;
     RUN(test_launch_is_queued);
@@ -364,6 +393,7 @@ int main(void)
     RUN(test_checks_before_enqueue);
     RUN(test_release_waits);
     RUN(test_two_devices);
+    RUN(test_backend_without_toolchain_runs_none);
     tack_device_release(qdev);
     tack_device_release(cpu);
     remove_tree(cache);

@@ -119,7 +119,7 @@ static void test_structures(void)
  * spells one differently. */
 static void test_entry_points_exist_in_the_header(void)
 {
-#define NAMED(required, ret, name, params) (void)sizeof(&name);
+#define NAMED(ret, field, symbol, required, params) (void)sizeof(&symbol);
     TACK_ZE_FUNCTIONS(NAMED)
 #undef NAMED
 }

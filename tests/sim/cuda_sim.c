@@ -65,9 +65,7 @@
 
 /* The entry points Tack resolves, declared from Tack's own list, so that a
  * definition here that disagrees with Tack's declaration fails to build. */
-#define SIM_DECLARE(field, symbol, required, params) SIM_PROTOTYPE(CUresult, symbol, params)
-TACK_CUDA_SYMBOLS(SIM_DECLARE)
-#undef SIM_DECLARE
+TACK_CUDA_SYMBOLS(SIM_PROTOTYPE)
 
 /* Entry points only tests call, as "another library" would. */
 SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/driver/hip.h"
+#include "../../src/driver/hiprtc.h"
 #include "sim_common.h"
 #include "sim_compile.h"
 

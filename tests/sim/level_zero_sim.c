@@ -68,9 +68,7 @@
 
 /* The entry points, declared from the same list Tack loads, so a signature
  * that drifts from Tack's table does not compile. */
-#define SIM_DECLARE(required, ret, name, params) SIM_PROTOTYPE(ret, name, params)
-TACK_ZE_FUNCTIONS(SIM_DECLARE)
-#undef SIM_DECLARE
+TACK_ZE_FUNCTIONS(SIM_PROTOTYPE)
 
 /* Entry points Tack must never call, counted; and the test hooks. */
 SIM_API tack_ze_result zeContextDestroy(tack_ze_context c);

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/driver/level_zero.h"
+#include "../../src/driver/ocloc.h"
 #include "sim_common.h"
 #include "sim_compile.h"
 

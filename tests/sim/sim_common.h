@@ -17,10 +17,10 @@
 
 #define SIM_API __attribute__((visibility("default")))
 
-/* Declares an exported entry point from an entry (ret, name, params) of
- * one of Tack's X-macro lists of driver functions, so that a definition
+/* Declares an exported entry point from an entry of one of Tack's X-macro
+ * lists of driver functions (src/driver/library.h), so that a definition
  * that drifts from Tack's declaration does not compile. */
-#define SIM_PROTOTYPE(ret, name, params) SIM_API ret name params;
+#define SIM_PROTOTYPE(ret, field, symbol, required, params) SIM_API ret symbol params;
 
 /* What the simulated hipRTC (hiprtc_sim.c) puts before the source in a code
  * object, and the simulated HIP runtime (hip_sim.c) looks for. */

@@ -1,0 +1,175 @@
+/*
+ * The kernel toolchain as the backend table carries it: what the kernel
+ * layer (src/kernel/) hands a backend and what the backend hands back.
+ * Not installed.
+ *
+ * For a kernel on a device, the kernel layer
+ *   1. generates source with the backend's dialect: a first line naming the
+ *      kernel and backend, the dialect's prelude, the user's source, then
+ *      the entry point the dialect's `entry` writes;
+ *   2. compiles it with the backend's kernel_compile into code of a
+ *      tack_code_kind, keeping code on disk and in memory under the text
+ *      kernel_key gives (host code: the system C compiler and its cache,
+ *      src/kernel/cache.c, when the backend has no kernel_compile);
+ *   3. loads the code on the device (kernel_load), once per device, and
+ *      launches it there (kernel_launch).
+ * Each step is the backend's, so a backend is one file and names nothing
+ * outside itself and its driver tables.
+ */
+#ifndef TACK_TOOLCHAIN_H
+#define TACK_TOOLCHAIN_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* ---- what the source says -------------------------------------------- */
+
+#define TACK_NAME_MAX 128
+
+/* The entry point every dialect's generated source defines. */
+#define TACK_ENTRY_NAME "tack_kernel_entry"
+
+/* One parameter after the index, as the parser read it. */
+struct tack_param {
+    char name[TACK_NAME_MAX];
+    tack_dtype dtype;
+    int is_array;
+    int writable;
+};
+
+/* The kernel's signature (src/kernel/parse.c). */
+struct tack_signature {
+    char name[TACK_NAME_MAX];
+    char index_name[TACK_NAME_MAX];
+    int line; /* of the kernel's name in the user's source, from 1 */
+    int nparams;
+    struct tack_param params[TACK_KERNEL_MAX_PARAMS];
+};
+
+/* ---- generated source ------------------------------------------------- */
+
+/* A growing text. A failed allocation marks it failed; everything after
+ * is ignored, and tack_source_finish returns NULL. */
+struct tack_source {
+    char *text;
+    size_t len, cap;
+    int failed;
+};
+
+void tack_source_put(struct tack_source *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The text (malloc'd, the caller's), or NULL if an allocation failed. */
+char *tack_source_finish(struct tack_source *s);
+
+/* The pieces every entry point shares. Inside an entry, the index is
+ * `tack_i_` and parameter k is `tack_p<k>_`. */
+/* The call of the user's function: "name(tack_i_, tack_p0_, ...);\n". */
+void tack_source_call(struct tack_source *s, const struct tack_signature *sig);
+/* The parameters after a leading one, each as ", <type> tack_p<k>_";
+ * arrays are pointers with `space` (an address-space qualifier and a
+ * space, or "") in front. */
+void tack_source_params(struct tack_source *s, const struct tack_signature *sig, const char *space);
+/* A device entry over [0, n): `head` (up to the entry's name),
+ * TACK_ENTRY_NAME(tack_index tack_n_ <params>), and a body of `loop` (from
+ * the opening brace up to the call, which it makes for each tack_i_), the
+ * call and the closing brace. */
+void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig, const char *head,
+                              const char *space, const char *loop);
+
+/* ---- compiled code ---------------------------------------------------- */
+
+/* What a compile makes and a load takes. */
+enum tack_code_kind {
+    TACK_CODE_NONE = 0,
+    TACK_CODE_HOST,       /* a host entry point (tack_host_entry) in a loaded shared object */
+    TACK_CODE_PTX,        /* NUL-terminated PTX text, for any GPU of its virtual architecture on */
+    TACK_CODE_CUBIN,      /* a CUDA binary for one GPU architecture */
+    TACK_CODE_SPIRV,      /* a SPIR-V module */
+    TACK_CODE_OPENCL_C,   /* NUL-terminated OpenCL C source, compiled by the driver at load */
+    TACK_CODE_HIP_OBJECT, /* an AMD GPU code object (hipModuleLoadData) */
+    TACK_CODE_KINDS
+};
+
+/* The kind's name for messages ("PTX"), and the file name extension its
+ * code is kept under on disk ("ptx"). Never fail. */
+const char *tack_code_kind_name(enum tack_code_kind kind);
+const char *tack_code_kind_extension(enum tack_code_kind kind);
+/* Whether the kind's code is NUL-terminated text (its size counts the NUL). */
+int tack_code_kind_is_text(enum tack_code_kind kind);
+
+/* A host entry point: runs the kernel for every index in [begin, end).
+ * args[i] points at the value of the kernel's parameter i (for an array,
+ * at its data pointer). */
+typedef void (*tack_host_entry)(int64_t begin, int64_t end, void *const *args);
+
+/* Code for one backend, as its kernel_compile makes it and its kernel_load
+ * takes it. The entry point, called `entry`, takes (int64 n, the kernel's
+ * parameters) and covers [0, n), except host code's, which is a
+ * tack_host_entry. */
+struct tack_kernel_code {
+    enum tack_code_kind kind;
+    const void *data; /* `size` bytes (text: NUL-terminated, the NUL counted) */
+    size_t size;
+    const char *entry;
+    tack_host_entry host; /* TACK_CODE_HOST */
+    /* The kernel's parameters after the index, and each one's bytes. */
+    int nargs;
+    const size_t *arg_sizes;
+    const char *name; /* the kernel's, for messages */
+    int uses_f64;     /* a parameter is double or double *: needs fp64 */
+    /* Set by a compile or load that fails because the code does not build
+     * (as opposed to a missing compiler or a driver fault), with the
+     * compiler's or driver's log when there is one (malloc'd, `log_size`
+     * bytes, handed over): the kernel layer makes the message and the log
+     * the thread's compile log (tack_kernel_compile_log). */
+    int failed;
+    char *log;
+    size_t log_size;
+};
+
+/* One compile, as the kernel layer asks a backend for it. */
+struct tack_compile {
+    const char *name;   /* the kernel's, for messages */
+    const char *source; /* generated by the backend's dialect, NUL-terminated */
+    int uses_f64;
+    /* The device the code is for; NULL for code asked for by target alone
+     * (tack_kernel_ptx), which only a dialect with `offline` code makes. */
+    tack_device *device;
+    /* A target the caller named ("compute_90"); NULL: the device's, or,
+     * without a device, the compiler's oldest. */
+    const char *target;
+    /* Filled by kernel_key: the kind of code the compile will make, and
+     * what decides that code besides the source (the compiler and its
+     * version, the options, the target), as text. */
+    enum tack_code_kind kind;
+    char key[1024];
+};
+
+/* ---- the dialect ------------------------------------------------------ */
+
+struct tack_dialect {
+    /* The backend's name, as the generated source's first line says it and
+     * its cached code's file names begin. */
+    const char *name;
+    /* What the user's source may assume: tack_index, the fixed-width
+     * integer types, TACK_BACKEND_<NAME>; and whatever the entry needs
+     * before the user's source. */
+    const char *prelude;
+    /* Writes the entry point, after the user's source: TACK_ENTRY_NAME,
+     * which calls the kernel (tack_source_call) for each index. */
+    void (*entry)(struct tack_source *out, const struct tack_signature *sig);
+    /* The kind of code the backend compiles with no device (for a target
+     * named by the caller, or the compiler's oldest), TACK_CODE_NONE if it
+     * compiles only for a device. TACK_CODE_HOST: the generated source is
+     * host C, which the kernel layer builds itself when the backend has no
+     * kernel_compile. */
+    enum tack_code_kind offline;
+};
+
+#endif
