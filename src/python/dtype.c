@@ -107,6 +107,11 @@ static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL, "NumPy-style name, e.g. 'float32'", NULL},
     {"itemsize", dtype_get_itemsize, NULL, "bytes per element", NULL},
     {"numpy", dtype_get_numpy, NULL, "the equivalent numpy.dtype", NULL},
+    /* NumPy's dtype protocol: np.dtype(x) takes x.dtype when x has one, so
+     * np.dtype(tack.f32) is float32, and so is every NumPy call given
+     * dtype=tack.f32 (and dask, which asks np.dtype of an array's dtype). */
+    {"dtype", dtype_get_numpy, NULL, "the equivalent numpy.dtype (NumPy's dtype protocol: np.dtype(tack.f32))",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
