@@ -329,9 +329,9 @@ def mpi_exchange():
 
 
 def c_api():
-    # The place for the C examples (examples/c/): build one against the
-    # installed libtack and run it here, showing its output. Until the build
-    # installs libtack for C users, this section says only what is true now.
+    # The place for the C example (examples/c/exchange.c): built against an
+    # installed libtack (make install-c) and run here, showing its output.
+    # Until the tour does that, this section says only what is true now.
     section("The C API")
     say("include/tack/tack.h", "the same arrays, devices, kernels and DLPack exchange from C; "
         "this tour has no C example yet")
