@@ -50,9 +50,18 @@ def test_every_section_runs_or_says_why_not(tour):
             assert re.search(r": skipped, .+", heading), heading
 
 
+# The sections that cross a library line in this process, each showing the
+# addresses on both sides at least once.
+CROSSING = ["NumPy <-> Tack", "PyTorch", "A Tack kernel on NumPy memory", "VTK", "JAX", "Warp"]
+
+
 def test_every_crossing_shares_memory(tour):
+    for part in tour.split("\n== ")[1:]:
+        heading = part.splitlines()[0]
+        if "skipped" not in heading and any(name in heading for name in CROSSING):
+            assert "on both sides: nothing copied" in part, part
     crossings = [line for line in tour.splitlines() if "on both sides" in line]
-    assert len(crossings) >= 8, tour
+    assert len(crossings) >= 3, tour
     for line in crossings:
         assert line.rstrip().endswith("nothing copied"), line
         address = re.search(r"(0x[0-9a-f]+) on both sides", line)
