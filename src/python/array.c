@@ -645,23 +645,32 @@ static PyObject *array_float(PyObject *self)
 
 /* ------------------------------------------------------------ copy, pickle */
 
+/* A new array on `device` holding the `nbytes` at host address `src`
+ * (exactly the array's bytes). On error *out is untouched. */
+static tack_status array_of_host_bytes(tack_device *device, tack_dtype dtype, int ndim, const int64_t *shape,
+                                       const void *src, size_t nbytes, tack_array **out)
+{
+    tack_array *r;
+    tack_status st = tack_array_empty(device, dtype, ndim, shape, 0, &r);
+    if (st == TACK_OK && nbytes) {
+        st = tack_array_copy_from_host(r, src, nbytes);
+        if (st != TACK_OK)
+            tack_array_release(r);
+    }
+    if (st == TACK_OK)
+        *out = r;
+    return st;
+}
+
 /* A new, writable array with the same values on the same device. */
 static tack_array *copy_of(const tack_array *a)
 {
     tack_array *r;
-    tack_status st;
-    if (is_host(a)) {
-        /* One copy, where to_device would stage through a second buffer. */
-        st = tack_array_empty(tack_array_device(a), tack_array_dtype(a), tack_array_ndim(a), tack_array_shape(a), 0,
-                              &r);
-        if (st == TACK_OK && tack_array_nbytes(a)) {
-            st = tack_array_copy_from_host(r, tack_array_data(a), tack_array_nbytes(a));
-            if (st != TACK_OK)
-                tack_array_release(r);
-        }
-    } else {
-        st = tack_array_to_device(a, tack_array_device(a), &r);
-    }
+    /* A host array is copied once, where to_device would stage it through
+     * a second buffer. */
+    tack_status st = is_host(a) ? array_of_host_bytes(tack_array_device(a), tack_array_dtype(a), tack_array_ndim(a),
+                                                      tack_array_shape(a), tack_array_data(a), tack_array_nbytes(a), &r)
+                                : tack_array_to_device(a, tack_array_device(a), &r);
     if (st != TACK_OK) {
         tack_py_raise(st);
         return NULL;
@@ -846,14 +855,9 @@ static PyObject *py_rebuild_array(PyObject *m, PyObject *args)
     if (tack_device_dl_device(device).device_type == kDLCPU && (view.readonly ? !writable : 1))
         a = wrap_host_bytes(values, &view, device, dtype, ndim, shape, writable);
     if (!a) {
-        tack_status st = tack_array_empty(device, dtype, ndim, shape, 0, &a);
-        if (st == TACK_OK && view.len) {
-            st = tack_array_copy_from_host(a, view.buf, (size_t)view.len);
-            if (st != TACK_OK)
-                tack_array_release(a);
-        }
+        tack_status st = array_of_host_bytes(device, dtype, ndim, shape, view.buf, (size_t)view.len, &a);
         if (st == TACK_OK && !writable) {
-            tack_array *ro;
+            tack_array *ro = NULL;
             st = tack_array_from_buffer(tack_array_buffer(a), dtype, ndim, shape, 0, &ro);
             tack_array_release(a);
             a = ro;
