@@ -678,6 +678,9 @@ static tack_array *copy_of(const tack_array *a)
     return r;
 }
 
+/* copy.copy's hook only: an array-like with a public copy() method is
+ * copied by dask.array.from_array before it reads it, which would undo the
+ * zero-copy block reads. */
 static PyObject *array_copy(PyObject *self, PyObject *unused)
 {
     (void)unused;
