@@ -1,6 +1,7 @@
 /* tack.Array. */
 #include "ext.h"
 
+#include <stdint.h>
 #include <string.h>
 
 PyObject *tack_py_array_new(tack_array *array)
@@ -43,17 +44,87 @@ static PyObject *shape_tuple(const tack_array *a)
     return t;
 }
 
+static int is_host(const tack_array *a)
+{
+    return tack_device_dl_device(tack_array_device(a)).device_type == kDLCPU;
+}
+
+/* The metadata that follows the values (or stands for them): the shape
+ * when the values alone do not show it, the dtype, the device, and
+ * writable=False for a read-only array. */
+static PyObject *repr_tail(const tack_array *a, int with_shape, const char *sep)
+{
+    PyObject *shape = with_shape ? shape_tuple(a) : NULL;
+    if (with_shape && !shape)
+        return NULL;
+    PyObject *shape_text = shape ? PyUnicode_FromFormat("shape=%R%s", shape, sep) : PyUnicode_FromString("");
+    Py_XDECREF(shape);
+    if (!shape_text)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("%Udtype=%s%sdevice='%s'%s%s", shape_text, tack_dtype_name(tack_array_dtype(a)),
+                                       sep, tack_device_name(tack_array_device(a)),
+                                       tack_array_writable(a) ? "" : sep, tack_array_writable(a) ? "" : "writable=False");
+    Py_DECREF(shape_text);
+    return r;
+}
+
+/* Values as NumPy prints them, over a view of the memory (no copy), and
+ * summarised as NumPy summarises (np.set_printoptions applies). */
+static PyObject *host_repr(PyObject *self, PyObject *np)
+{
+    tack_array *a = ARR(self);
+    static const char prefix[] = "tack.Array(";
+    PyObject *view = PyObject_CallMethod(np, "asarray", "O", self);
+    if (!view)
+        return NULL;
+    PyObject *fn = PyObject_GetAttrString(np, "array2string");
+    PyObject *args = fn ? PyTuple_Pack(1, view) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{s:s,s:s,s:s}", "separator", ", ", "prefix", prefix, "suffix", ",") : NULL;
+    PyObject *values = kw ? PyObject_Call(fn, args, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    Py_DECREF(view);
+    if (!values)
+        return NULL;
+    /* As NumPy's own repr: the shape is shown where the values cannot show
+     * it, for an empty array of two or more dimensions and a summary. */
+    int summarised = 0;
+    PyObject *options = PyObject_CallMethod(np, "get_printoptions", NULL);
+    PyObject *threshold = options ? PyDict_GetItemString(options, "threshold") : NULL;
+    if (threshold && PyLong_Check(threshold)) {
+        long long t = PyLong_AsLongLong(threshold);
+        summarised = t >= 0 && (unsigned long long)tack_array_size(a) > (unsigned long long)t;
+    }
+    Py_XDECREF(options);
+    PyErr_Clear(); /* print options that cannot be read leave the shape out */
+    int with_shape = summarised || (tack_array_size(a) == 0 && tack_array_ndim(a) != 1);
+    PyObject *tail = repr_tail(a, with_shape, ", ");
+    PyObject *r = tail ? PyUnicode_FromFormat("%s%U, %U)", prefix, values, tail) : NULL;
+    Py_XDECREF(tail);
+    Py_DECREF(values);
+    return r;
+}
+
+/* Host arrays print their values; device arrays do not copy to print, and
+ * say how to see them. Without NumPy a host array shows its metadata and
+ * says why the values are missing. */
 static PyObject *array_repr(PyObject *self)
 {
     tack_array *a = ARR(self);
-    PyObject *shape = shape_tuple(a);
-    if (!shape)
-        return NULL;
-    PyObject *r = PyUnicode_FromFormat("tack.Array(shape=%R, dtype=%s, device='%s'%s)", shape,
-                                       tack_dtype_short_name(tack_array_dtype(a)),
-                                       tack_device_name(tack_array_device(a)),
-                                       tack_array_writable(a) ? "" : ", writable=False");
-    Py_DECREF(shape);
+    const char *why = "device memory; a.to_numpy() copies the values to the host";
+    if (is_host(a)) {
+        PyObject *np = tack_py_numpy();
+        if (np)
+            return host_repr(self, np);
+        if (!PyErr_ExceptionMatches(PyExc_ImportError))
+            return NULL;
+        PyErr_Clear();
+        why = "values not shown: NumPy, which prints them, cannot be imported";
+    }
+    PyObject *tail = repr_tail(a, 1, " ");
+    PyObject *r = tail ? PyUnicode_FromFormat("<tack.Array %U: %s>", tail, why) : NULL;
+    Py_XDECREF(tail);
     return r;
 }
 
@@ -277,11 +348,6 @@ static int interface_init(void)
     return (version_3 = PyLong_FromLong(3)) ? 0 : -1;
 }
 
-static int is_host(const tack_array *a)
-{
-    return tack_device_dl_device(tack_array_device(a)).device_type == kDLCPU;
-}
-
 /* The buffer protocol (memoryview, np.asarray, struct, mpi4py...). The view
  * holds the Python object, and so the tack_array, until it is released. */
 static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
@@ -483,29 +549,377 @@ static PyObject *array_array(PyObject *self, PyObject *args, PyObject *kwargs)
     return r;
 }
 
+/* ------------------------------------------- element access (there is none) */
+
+/* Why a Tack array takes no index, and what to use instead: NumPy over a
+ * view of a host array's memory, a host copy of a device array. */
+static void refuse_elements(PyObject *self, const char *what)
+{
+    tack_array *a = ARR(self);
+    if (is_host(a))
+        PyErr_Format(PyExc_TypeError,
+                     "%s: Tack arrays have no indexing or slicing of their own; use NumPy's over a view of this "
+                     "host array's memory, np.asarray(a)[0], float(np.asarray(a)[0]), list(np.asarray(a)) "
+                     "(a[...] with slices alone gives such a NumPy view, as dask reads blocks)",
+                     what);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "%s: Tack arrays have no indexing or slicing, and this %s array is device memory; copy it to "
+                     "the host with a.to_numpy() and index that, or share it with a library that indexes device "
+                     "arrays through DLPack (torch.from_dlpack(a), cupy.from_dlpack(a))",
+                     what, tack_device_name(tack_array_device(a)));
+}
+
+/* Slices and Ellipsis alone select a block that NumPy returns as a view
+ * of the memory: what dask.array.from_array asks of an array. Integers,
+ * None, masks and index arrays are element indexing, which Tack does not
+ * offer under another name. */
+static int is_block_key(PyObject *key)
+{
+    if (PySlice_Check(key) || key == Py_Ellipsis)
+        return 1;
+    if (!PyTuple_Check(key))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); i++) {
+        PyObject *k = PyTuple_GET_ITEM(key, i);
+        if (!PySlice_Check(k) && k != Py_Ellipsis)
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *array_subscript(PyObject *self, PyObject *key)
+{
+    if (!is_host(ARR(self)) || !is_block_key(key)) {
+        refuse_elements(self, "tack.Array indices");
+        return NULL;
+    }
+    PyObject *np = tack_py_numpy();
+    PyObject *view = np ? PyObject_CallMethod(np, "asarray", "O", self) : NULL;
+    if (!view)
+        return NULL;
+    /* An empty tuple selects the whole array; NumPy would give a 0-d
+     * array's element as a scalar copy. */
+    PyObject *r = PyTuple_Check(key) && PyTuple_GET_SIZE(key) == 0 ? Py_NewRef(view) : PyObject_GetItem(view, key);
+    Py_DECREF(view);
+    return r;
+}
+
+static int array_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
+{
+    (void)key;
+    if (!value) {
+        PyErr_SetString(PyExc_TypeError, "tack.Array elements cannot be deleted");
+        return -1;
+    }
+    refuse_elements(self, "tack.Array item assignment (a.fill(v) and a.from_numpy(x) write whole arrays)");
+    return -1;
+}
+
+static PyObject *array_iter(PyObject *self)
+{
+    refuse_elements(self, "iteration over a tack.Array");
+    return NULL;
+}
+
+/* `x in a` would otherwise iterate, and Python replaces the iterator's
+ * TypeError with a bare "not iterable". */
+static int array_contains(PyObject *self, PyObject *value)
+{
+    (void)value;
+    refuse_elements(self, "`in` (iteration over a tack.Array)");
+    return -1;
+}
+
+static PyObject *array_int(PyObject *self)
+{
+    refuse_elements(self, "int() of a tack.Array");
+    return NULL;
+}
+
+static PyObject *array_float(PyObject *self)
+{
+    refuse_elements(self, "float() of a tack.Array");
+    return NULL;
+}
+
+/* ------------------------------------------------------------ copy, pickle */
+
+/* A new array on `device` holding the `nbytes` at host address `src`
+ * (exactly the array's bytes). On error *out is untouched. */
+static tack_status array_of_host_bytes(tack_device *device, tack_dtype dtype, int ndim, const int64_t *shape,
+                                       const void *src, size_t nbytes, tack_array **out)
+{
+    tack_array *r;
+    tack_status st = tack_array_empty(device, dtype, ndim, shape, 0, &r);
+    if (st == TACK_OK && nbytes) {
+        st = tack_array_copy_from_host(r, src, nbytes);
+        if (st != TACK_OK)
+            tack_array_release(r);
+    }
+    if (st == TACK_OK)
+        *out = r;
+    return st;
+}
+
+/* A new, writable array with the same values on the same device. */
+static tack_array *copy_of(const tack_array *a)
+{
+    tack_array *r;
+    /* A host array is copied once, where to_device would stage it through
+     * a second buffer. */
+    tack_status st = is_host(a) ? array_of_host_bytes(tack_array_device(a), tack_array_dtype(a), tack_array_ndim(a),
+                                                      tack_array_shape(a), tack_array_data(a), tack_array_nbytes(a), &r)
+                                : tack_array_to_device(a, tack_array_device(a), &r);
+    if (st != TACK_OK) {
+        tack_py_raise(st);
+        return NULL;
+    }
+    return r;
+}
+
+/* copy.copy's hook only: an array-like with a public copy() method is
+ * copied by dask.array.from_array before it reads it, which would undo the
+ * zero-copy block reads. */
+static PyObject *array_copy(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    tack_array *r = copy_of(ARR(self));
+    return r ? tack_py_array_new(r) : NULL;
+}
+
+/* An array holds no Python objects, so a deep copy is a copy (the copy
+ * module records it in the memo). */
+static PyObject *array_deepcopy(PyObject *self, PyObject *memo)
+{
+    (void)memo;
+    return array_copy(self, NULL);
+}
+
+static PyObject *rebuild_function;
+
+/* A host copy of a device array, as a Python array object. */
+static PyObject *host_copy(const tack_array *a)
+{
+    tack_device *cpu;
+    tack_status st = tack_device_open("cpu", NULL, 0, &cpu);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    tack_array *h;
+    st = tack_array_empty(cpu, tack_array_dtype(a), tack_array_ndim(a), tack_array_shape(a), 0, &h);
+    tack_device_release(cpu);
+    if (st == TACK_OK && tack_array_nbytes(a)) {
+        st = tack_array_copy_to_host(a, tack_array_data(h), tack_array_nbytes(a));
+        if (st != TACK_OK)
+            tack_array_release(h);
+    }
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    return tack_py_array_new(h);
+}
+
+/* Pickles through the host: the values, the dtype and shape, the device's
+ * name and the writable flag. From protocol 5 the values travel as a
+ * PickleBuffer over the memory itself (a host array's own, a device
+ * array's one host copy), which a buffer_callback may take out of band,
+ * so nothing is copied to pickle it and the pickler copies it at most once,
+ * into its stream. */
+static PyObject *array_reduce_ex(PyObject *self, PyObject *arg)
+{
+    tack_array *a = ARR(self);
+    long protocol = PyLong_AsLong(arg);
+    if (protocol == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *payload;
+    if (protocol >= 5) {
+        PyObject *host = is_host(a) ? Py_NewRef(self) : host_copy(a);
+        payload = host ? PyPickleBuffer_FromObject(host) : NULL;
+        Py_XDECREF(host);
+    } else {
+        payload = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)tack_array_nbytes(a));
+        tack_status st = payload && tack_array_nbytes(a)
+                             ? tack_array_copy_to_host(a, PyBytes_AS_STRING(payload), tack_array_nbytes(a))
+                             : TACK_OK;
+        if (st != TACK_OK) {
+            Py_CLEAR(payload);
+            tack_py_raise(st);
+        }
+    }
+    PyObject *shape = payload ? shape_tuple(a) : NULL;
+    PyObject *r = shape ? Py_BuildValue("O(OsOsO)", rebuild_function, payload, tack_dtype_name(tack_array_dtype(a)),
+                                        shape, tack_device_name(tack_array_device(a)),
+                                        tack_array_writable(a) ? Py_True : Py_False)
+                        : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(payload);
+    return r;
+}
+
+static PyObject *asarray_function;
+
+/* An array on the cpu `device` over a host buffer without copying it:
+ * tack.asarray's own wrapping of a byte view, which keeps the exporter's
+ * buffer until the last array over it goes, retyped to the pickled dtype
+ * and shape. NULL, with no exception, when the memory cannot be the
+ * array's in place (misaligned for the dtype, a format memoryview cannot
+ * cast): the caller copies it then. */
+static tack_array *wrap_host_bytes(PyObject *obj, const Py_buffer *view, tack_device *device, tack_dtype dtype,
+                                   int ndim, const int64_t *shape, int writable)
+{
+    if ((uintptr_t)view->buf % tack_dtype_size(dtype))
+        return NULL;
+    PyObject *mv = PyMemoryView_FromObject(obj);
+    PyObject *bytes = mv ? PyObject_CallMethod(mv, "cast", "s", "B") : NULL;
+    Py_XDECREF(mv);
+    PyObject *dev = bytes ? tack_py_device_object(device) : NULL;
+    PyObject *args = dev ? PyTuple_Pack(1, bytes) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{s:O}", "device", dev) : NULL;
+    PyObject *flat = kw ? PyObject_Call(asarray_function, args, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(dev);
+    Py_XDECREF(bytes);
+    if (!flat) {
+        PyErr_Clear();
+        return NULL;
+    }
+    tack_array *r = NULL;
+    tack_status st = TACK_ERUNTIME;
+    if (PyObject_TypeCheck(flat, &TackArray_Type) && tack_array_data(TACK_PY_ARRAY(flat)) == view->buf)
+        st = tack_array_from_buffer(tack_array_buffer(TACK_PY_ARRAY(flat)), dtype, ndim, shape, writable, &r);
+    Py_DECREF(flat);
+    if (st != TACK_OK) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return r;
+}
+
+/* tack._tack._rebuild_array(values, dtype, shape, device, writable): what an
+ * array's pickle calls. The values are any C-contiguous buffer of the
+ * array's bytes; a pickle is input like any other, so each argument is
+ * checked and a bad one is a TypeError or ValueError. */
+static PyObject *py_rebuild_array(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *values, *dtype_obj, *shape_obj, *device_obj;
+    int writable;
+    if (!PyArg_ParseTuple(args, "OOOO!p:_rebuild_array", &values, &dtype_obj, &shape_obj, &PyUnicode_Type, &device_obj,
+                          &writable))
+        return NULL;
+    tack_dtype dtype;
+    int ndim;
+    int64_t shape[TACK_MAX_NDIM];
+    if (!tack_py_dtype_converter(dtype_obj, &dtype) || !tack_py_parse_shape(shape_obj, &ndim, shape))
+        return NULL;
+    size_t count = 1, item = tack_dtype_size(dtype);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "cannot unpickle a tack.Array: shape[%d] is negative (%lld)", i,
+                         (long long)shape[i]);
+            return NULL;
+        }
+        if (shape[i] && count > SIZE_MAX / item / (size_t)shape[i]) {
+            PyErr_SetString(PyExc_ValueError, "cannot unpickle a tack.Array: the shape's bytes overflow");
+            return NULL;
+        }
+        count *= (size_t)shape[i];
+    }
+    if (!PyObject_CheckBuffer(values)) {
+        PyErr_Format(PyExc_TypeError,
+                     "cannot unpickle a tack.Array: its values are a %s, not a buffer (bytes, bytearray, "
+                     "pickle.PickleBuffer)",
+                     Py_TYPE(values)->tp_name);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(values, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyObject *cause = tack_py_exception_take();
+        PyErr_Format(PyExc_ValueError, "cannot unpickle a tack.Array: its values are not a C-contiguous buffer (%S)",
+                     cause ? cause : Py_None);
+        Py_XDECREF(cause);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    tack_device *device = NULL;
+    if ((size_t)view.len != count * item) {
+        PyErr_Format(PyExc_ValueError,
+                     "cannot unpickle a tack.Array: %zd bytes of values for a %s array of shape %R (%zu bytes)",
+                     view.len, tack_dtype_name(dtype), shape_obj, count * item);
+        goto done;
+    }
+    if (!tack_py_device_converter(device_obj, &device))
+        goto done;
+    tack_array *a = NULL;
+    /* A host buffer that can be the array's memory is used in place, so
+     * the values are not copied again after the unpickler read them; the
+     * writable flag is the pickled array's, and a read-only buffer for a
+     * writable array is copied rather than given a writable alias. */
+    if (tack_device_dl_device(device).device_type == kDLCPU && (view.readonly ? !writable : 1))
+        a = wrap_host_bytes(values, &view, device, dtype, ndim, shape, writable);
+    if (!a) {
+        tack_status st = array_of_host_bytes(device, dtype, ndim, shape, view.buf, (size_t)view.len, &a);
+        if (st == TACK_OK && !writable) {
+            tack_array *ro = NULL;
+            st = tack_array_from_buffer(tack_array_buffer(a), dtype, ndim, shape, 0, &ro);
+            tack_array_release(a);
+            a = ro;
+        }
+        if (st != TACK_OK) {
+            tack_py_raise(st);
+            goto done;
+        }
+    }
+    result = tack_py_array_new(a);
+done:
+    tack_device_release(device);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef array_methods[] = {
     {"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS,
-     "__array__(dtype=None, copy=None)\n--\n\nA NumPy view of a host array (a copy if asked); TypeError for "
-     "device memory."},
+     "__array__($self, /, dtype=None, copy=None)\n--\n\nA NumPy view of a host array (a copy if asked); TypeError "
+     "for device memory."},
     {"reshape", array_reshape, METH_VARARGS,
-     "reshape(*shape)\n--\n\nA view of the same memory with another shape (one extent may be -1)."},
-    {"to_device", array_to_device, METH_O, "to_device(device)\n--\n\nA copy on another device, through the host."},
-    {"to_numpy", array_to_numpy, METH_NOARGS, "to_numpy()\n--\n\nA NumPy copy of the array."},
+     "reshape($self, /, *shape)\n--\n\nA view of the same memory with another shape (one extent may be -1)."},
+    {"to_device", array_to_device, METH_O,
+     "to_device($self, device, /)\n--\n\nA copy on another device, through the host."},
+    {"to_numpy", array_to_numpy, METH_NOARGS, "to_numpy($self, /)\n--\n\nA NumPy copy of the array."},
     {"from_numpy", array_from_numpy_method, METH_O,
-     "from_numpy(a)\n--\n\nCopies a NumPy array (or anything NumPy reads) of the same shape into this array."},
-    {"fill", array_fill, METH_O, "fill(value)\n--\n\nSets every element to value."},
+     "from_numpy($self, a, /)\n--\n\nCopies a NumPy array (or anything NumPy reads) of the same shape into this "
+     "array."},
+    {"fill", array_fill, METH_O, "fill($self, value, /)\n--\n\nSets every element to value."},
     {"export_memory", array_export_memory, METH_NOARGS,
-     "export_memory()\n--\n\nThe array's memory as an OS handle (tack.ExportedMemory)."},
+     "export_memory($self, /)\n--\n\nThe array's memory as an OS handle (tack.ExportedMemory)."},
     {"__dlpack__", (PyCFunction)(void (*)(void))tack_py_array_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
      "A DLPack capsule over the array's memory (never a copy)."},
     {"__dlpack_device__", tack_py_array_dlpack_device, METH_NOARGS,
-     "__dlpack_device__()\n--\n\nThe array's (DLPack device type, device id)."},
+     "__dlpack_device__($self, /)\n--\n\nThe array's (DLPack device type, device id)."},
+    {"__copy__", array_copy, METH_NOARGS,
+     "__copy__($self, /)\n--\n\nA new, writable array with the same values on the same device."},
+    {"__deepcopy__", array_deepcopy, METH_O,
+     "__deepcopy__($self, memo, /)\n--\n\nAs __copy__: an array holds no Python objects."},
+    {"__reduce_ex__", array_reduce_ex, METH_O,
+     "__reduce_ex__($self, protocol, /)\n--\n\nPickles through the host: values, dtype, shape, the device's name "
+     "and the writable flag; from protocol 5 the values are a PickleBuffer (out-of-band capable)."},
     {NULL, NULL, 0, NULL},
+};
+
+static PyMappingMethods array_as_mapping = {
+    .mp_subscript = array_subscript,
+    .mp_ass_subscript = array_ass_subscript,
+};
+
+static PyNumberMethods array_as_number = {
+    .nb_int = array_int,
+    .nb_float = array_float,
 };
 
 static PySequenceMethods array_as_sequence = {
     .sq_length = array_length,
+    .sq_contains = array_contains,
 };
 
 PyTypeObject TackArray_Type = {
@@ -518,14 +932,27 @@ PyTypeObject TackArray_Type = {
     .tp_weaklistoffset = offsetof(TackArrayObject, weakrefs),
     .tp_repr = array_repr,
     .tp_as_sequence = &array_as_sequence,
+    .tp_as_mapping = &array_as_mapping,
+    .tp_as_number = &array_as_number,
     .tp_as_buffer = &array_as_buffer,
+    .tp_iter = array_iter,
     .tp_getset = array_getset,
     .tp_methods = array_methods,
 };
 
+static PyMethodDef array_functions[] = {
+    {"_rebuild_array", py_rebuild_array, METH_VARARGS,
+     "_rebuild_array(values, dtype, shape, device, writable, /)\n--\n\nAn array from its pickle."},
+    {NULL, NULL, 0, NULL},
+};
+
 int tack_py_array_init(PyObject *m)
 {
-    if (interface_init() < 0 || PyType_Ready(&TackArray_Type) < 0)
+    if (interface_init() < 0 || PyType_Ready(&TackArray_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Array", (PyObject *)&TackArray_Type) < 0 ||
+        PyModule_AddFunctions(m, array_functions) < 0)
         return -1;
-    return PyModule_AddObjectRef(m, "Array", (PyObject *)&TackArray_Type);
+    rebuild_function = PyObject_GetAttrString(m, "_rebuild_array");
+    asarray_function = PyObject_GetAttrString(m, "asarray");
+    return rebuild_function && asarray_function ? 0 : -1;
 }

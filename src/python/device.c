@@ -3,12 +3,29 @@
 
 #include <string.h>
 
+#define DEV(o) (((TackDeviceObject *)(o))->device)
+
 /* Device objects by tack_device address, so that one device has one Python
  * object (tack.device("cpu") is tack.device("cpu")). Devices live for the
  * process, as the C registry's do. */
 static PyObject *device_objects;
 static tack_device *default_device;
 static PyObject *default_device_object;
+
+/* `with device:` blocks, per thread as CuPy's current device is: the device
+ * of this thread's innermost block, which wins over the process-wide
+ * default. Reading it is on every creation and import without device=, so
+ * it is a plain thread-local pointer; it is borrowed from the Device object
+ * on top of the thread's block stack, a list kept in the thread state's
+ * dictionary so that a thread which ends inside a block (a generator never
+ * resumed) drops it with the thread. */
+static _Thread_local tack_device *block_device;
+/* The thread state the block stack belongs to: a C thread that enters
+ * Python with PyGILState_Ensure gets a new thread state (and dictionary)
+ * each time, and must not inherit a block its previous one left open. */
+static _Thread_local PyThreadState *block_thread;
+static PyObject *block_stack_key;
+static PyObject *device_function;
 
 PyObject *tack_py_device_object(tack_device *device)
 {
@@ -37,6 +54,11 @@ PyObject *tack_py_device_object(tack_device *device)
 
 tack_device *tack_py_default_device(void)
 {
+    if (block_device) {
+        if (block_thread == PyThreadState_Get())
+            return block_device;
+        block_device = NULL;
+    }
     if (!default_device) {
         tack_device *d;
         tack_status st = tack_device_open("cpu", NULL, 0, &d);
@@ -251,12 +273,86 @@ static PyObject *py_get_default_device(PyObject *m, PyObject *unused)
     return d ? tack_py_device_object(d) : NULL;
 }
 
-#define DEV(o) (((TackDeviceObject *)(o))->device)
-
 static void device_dealloc(PyObject *self)
 {
     tack_device_release(DEV(self));
     Py_TYPE(self)->tp_free(self);
+}
+
+/* This thread's stack of `with` blocks (borrowed), made when `create`;
+ * NULL with an exception when it cannot be had, NULL alone when absent. */
+static PyObject *block_stack(int create)
+{
+    PyObject *state = PyThreadState_GetDict();
+    if (!state) {
+        PyErr_SetString(PyExc_RuntimeError, "no thread state to keep the device block in");
+        return NULL;
+    }
+    PyObject *stack = PyDict_GetItemWithError(state, block_stack_key);
+    if (stack || PyErr_Occurred() || !create)
+        return stack;
+    stack = PyList_New(0);
+    if (!stack || PyDict_SetItem(state, block_stack_key, stack) < 0) {
+        Py_XDECREF(stack);
+        return NULL;
+    }
+    Py_DECREF(stack); /* the dictionary holds it */
+    return stack;
+}
+
+static PyObject *device_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *stack = block_stack(1);
+    if (!stack || PyList_Append(stack, self) < 0)
+        return NULL;
+    block_device = DEV(self);
+    block_thread = PyThreadState_Get();
+    return Py_NewRef(self);
+}
+
+/* Restores the block default the matching __enter__ found, also when the
+ * block ends with an exception, which it lets through. */
+static PyObject *device_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "__exit__() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *stack = block_stack(0);
+    if (!stack && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = stack ? PyList_GET_SIZE(stack) : 0;
+    if (n == 0 || PyList_GET_ITEM(stack, n - 1) != self) {
+        /* Blocks left out of order (a generator suspended inside one and
+         * closed elsewhere) would restore the wrong device: refuse, and
+         * leave this thread's blocks as they are. */
+        PyErr_Format(PyExc_RuntimeError,
+                     "%R: leaving a `with device:` block that is not this thread's innermost one; device blocks "
+                     "must end in the order they began, on the thread that began them",
+                     self);
+        return NULL;
+    }
+    if (PyList_SetSlice(stack, n - 1, n, NULL) < 0)
+        return NULL;
+    block_device = n > 1 ? DEV(PyList_GET_ITEM(stack, n - 2)) : NULL;
+    Py_RETURN_FALSE;
+}
+
+/* A device pickles as its name and comes back as tack.device(name) in the
+ * process that loads it. Handles of an adopted context mean nothing there. */
+static PyObject *device_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (tack_device_shares_external_context(DEV(self))) {
+        PyErr_Format(PyExc_TypeError,
+                     "cannot pickle %R: it adopted another library's context, whose handles mean nothing in "
+                     "another process; pickle the name (d.name) and adopt the context again there",
+                     self);
+        return NULL;
+    }
+    return Py_BuildValue("O(s)", device_function, tack_device_name(DEV(self)));
 }
 
 static PyObject *device_repr(PyObject *self)
@@ -334,8 +430,17 @@ static PyGetSetDef device_getset[] = {
 };
 
 static PyMethodDef device_methods[] = {
-    {"synchronize", device_synchronize, METH_NOARGS, "Waits for every launch queued on the device."},
-    {"dlpack_device", device_dlpack_device, METH_NOARGS, "The (device_type, device_id) its arrays export as."},
+    {"synchronize", device_synchronize, METH_NOARGS,
+     "synchronize($self, /)\n--\n\nWaits for every launch queued on the device."},
+    {"dlpack_device", device_dlpack_device, METH_NOARGS,
+     "dlpack_device($self, /)\n--\n\nThe (device_type, device_id) its arrays export as."},
+    {"__enter__", device_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nMakes the device this thread's default until the block ends; returns it."},
+    {"__exit__", (PyCFunction)(void (*)(void))device_exit, METH_FASTCALL,
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\n"
+     "Restores the default device the block began with; exceptions pass through."},
+    {"__reduce__", device_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nPickles the device as tack.device(name)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -344,7 +449,8 @@ PyTypeObject TackDevice_Type = {
     .tp_name = "tack.Device",
     .tp_basicsize = sizeof(TackDeviceObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A backend plus its options; made with tack.device(name, **options).",
+    .tp_doc = "A backend plus its options; made with tack.device(name, **options). As a context manager "
+              "(`with tack.device('cuda:1') as d:`) it is the calling thread's default device for the block.",
     .tp_dealloc = device_dealloc,
     .tp_repr = device_repr,
     .tp_getset = device_getset,
@@ -353,10 +459,14 @@ PyTypeObject TackDevice_Type = {
 
 static PyMethodDef device_functions[] = {
     {"device", (PyCFunction)(void (*)(void))py_device, METH_VARARGS | METH_KEYWORDS,
-     "device(name, **options)\n--\n\nThe device named `name` ('cpu', 'cuda', 'cuda:1', 'hip', 'level_zero')."},
+     "device(name, /, **options)\n--\n\nThe device named `name` ('cpu', 'cuda', 'cuda:1', 'hip', "
+     "'level_zero'). `with tack.device(name) as d:` makes d this thread's default device for the block."},
     {"set_default_device", (PyCFunction)(void (*)(void))py_set_default_device, METH_VARARGS | METH_KEYWORDS,
-     "set_default_device(name_or_device, **options)\n--\n\nMakes a device the default and returns it."},
-    {"get_default_device", py_get_default_device, METH_NOARGS, "The default device (cpu unless set)."},
+     "set_default_device(name_or_device, /, **options)\n--\n\nMakes a device the process-wide default and "
+     "returns it. A thread inside a `with device:` block keeps the block's device until the block ends."},
+    {"get_default_device", py_get_default_device, METH_NOARGS,
+     "get_default_device()\n--\n\nThe default device of the calling thread: its innermost `with device:` "
+     "block's, else the process-wide one (cpu unless set)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -365,7 +475,13 @@ int tack_py_device_init(PyObject *m)
     device_objects = PyDict_New();
     if (!device_objects)
         return -1;
+    block_stack_key = PyUnicode_InternFromString("tack.device_blocks");
+    if (!block_stack_key)
+        return -1;
     if (PyType_Ready(&TackDevice_Type) < 0 || PyModule_AddObjectRef(m, "Device", (PyObject *)&TackDevice_Type) < 0)
         return -1;
-    return PyModule_AddFunctions(m, device_functions);
+    if (PyModule_AddFunctions(m, device_functions) < 0)
+        return -1;
+    device_function = PyObject_GetAttrString(m, "device");
+    return device_function ? 0 : -1;
 }

@@ -103,11 +103,29 @@ static PyObject *dtype_get_numpy(PyObject *self, void *c)
     return np ? PyObject_CallMethod(np, "dtype", "s", tack_dtype_name(((TackDTypeObject *)self)->dtype)) : NULL;
 }
 
+/* Pickled by reference, as the module attribute it is (tack.f32): an
+ * unpickled dtype is the same singleton, and copy.copy returns it as is. */
+static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyUnicode_FromString(tack_dtype_short_name(((TackDTypeObject *)self)->dtype));
+}
+
 static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL, "NumPy-style name, e.g. 'float32'", NULL},
     {"itemsize", dtype_get_itemsize, NULL, "bytes per element", NULL},
     {"numpy", dtype_get_numpy, NULL, "the equivalent numpy.dtype", NULL},
+    /* NumPy's dtype protocol: np.dtype(x) takes x.dtype when x has one, so
+     * np.dtype(tack.f32) is float32, and so is every NumPy call given
+     * dtype=tack.f32 (and dask, which asks np.dtype of an array's dtype). */
+    {"dtype", dtype_get_numpy, NULL, "the equivalent numpy.dtype (NumPy's dtype protocol: np.dtype(tack.f32))",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef dtype_methods[] = {
+    {"__reduce__", dtype_reduce, METH_NOARGS, "__reduce__($self, /)\n--\n\nPickles the dtype as tack.<name>."},
+    {NULL, NULL, 0, NULL},
 };
 
 PyTypeObject TackDType_Type = {
@@ -121,6 +139,7 @@ PyTypeObject TackDType_Type = {
     .tp_hash = dtype_hash,
     .tp_richcompare = dtype_richcompare,
     .tp_getset = dtype_getset,
+    .tp_methods = dtype_methods,
 };
 
 int tack_py_dtype_init(PyObject *m)

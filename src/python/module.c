@@ -170,19 +170,19 @@ static PyObject *py_live_counts(PyObject *m, PyObject *unused)
 
 static PyMethodDef module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))py_empty, METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype=f32, *, device=None, exportable=False)\n--\n\nA new zero-filled array."},
+     "empty(shape, dtype='float32', *, device=None, exportable=False)\n--\n\nA new zero-filled array."},
     {"zeros", (PyCFunction)(void (*)(void))py_zeros, METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype=f32, *, device=None, exportable=False)\n--\n\nA new zero-filled array."},
+     "zeros(shape, dtype='float32', *, device=None, exportable=False)\n--\n\nA new zero-filled array."},
     {"array", (PyCFunction)(void (*)(void))py_array, METH_VARARGS | METH_KEYWORDS,
      "array(obj, dtype=None, *, device=None)\n--\n\nA copy of anything NumPy can read."},
     {"array_from_ptr", (PyCFunction)(void (*)(void))py_array_from_ptr, METH_VARARGS | METH_KEYWORDS,
      "array_from_ptr(ptr, dtype, shape, writable=False, *, device=None)\n--\n\n"
      "Wraps memory at an integer address without copying or owning it; the caller keeps it alive."},
     {"from_dlpack", (PyCFunction)(void (*)(void))tack_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "from_dlpack(source, *, device=None, copy=False)\n--\n\n"
+     "from_dlpack(source, /, *, device=None, copy=False)\n--\n\n"
      "Imports a DLPack tensor (an object with __dlpack__, or a capsule) without copying."},
     {"asarray", (PyCFunction)(void (*)(void))tack_py_asarray, METH_FASTCALL | METH_KEYWORDS,
-     "asarray(obj, *, device=None)\n--\n\n"
+     "asarray(obj, /, *, device=None)\n--\n\n"
      "Shares obj's memory without copying: through DLPack, else the CUDA Array Interface, else the buffer "
      "protocol. The array keeps obj's memory alive; read-only memory gives a read-only array. A Tack array is "
      "returned as it is. With the CUDA Array Interface, Tack's stream is ordered after the producer's stream on "

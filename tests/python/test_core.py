@@ -396,26 +396,6 @@ def test_device_keyword_on_allocation():
 
 
 # --------------------------------------------------------------------------
-# repr
-
-
-def test_repr_shows_shape_dtype_device_and_writability():
-    n = np.zeros((2, 3), np.float32)
-    rw = tack.zeros((2, 3))
-    ro = tack.array_from_ptr(n.ctypes.data, tack.f32, (2, 3))
-    for a in (rw, ro):
-        text = repr(a)
-        assert "(2, 3)" in text
-        assert "float32" in text or "f32" in text
-        assert "cpu" in text
-    assert repr(rw) != repr(ro)
-    lowered = repr(ro).lower().replace(" ", "")
-    assert any(word in lowered for word in ("read-only", "readonly", "read_only", "writable=false"))
-    text = repr(tack.zeros(1, tack.f64))
-    assert "float64" in text or "f64" in text
-
-
-# --------------------------------------------------------------------------
 # memory export
 
 

@@ -301,19 +301,28 @@ def test_name_names_the_vtk_array(support):
 # Layout: worked out before VTK is touched
 
 LAYOUTS = [
-    # shape, n_components, (tuples, components) VTK gets
+    # shape, n_components, (tuples, components) VTK gets. The spec's rule:
+    # a 2-D array is (tuples, components) and n_components must be shape[1];
+    # for any other array n_components must divide the size.
     ((), None, (1, 1)),
+    ((), 1, (1, 1)),
     ((12,), None, (12, 1)),
     ((12,), 1, (12, 1)),
     ((12,), 3, (4, 3)),
+    ((12,), 12, (1, 12)),
     ((4, 3), None, (4, 3)),
     ((4, 3), 3, (4, 3)),
-    ((4, 3), 1, (12, 1)),
     ((2, 3, 4), 1, (24, 1)),
+    ((2, 3, 4), 2, (12, 2)),
     ((2, 3, 4), 4, (6, 4)),
+    ((2, 3, 4), 6, (4, 6)),
+    ((2, 3, 4), 8, (3, 8)),
     ((2, 3, 4), 12, (2, 12)),
+    ((2, 3, 4), 24, (1, 24)),
     ((5, 3, 3), 9, (5, 9)),
     ((0, 3), None, (0, 3)),
+    ((0, 3), 3, (0, 3)),
+    ((0, 2, 3), 4, (0, 4)),
 ]
 
 
@@ -332,12 +341,17 @@ BAD_LAYOUTS = [
     ((2, 3, 4), None, ValueError, "n_components"),
     ((2, 3, 4, 3), None, ValueError, "n_components"),
     ((12,), 5, ValueError, "does not divide"),
-    ((4, 3), 5, ValueError, "does not divide"),
+    ((), 2, ValueError, "does not divide"),
+    ((2, 3, 4), 5, ValueError, "does not divide"),
+    ((2, 3, 4), 48, ValueError, "does not divide"),
+    ((4, 3), 1, ValueError, "contradicts"),
     ((4, 3), 2, ValueError, "contradicts"),
-    ((4, 6), 3, ValueError, "contradicts"),
+    ((4, 3), 4, ValueError, "contradicts"),
+    ((4, 3), 5, ValueError, "contradicts"),
     ((4, 3), 6, ValueError, "contradicts"),
-    ((2, 3, 4), 2, ValueError, "contradicts"),
-    ((2, 3, 4), 6, ValueError, "contradicts"),
+    ((4, 3), 12, ValueError, "contradicts"),
+    ((4, 6), 3, ValueError, "contradicts"),
+    ((0, 3), 1, ValueError, "contradicts"),
     ((12,), 0, ValueError, "at least 1"),
     ((12,), -3, ValueError, "at least 1"),
     ((12,), 1.5, TypeError, "integer"),

@@ -19,7 +19,6 @@ Level Zero array unless its device uses the context VTK reports.
 """
 
 from collections.abc import Mapping
-import itertools
 import operator
 
 import tack
@@ -153,18 +152,19 @@ def vtk_to_array(vtk_array, flatten=False):
 def array_to_vtk(array, n_components=None, name=None):
     """A VTK data array over a Tack array's memory, without a copy.
 
-    VTK sees the array as (tuples, components), a reshaped view: without
-    n_components, a 1-D array as one component and a 2-D array as it is;
-    with it, tuples of that many consecutive elements (see _vtk_layout).
+    VTK sees the array as (tuples, components), a reshaped view: a 2-D
+    array as it is (n_components, if given, must be shape[1]); any other
+    array as tuples of n_components consecutive elements (which must divide
+    its size), one per tuple for a 0-D or 1-D array without n_components.
     Arrays of three or more dimensions need n_components. name, when given,
     names the VTK array. Tack's export keeps the memory alive until VTK
     releases the array, so the Tack array may be dropped at once.
 
     The layout is checked before VTK is touched: TypeError when array is not
     a tack.Array, or n_components not an integer, or name not a str;
-    ValueError when n_components is below 1, does not divide the array, or
-    contradicts its shape, or when it is missing for three or more
-    dimensions. RuntimeError when VTK lacks dlpack_support or when a Level
+    ValueError when n_components is below 1, contradicts a 2-D array's
+    shape[1] or does not divide another array's size, or when it is missing
+    for three or more dimensions. RuntimeError when VTK lacks dlpack_support or when a Level
     Zero array is not in the context VTK uses; errors from VTK's import
     propagate unchanged.
     """
@@ -185,12 +185,11 @@ def array_to_vtk(array, n_components=None, name=None):
 def _vtk_layout(shape, n_components):
     """The (tuples, components) shape VTK gets for an array of `shape`.
 
-    A tuple's components are the array's fastest-varying elements, so with
-    n_components given, a 1-D array is split into tuples of that many, and a
-    2-D or higher array takes either its trailing extents (n_components equal
-    to their product: shape[-1], shape[-2] * shape[-1], ...) or 1 (every
-    element a tuple: scalars over a 2-D or 3-D grid). Anything else would cut
-    across an axis of the array, and is refused as contradicting its shape.
+    A 2-D array already is (tuples, components): n_components, when given,
+    must be shape[1], and anything else contradicts the array. Any other
+    array is split into tuples of n_components consecutive elements, so
+    n_components must divide its size; without it a 0-D or 1-D array is one
+    component per tuple, and three or more dimensions must say.
     """
     size = 1
     for extent in shape:
@@ -204,7 +203,7 @@ def _vtk_layout(shape, n_components):
             return shape
         raise ValueError(
             f"an array of shape {shape} has {len(shape)} dimensions; say how many of its "
-            f"trailing elements make one VTK tuple: n_components=1 for scalars over the grid, "
+            f"consecutive elements make one VTK tuple: n_components=1 for scalars over the grid, "
             f"n_components={shape[-1]} for {shape[-1]}-component tuples"
         )
     if isinstance(n_components, bool):
@@ -215,16 +214,16 @@ def _vtk_layout(shape, n_components):
         raise TypeError(f"n_components must be an integer, not {type(n_components).__name__}") from None
     if components < 1:
         raise ValueError(f"n_components must be at least 1, not {components}")
+    if len(shape) == 2:
+        if components != shape[1]:
+            raise ValueError(
+                f"n_components={components} contradicts the array's shape {shape}: a 2-D array is "
+                f"(tuples, components), so its n_components is {shape[1]}; reshape it first "
+                f"(array.reshape(-1) for one flat run of elements) to mean otherwise"
+            )
+        return shape
     if size % components:
         raise ValueError(
             f"n_components={components} does not divide the array's {size} elements (shape {shape})"
         )
-    if len(shape) >= 2 and components != 1:
-        trailing = list(itertools.accumulate(reversed(shape[1:]), operator.mul))
-        if components not in trailing:
-            raise ValueError(
-                f"n_components={components} contradicts the array's shape {shape}: a tuple's "
-                f"components are its trailing extents, so n_components can be "
-                f"{' or '.join(str(n) for n in [1, *trailing])}; reshape the array first to mean otherwise"
-            )
     return (size // components, components)

@@ -382,15 +382,15 @@ static PyObject *kernel_build(PyObject *op, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef kernel_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))kernel_launch, METH_FASTCALL,
-     "launch(n, *args)\n--\n\nRuns the kernel for every index i in [0, n). Arrays must be tack.Arrays on one "
+     "launch($self, n, /, *args)\n--\n\nRuns the kernel for every index i in [0, n). Arrays must be tack.Arrays on one "
      "device; scalars are converted to the parameter's type. n = 0 runs nothing."},
     {"generated_source", (PyCFunction)(void (*)(void))kernel_generated_source, METH_VARARGS | METH_KEYWORDS,
-     "generated_source(backend='cpu')\n--\n\nThe source a backend compiles ('cpu', 'cuda', 'hip' or 'level_zero')."},
+     "generated_source($self, /, backend='cpu')\n--\n\nThe source a backend compiles ('cpu', 'cuda', 'hip' or 'level_zero')."},
     {"ptx", (PyCFunction)(void (*)(void))kernel_ptx, METH_VARARGS | METH_KEYWORDS,
-     "ptx(arch=None)\n--\n\nPTX for CUDA, compiled by NVRTC for the virtual architecture arch ('compute_90'; "
+     "ptx($self, /, arch=None)\n--\n\nPTX for CUDA, compiled by NVRTC for the virtual architecture arch ('compute_90'; "
      "None: the oldest NVRTC supports)."},
     {"build", (PyCFunction)(void (*)(void))kernel_build, METH_VARARGS | METH_KEYWORDS,
-     "build(device=None)\n--\n\nCompiles and loads the kernel for a device ahead of its first launch there."},
+     "build($self, /, device=None)\n--\n\nCompiles and loads the kernel for a device ahead of its first launch there."},
     {NULL, NULL, 0, NULL},
 };
 
