@@ -179,6 +179,19 @@ static tack_status cpu_export_memory(tack_buffer *b, tack_exported_memory *out)
     return TACK_OK;
 }
 
+/* The seals an import looks at; none where the system has no seals. */
+#if defined(F_GET_SEALS)
+#define SHRINK_SEAL F_SEAL_SHRINK
+#if defined(F_SEAL_FUTURE_WRITE)
+#define WRITE_SEALS (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)
+#else
+#define WRITE_SEALS F_SEAL_WRITE
+#endif
+#else
+#define SHRINK_SEAL 0
+#define WRITE_SEALS 0
+#endif
+
 static tack_status cpu_import_memory(tack_device *device, const tack_exported_memory *e, void **data, void **ctx,
                                      int *writable, int *foreign)
 {
@@ -193,21 +206,27 @@ static tack_status cpu_import_memory(tack_device *device, const tack_exported_me
                               "descriptor %d is not host memory (a memfd or shared-memory object from an "
                               "exportable host array's export)",
                               fd);
-    /* Pages past the end of the file fault with SIGBUS when touched. */
+    /* Pages past the end of the file fault with SIGBUS when touched, and
+     * whoever else holds the descriptor could cut the file short after the
+     * size is checked: only memory sealed against shrinking is mapped
+     * (Tack's exports are). The seal cannot be removed, so the size checked
+     * after it stays. */
+#if defined(F_GET_SEALS)
+    int seals = fcntl(fd, F_GET_SEALS);
+#else
+    int seals = -1; /* no seals on this system: nothing can be mapped safely */
+#endif
+    if (seals < 0 || !(seals & SHRINK_SEAL))
+        return tack_error_set(TACK_EVALUE,
+                              "descriptor %d is %s, which whoever else holds it could shrink under the mapping "
+                              "(every later read of the lost pages would kill this process with SIGBUS): only a "
+                              "memfd sealed with F_SEAL_SHRINK is mapped, as exportable host arrays export",
+                              fd, seals < 0 ? "a file that cannot be sealed" : "a memfd not sealed against shrinking");
     if (st.st_size < 0 || (uint64_t)st.st_size < (uint64_t)e->allocation_size)
         return tack_error_set(TACK_EVALUE, "descriptor %d holds %lld bytes, fewer than the %zu the export records",
                               fd, (long long)st.st_size, e->allocation_size);
     int flags = fcntl(fd, F_GETFL);
-    int read_only = flags >= 0 && (flags & O_ACCMODE) == O_RDONLY;
-#if defined(__linux__) && defined(F_GET_SEALS)
-    int seals = fcntl(fd, F_GET_SEALS);
-    if (seals > 0 && (seals & F_SEAL_WRITE))
-        read_only = 1;
-#if defined(F_SEAL_FUTURE_WRITE)
-    if (seals > 0 && (seals & F_SEAL_FUTURE_WRITE))
-        read_only = 1;
-#endif
-#endif
+    int read_only = (flags >= 0 && (flags & O_ACCMODE) == O_RDONLY) || (seals & WRITE_SEALS);
     struct cpu_shared *rec = malloc(sizeof *rec);
     if (!rec)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
