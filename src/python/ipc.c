@@ -10,6 +10,50 @@
 #include <poll.h>
 #endif
 
+static void release_buffer(PyObject *capsule)
+{
+    tack_buffer_release(PyCapsule_GetPointer(capsule, "tack.buffer"));
+}
+
+/* The record's fields are plain values; its hidden `owner` holds a
+ * reference to the buffer, since the buffer closes its descriptor when it
+ * goes and the next open() would take the number: a record that outlived
+ * the array would name another file. */
+PyObject *tack_py_export_memory(PyObject *array)
+{
+    tack_array *a = TACK_PY_ARRAY(array);
+    tack_exported_memory rec;
+    tack_status st = tack_array_export_memory(a, &rec);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    PyObject *r = PyStructSequence_New(TackExportedMemory_Type);
+    if (!r)
+        return NULL;
+    tack_buffer *b = tack_buffer_retain(tack_array_buffer(a));
+    PyObject *owner = PyCapsule_New(b, "tack.buffer", release_buffer);
+    if (!owner)
+        tack_buffer_release(b);
+    PyObject *vals[7] = {
+        PyUnicode_FromString(rec.backend),
+        PyLong_FromSize_t(rec.size),
+        PyLong_FromSize_t(rec.allocation_size),
+        PyLong_FromLongLong(rec.handle),
+        PyUnicode_FromString(rec.handle_type),
+        PyBytes_FromStringAndSize((const char *)rec.device_uuid, sizeof rec.device_uuid),
+        owner,
+    };
+    for (int i = 0; i < 7; i++) {
+        if (!vals[i]) {
+            for (int j = i; j < 7; j++)
+                Py_XDECREF(vals[j]);
+            Py_DECREF(r);
+            return NULL;
+        }
+        PyStructSequence_SET_ITEM(r, i, vals[i]);
+    }
+    return r;
+}
+
 /* device=None means the device the record names, not the default device:
  * the memory lives where it was exported. NULL device then. */
 static int optional_device(PyObject *obj, tack_device **out)
