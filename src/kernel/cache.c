@@ -35,20 +35,34 @@
 
 extern char **environ;
 
+/* The thread's last compile log. A thread-local pointer alone would leak
+ * the log of every thread that exits with one; the key's destructor frees
+ * it at thread exit (free itself: it stays valid if this library is
+ * unloaded first). */
 static _Thread_local char *compile_log;
+static pthread_key_t log_key;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static int log_key_made;
+
+static void make_log_key(void) { log_key_made = pthread_key_create(&log_key, free) == 0; }
 
 const char *tack_kernel_compile_log(void) { return compile_log ? compile_log : ""; }
 
 void tack_compile_log_set(const char *text, size_t len)
 {
+    pthread_once(&log_once, make_log_key);
     free(compile_log);
     compile_log = NULL;
+    if (log_key_made)
+        (void)pthread_setspecific(log_key, NULL);
     if (!text)
         return;
     compile_log = malloc(len + 1);
     if (compile_log) {
         memcpy(compile_log, text, len);
         compile_log[len] = 0;
+        if (log_key_made)
+            (void)pthread_setspecific(log_key, compile_log);
     }
 }
 
