@@ -168,6 +168,17 @@ tack_status tack_kernel_ptx(tack_kernel *kernel, const char *arch, const char **
  * the next failed compilation on this thread. Never fails. */
 const char *tack_kernel_compile_log(void);
 
+/* How long a launch of `n` indices of the kernel on `device` is expected
+ * to take, in nanoseconds, from what the backend measured of the kernel's
+ * earlier launches there (cpu: n times its cost per index, the serial
+ * time, which a parallel launch does not exceed). UINT64_MAX when it
+ * cannot say: nothing measured yet (no launch there, or the kernel last
+ * ran on another device), or a backend that does not measure (those with
+ * a queue, whose launch may wait for the device). 0 for n <= 0. A language binding asks it to decide whether a launch is long
+ * enough to let other threads run meanwhile (Python: to release the GIL).
+ * Never fails; thread-safe. */
+uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device, int64_t n);
+
 /* Threads the cpu backend splits a launch over (TACK_NUM_THREADS, default
  * the cores this process may run on). Never fails. */
 int tack_kernel_num_threads(void);

@@ -589,6 +589,20 @@ static void update(atomic_uint_fast64_t *estimate, uint64_t observed)
     atomic_store_explicit(estimate, v ? v : 1, memory_order_relaxed);
 }
 
+/* Runs entry over [0, n) on this thread, measuring its cost per index while
+ * none is known: the cost also says whether a launch is long enough to let
+ * other threads run meanwhile (cpu_kernel_expected_ns). */
+static void serial_run(tack_host_entry entry, int64_t n, void *const *args, atomic_uint_fast64_t *cost_ps)
+{
+    if (atomic_load_explicit(cost_ps, memory_order_relaxed) || n < 1) {
+        entry(0, n, args);
+        return;
+    }
+    uint64_t t0 = now_ns();
+    entry(0, n, args);
+    update(cost_ps, (now_ns() - t0) * 1000 / (uint64_t)n);
+}
+
 /* Runs entry over [0, n), in parallel when the measured cost says it pays;
  * `cost_ps` is the kernel's estimate, updated. Kept out of line, so that
  * the launch of one index (cpu_kernel_launch) builds no frame for it. */
@@ -599,7 +613,7 @@ static void pool_run(tack_host_entry entry, int64_t n, void *const *args, atomic
 {
     int threads = pool_threads();
     if (n < 2 || threads == 1) {
-        entry(0, n, args);
+        serial_run(entry, n, args, cost_ps);
         return;
     }
     long long fixed = fixed_threshold();
@@ -740,11 +754,21 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, int64_t 
 {
     (void)device;
     struct cpu_kernel *k = kernel;
-    if (n < 2)
+    if (n < 2 && atomic_load_explicit(&k->cost_ps, memory_order_relaxed))
         k->entry(0, n, args);
     else
         pool_run(k->entry, n, args, &k->cost_ps);
     return TACK_OK;
+}
+
+/* Serial time: what one thread takes, which the pool does not exceed. */
+static uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n)
+{
+    struct cpu_kernel *k = kernel;
+    uint64_t ps = atomic_load_explicit(&k->cost_ps, memory_order_relaxed);
+    if (!ps)
+        return UINT64_MAX;
+    return (uint64_t)n > UINT64_MAX / ps ? UINT64_MAX : (uint64_t)n * ps / 1000;
 }
 
 static void cpu_kernel_unload(tack_device *device, void *kernel)
@@ -767,5 +791,6 @@ const struct tack_backend_ops tack_cpu_backend = {
     .dialect = &cpu_dialect,
     .kernel_load = cpu_kernel_load,
     .kernel_launch = cpu_kernel_launch,
+    .kernel_expected_ns = cpu_kernel_expected_ns,
     .kernel_unload = cpu_kernel_unload,
 };

@@ -527,6 +527,18 @@ tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, c
     return tack_queue_launch(d, l->handle, n, vals, bufs, nbufs);
 }
 
+uint64_t tack_kernel_expected_ns(tack_kernel *k, const tack_device *device, int64_t n)
+{
+    if (n <= 0)
+        return 0;
+    /* The kernel last launched, without a lock as a warm launch finds it;
+     * any other has not run (or not lately): not known. */
+    struct tack_loaded *l = k ? atomic_load_explicit(&k->last, memory_order_acquire) : NULL;
+    if (!l || !device || l->device != device || !device->ops->kernel_expected_ns)
+        return UINT64_MAX;
+    return device->ops->kernel_expected_ns(l->handle, n);
+}
+
 tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
 {
     if (!k || (nargs && !args))
