@@ -436,7 +436,7 @@ static void collect(struct msghdr *m, struct received_fds *r)
  * deadline) until something arrives. `flags` adds MSG_TRUNC on message
  * sockets, for the whole length of a longer message. Returns the bytes
  * read (0 at end of stream) or -1 with the error set. */
-static ssize_t receive_some(struct io *io, void *buf, size_t len, int flags, struct received_fds *r, int *truncated)
+static ssize_t receive_some(struct io *io, void *buf, size_t len, int flags, struct received_fds *r)
 {
     for (;;) {
         struct iovec iov = {.iov_base = buf, .iov_len = len};
@@ -465,8 +465,6 @@ static ssize_t receive_some(struct io *io, void *buf, size_t len, int flags, str
             continue;
         }
         collect(&m, r);
-        if (truncated)
-            *truncated = (m.msg_flags & MSG_TRUNC) != 0;
         io->moved += (size_t)n < len ? (size_t)n : len;
         return n;
     }
@@ -477,7 +475,7 @@ static tack_status receive_exactly(struct io *io, void *buf, size_t len, struct 
 {
     size_t done = 0;
     while (done < len) {
-        ssize_t n = receive_some(io, (char *)buf + done, len - done, 0, r, NULL);
+        ssize_t n = receive_some(io, (char *)buf + done, len - done, 0, r);
         if (n < 0)
             return TACK_ERUNTIME;
         if (n == 0) {
@@ -501,7 +499,7 @@ static tack_status skip_bytes(struct io *io, size_t n, struct received_fds *r)
     char sink[512];
     while (n > 0) {
         size_t chunk = n < sizeof sink ? n : sizeof sink;
-        ssize_t got = receive_some(io, sink, chunk, 0, r, NULL);
+        ssize_t got = receive_some(io, sink, chunk, 0, r);
         if (got < 0)
             return TACK_ERUNTIME;
         if (got == 0)
@@ -527,8 +525,7 @@ static tack_status receive_header(struct io *io, int type, tack_ipc_header *h, s
         /* One message per receive; a longer one (a future version) is cut
          * off by the kernel and the rest discarded with it, and MSG_TRUNC
          * makes the call return the whole length. */
-        int truncated = 0;
-        ssize_t n = receive_some(io, h, sizeof *h, MSG_TRUNC, r, &truncated);
+        ssize_t n = receive_some(io, h, sizeof *h, MSG_TRUNC, r);
         if (n < 0)
             return TACK_ERUNTIME;
         if (n == 0 && r->n == 0 && type == SOCK_SEQPACKET)
