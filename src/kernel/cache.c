@@ -267,17 +267,18 @@ static char *read_all(int fd, size_t size)
 }
 
 /* A cached file's payload when the file is trusted and whole (malloc'd,
- * NUL added; *size excludes both it and the trailer); *id identifies the
- * file read. NULL when missing, not trusted or damaged. */
-static char *read_verified(const char *path, size_t *size, struct stat *id)
+ * NUL added; *size excludes both it and the trailer). NULL when missing,
+ * not trusted or damaged. */
+char *tack_cache_load(const char *path, size_t *size)
 {
-    int fd = open_trusted(path, id);
+    struct stat st;
+    int fd = open_trusted(path, &st);
     if (fd < 0)
         return NULL;
-    char *data = read_all(fd, (size_t)id->st_size);
+    char *data = read_all(fd, (size_t)st.st_size);
     close(fd);
     size_t payload = 0;
-    if (data && !trailer_matches(data, (size_t)id->st_size, &payload)) {
+    if (data && !trailer_matches(data, (size_t)st.st_size, &payload)) {
         free(data);
         return NULL;
     }
@@ -288,10 +289,71 @@ static char *read_verified(const char *path, size_t *size, struct stat *id)
     return data;
 }
 
-char *tack_cache_load(const char *path, size_t *size)
+/* Objects this process has verified, by what identifies a file's contents:
+ * any write changes its size or modification time, a chmod or chown its
+ * change time. An object loaded again (another kernel of the same source)
+ * is then checked for trust but not read and hashed again. */
+struct verified {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+};
+#define VERIFIED_KEPT 32
+static struct verified verified_files[VERIFIED_KEPT];
+static unsigned verified_next;
+static pthread_mutex_t verified_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct verified identity(const struct stat *st)
 {
-    struct stat id;
-    return read_verified(path, size, &id);
+    struct verified v;
+    memset(&v, 0, sizeof v);
+    v.dev = st->st_dev;
+    v.ino = st->st_ino;
+    v.size = st->st_size;
+    v.mtime = st->st_mtim;
+    v.ctime = st->st_ctim;
+    return v;
+}
+
+static int was_verified(const struct stat *st)
+{
+    struct verified v = identity(st);
+    int found = 0;
+    pthread_mutex_lock(&verified_lock);
+    for (unsigned i = 0; i < VERIFIED_KEPT && !found; i++)
+        found = !memcmp(&verified_files[i], &v, sizeof v);
+    pthread_mutex_unlock(&verified_lock);
+    return found;
+}
+
+static void remember_verified(const struct stat *st)
+{
+    struct verified v = identity(st);
+    pthread_mutex_lock(&verified_lock);
+    verified_files[verified_next++ % VERIFIED_KEPT] = v;
+    pthread_mutex_unlock(&verified_lock);
+}
+
+/* A cached object fit to load: trusted and whole, or trusted and the very
+ * file verified before. */
+static int object_verified(const char *path)
+{
+    struct stat st;
+    int fd = open_trusted(path, &st);
+    if (fd < 0)
+        return 0;
+    int ok = was_verified(&st);
+    if (!ok) {
+        char *data = read_all(fd, (size_t)st.st_size);
+        size_t payload;
+        ok = data && trailer_matches(data, (size_t)st.st_size, &payload);
+        free(data);
+        if (ok)
+            remember_verified(&st);
+    }
+    close(fd);
+    return ok;
 }
 
 static atomic_uint temp_counter;
@@ -495,15 +557,11 @@ static int run(char *const *argv, char **output, size_t *output_len, int *err)
  * private), and Tack replaces a file only with another whole one. */
 static tack_status load(const char *path, void **handle, tack_host_entry *entry)
 {
-    size_t size;
-    struct stat id;
-    char *data = read_verified(path, &size, &id);
-    if (!data)
+    if (!object_verified(path))
         return tack_error_set(TACK_ERUNTIME,
                               "the compiled kernel %s is damaged, or not this user's to trust (owned by another "
                               "user or writable by others); it was rebuilt and is still refused: remove it",
                               path);
-    free(data);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();

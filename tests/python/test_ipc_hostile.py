@@ -249,6 +249,7 @@ def test_receive_times_out_as_the_socket_says(send):
     """
     peer = send + "\nhear()\nreport()\n"
     got, _ = pair(receiver, peer)
+    print(f"TimeoutError {got['after']:.3f} s after a receive with a 0.3 s timeout began")
     assert 0.29 <= got["after"] < 0.3 + 0.5, got
     assert "timed out" in got["message"] and got["fds"] == 0, got
 
@@ -273,6 +274,7 @@ def test_send_times_out_on_a_peer_that_never_reads():
         say("done")
     """
     got, _ = pair(receiver, "hear()\nreport()\n")
+    print(f"TimeoutError {got['after']:.3f} s after a send with a 0.2 s timeout began")
     assert 0.19 <= got["after"] < 0.2 + 0.5, got
     assert "timed out" in got["message"], got
 
@@ -308,6 +310,7 @@ def test_ctrl_c_interrupts_a_receive_that_never_ends(send):
         say("done")
     """
     got, sent = interrupted(body, send + "\nhear()\nreport()\n")
+    print(f"KeyboardInterrupt {1000 * (got['raised'] - sent):.2f} ms after SIGINT, in a receive")
     assert got["entered"] < sent, "the signal came before the receive began"
     assert got["raised"] - sent < 0.5, got
 
@@ -330,6 +333,7 @@ def test_ctrl_c_interrupts_a_send_that_never_ends():
         say("done")
     """
     got, sent = interrupted(body, "hear()\nreport()\n")
+    print(f"KeyboardInterrupt {1000 * (got['raised'] - sent):.2f} ms after SIGINT, in a send")
     assert got["raised"] - sent < 0.5, got
 
 
