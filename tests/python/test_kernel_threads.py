@@ -111,7 +111,7 @@ def test_a_threads_compile_log_goes_with_the_thread(tmp_path):
 
         # Each undeclared name adds a few lines to the compiler's log.
         bad = "void bad(tack_index i, float *y) {\\n" + "".join(
-            f"  y[i] = undeclared_{j};\\n" for j in range(300)) + "}\\n"
+            f"  y[i] = undeclared_{j};\\n" for j in range(1000)) + "}\\n"
         logs = []
         def fail_once():
             try:
