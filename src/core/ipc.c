@@ -311,6 +311,18 @@ static tack_status wait_ready(struct io *io, short events)
     }
 }
 
+/* After a call that failed with `err`: wait for `events` when it would
+ * have blocked, ask the caller after a signal, or fail. TACK_OK to try the
+ * call again. */
+static tack_status after_failure(struct io *io, int err, short events, const char *call)
+{
+    if (err == EINTR)
+        return after_signal(io);
+    if (err == EAGAIN || err == EWOULDBLOCK)
+        return wait_ready(io, events);
+    return os_failure(io, err, call);
+}
+
 static tack_status send_message(struct io *io, const void *buf, size_t len, int fd)
 {
     while (io->moved < len) {
@@ -337,14 +349,7 @@ static tack_status send_message(struct io *io, const void *buf, size_t len, int 
         }
         ssize_t n = sendmsg(io->sock, &m, SEND_FLAGS | NOWAIT);
         if (n < 0) {
-            int e = errno;
-            tack_status st = TACK_OK;
-            if (e == EINTR)
-                st = after_signal(io);
-            else if (e == EAGAIN || e == EWOULDBLOCK)
-                st = wait_ready(io, POLLOUT);
-            else
-                st = os_failure(io, e, "sendmsg");
+            tack_status st = after_failure(io, errno, POLLOUT, "sendmsg");
             if (st != TACK_OK)
                 return st;
             continue;
@@ -452,15 +457,7 @@ static ssize_t receive_some(struct io *io, void *buf, size_t len, int flags, str
         m.msg_controllen = sizeof control.bytes;
         ssize_t n = recvmsg(io->sock, &m, RECV_FLAGS | NOWAIT | flags);
         if (n < 0) {
-            int e = errno;
-            tack_status st;
-            if (e == EINTR)
-                st = after_signal(io);
-            else if (e == EAGAIN || e == EWOULDBLOCK)
-                st = wait_ready(io, POLLIN);
-            else
-                st = os_failure(io, e, "recvmsg");
-            if (st != TACK_OK)
+            if (after_failure(io, errno, POLLIN, "recvmsg") != TACK_OK)
                 return -1;
             continue;
         }

@@ -369,6 +369,19 @@ static void test_send_refusals_leave_nothing(void)
     tack_device_release(d);
 }
 
+/* A whole header tack_array_send writes for `a`, and the descriptor that
+ * came with it (the caller's to close). */
+static int good_header(tack_array *a, tack_ipc_header *h, int *fd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    int r = tack_array_send(sv[0], a) == TACK_OK ? capture(sv[1], h, fd) : -1;
+    close(sv[0]);
+    close(sv[1]);
+    return r;
+}
+
 /* Sends a raw message on a fresh socket pair of `type` and receives it:
  * the status of the receive. */
 static tack_status receive_raw(int type, const void *buf, size_t len, const int *fds, int nfds)
@@ -809,11 +822,7 @@ static void test_messages_say_what_was_wrong(void)
     tack_array *a = exportable(d, 0);
     tack_ipc_header good;
     int fd = -1, sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-    CHECK_OK(tack_array_send(sv[0], a));
-    CHECK(capture(sv[1], &good, &fd) == 0);
-    close(sv[0]);
-    close(sv[1]);
+    CHECK(good_header(a, &good, &fd) == 0);
     struct {
         tack_ipc_header h;
         char more[92];

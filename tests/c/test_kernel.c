@@ -415,21 +415,31 @@ static int count_lines(const char *path)
     return n;
 }
 
-static void test_cache(void)
+/* Points TACK_CACHE_DIR at a fresh `name` folder and TACK_CC at cc behind
+ * a script that logs one line to `log` per call. Zero if it cannot. */
+static int counting_compiler(const char *name, char *log, size_t cap)
 {
-    char dir[300], script[350], log[350];
-    snprintf(dir, sizeof dir, "%s/cache-test", tmpdir);
-    snprintf(script, sizeof script, "%s/cc-wrapper.sh", tmpdir);
-    snprintf(log, sizeof log, "%s/cc-calls.log", tmpdir);
+    char dir[300], script[350];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(script, sizeof script, "%s/%s-cc.sh", tmpdir, name);
+    snprintf(log, cap, "%s/%s-cc.log", tmpdir, name);
     FILE *f = fopen(script, "w");
     CHECK(f != NULL);
     if (!f)
-        return;
+        return 0;
     fprintf(f, "#!/bin/sh\necho \"$@\" >> '%s'\nexec cc \"$@\"\n", log);
     fclose(f);
     chmod(script, 0755);
     setenv("TACK_CACHE_DIR", dir, 1);
     setenv("TACK_CC", script, 1);
+    return 1;
+}
+
+static void test_cache(void)
+{
+    char dir[300], log[350];
+    if (!counting_compiler("cache-test", log, sizeof log))
+        return;
 
     const char *src = "void c1(tack_index i, float *y) { y[i] = 42.0f; }";
     tack_kernel *k = compile(src, NULL);
@@ -486,19 +496,9 @@ static void test_cache(void)
 static void test_a_spoiled_cached_object_is_rebuilt(void)
 {
     alarm(60);
-    char dir[300], path[PATH_MAX], script[350], log[350];
-    snprintf(dir, sizeof dir, "%s/spoiled", tmpdir);
-    snprintf(script, sizeof script, "%s/cc-spoiled.sh", tmpdir);
-    snprintf(log, sizeof log, "%s/cc-spoiled.log", tmpdir);
-    FILE *f = fopen(script, "w");
-    CHECK(f != NULL);
-    if (!f)
+    char path[PATH_MAX], log[350];
+    if (!counting_compiler("spoiled", log, sizeof log))
         return;
-    fprintf(f, "#!/bin/sh\necho x >> '%s'\nexec cc \"$@\"\n", log);
-    fclose(f);
-    chmod(script, 0755);
-    setenv("TACK_CACHE_DIR", dir, 1);
-    setenv("TACK_CC", script, 1);
     const char *src = "void spoiled(tack_index i, int32_t *y) { y[i] = (int32_t)i + 5; }";
     tack_kernel_release(compile(src, NULL));
     for (int how = 0; how < SPOIL_WAYS; how++) {

@@ -84,10 +84,13 @@ import tack
 """
 
 
-def start(body, *fds, prelude=RECEIVER, env=None):
-    return subprocess.Popen([sys.executable, "-c", prelude + textwrap.dedent(body)] + [str(f.fileno()) for f in fds],
+def start(body, *fds, prelude=RECEIVER, args=()):
+    """Runs `body` after `prelude` in another interpreter, with the sockets
+    `fds` as its sock and ctl (see COMMON), then `args`, on its command line."""
+    argv = [str(f.fileno()) for f in fds] + [str(a) for a in args]
+    return subprocess.Popen([sys.executable, "-c", prelude + textwrap.dedent(body)] + argv,
                             pass_fds=[f.fileno() for f in fds], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True)
 
 
 def finish(proc, what):
@@ -382,10 +385,7 @@ def test_listening_socket_is_an_os_error_at_once(tmp_path):
         report(**seen)
     """
     theirs, mine = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-c", RECEIVER + textwrap.dedent(body), str(theirs.fileno()),
-                             str(theirs.fileno()), str(tmp_path / "listening")], pass_fds=[theirs.fileno()],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got = finish(proc, "sender")
+    got = finish(start(body, theirs, theirs, args=[tmp_path / "listening"]), "sender")
     theirs.close()
     mine.close()
     # As socket.send and socket.recv: the same OSError, at once.
@@ -587,10 +587,7 @@ def test_an_export_record_keeps_its_descriptor_for_as_long_as_it_lives(tmp_path)
         report(**seen)
     """
     theirs, mine = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-c", RECEIVER + textwrap.dedent(body), str(theirs.fileno()),
-                             str(theirs.fileno()), str(tmp_path / "mine.txt")], pass_fds=[theirs.fileno()],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got = finish(proc, "process")
+    got = finish(start(body, theirs, theirs, args=[tmp_path / "mine.txt"]), "process")
     theirs.close()
     mine.close()
     assert got == {"same_number": False, "import": "mapped", "file_intact": True, "closed_with_record": True}
