@@ -70,6 +70,16 @@ def header(nbytes, *, version=1, header_size=608, magic=b"TACKARR\0", alloc=None
     struct.pack_into(f"={len(shape)}q", h, 96, *shape)
     return bytes(h)
 
+def fill(s):
+    # Leaves no room in the socket's send buffer.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    s.setblocking(False)
+    try:
+        while True:
+            s.send(bytes(4096))
+    except BlockingIOError:
+        pass
+
 def memory(size, seals=0, name="hostile"):
     fd = os.memfd_create(name, os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, size)
@@ -259,14 +269,7 @@ def test_receive_times_out_as_the_socket_says(send):
 
 def test_send_times_out_on_a_peer_that_never_reads():
     receiver = r"""
-        sock.settimeout(0.2)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        sock.setblocking(False)
-        try:
-            while True:
-                sock.send(bytes(4096))
-        except BlockingIOError:
-            pass
+        fill(sock)
         sock.settimeout(0.2)
         a = tack.empty(4, tack.f32, exportable=True)
         t0 = time.monotonic()
@@ -320,13 +323,7 @@ def test_ctrl_c_interrupts_a_receive_that_never_ends(send):
 
 def test_ctrl_c_interrupts_a_send_that_never_ends():
     body = r"""
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        sock.setblocking(False)
-        try:
-            while True:
-                sock.send(bytes(4096))
-        except BlockingIOError:
-            pass
+        fill(sock)
         sock.setblocking(True)
         a = tack.empty(4, tack.f32, exportable=True)
         try:
