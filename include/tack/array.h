@@ -74,7 +74,9 @@ typedef struct tack_exported_memory {
     char backend[16];
     size_t size;            /* the array's bytes */
     size_t allocation_size; /* the exported allocation, >= size */
-    int64_t handle;         /* a POSIX file descriptor, owned by the buffer */
+    int64_t handle;         /* a POSIX file descriptor, owned by the buffer: valid
+                             * while the exporting array (or another array over
+                             * its buffer) lives, and closed when it goes */
     char handle_type[16];   /* "posix_fd", "win32_kmt" */
     uint8_t device_uuid[16];
 } tack_exported_memory;
@@ -88,8 +90,11 @@ tack_status tack_array_export_memory(tack_array *array, tack_exported_memory *ou
  * as a new array of `dtype` and `shape` over the start of it. The
  * descriptor stays the caller's: the cpu backend maps a duplicate, CUDA's
  * driver import does not take it over, and the array unmaps what it mapped
- * when it goes. cpu: the descriptor of an exportable host array (a memfd);
- * cuda: one from cuMemExportToShareableHandle (a Tack export or another
+ * when it goes. cpu: the descriptor of an exportable host array: memory
+ * that cannot shrink under the mapping, a memfd sealed with F_SEAL_SHRINK
+ * (any other descriptor, a regular file or an unsealed memfd, could be cut
+ * short by whoever else holds it, and every later read of the lost pages
+ * would kill this process with SIGBUS); cuda: one from cuMemExportToShareableHandle (a Tack export or another
  * library's), mapped with cuMemImportFromShareableHandle, cuMemAddressReserve,
  * cuMemMap and cuMemSetAccess. `device` NULL means the device the record
  * names: its backend, and for CUDA the device whose UUID is device_uuid.
@@ -100,7 +105,7 @@ tack_status tack_array_export_memory(tack_array *array, tack_exported_memory *ou
  * "posix_fd", a negative handle, size > allocation_size), a shape whose
  * bytes exceed exported->size, a device of another backend (or, for
  * CUDA, with another UUID) than the record's, or a descriptor that is not
- * such memory (closed, too small); TACK_ETYPE for a bad dtype; TACK_ERUNTIME
+ * such memory (closed, not sealed against shrinking, too small); TACK_ETYPE for a bad dtype; TACK_ERUNTIME
  * for a backend without import or a driver or system failure; TACK_ENOMEM.
  * On error *out is untouched and nothing stays mapped or open. */
 tack_status tack_array_import_memory(tack_device *device, const tack_exported_memory *exported, tack_dtype dtype,
@@ -139,32 +144,71 @@ typedef struct tack_ipc_header {
     int64_t shape[TACK_MAX_NDIM]; /* 96: ndim extents */
 } tack_ipc_header;
 
+/* How a send or receive waits for its socket (tack_array_send_wait,
+ * tack_array_receive_wait). The time limit holds for the whole message, not
+ * for each system call, and is measured on the monotonic clock, so a clock
+ * step does not move it. */
+typedef struct tack_ipc_wait {
+    /* Milliseconds from the call for the whole message: < 0 waits as long
+     * as it takes, 0 takes only what has already arrived (or fits). */
+    int64_t timeout_ms;
+    /* Optional: called on the waiting thread when a signal interrupts the
+     * wait (EINTR). Nonzero ends the call (os_error EINTR); 0, or NULL
+     * here, waits on for what is left of the time limit. A caller whose
+     * signal handlers only set a flag checks the flag here. */
+    int (*interrupted)(void *context);
+    void *context;
+    /* Out: the errno of the system condition that ended the call:
+     * ETIMEDOUT when the time limit passed, EAGAIN when a limit of 0 found
+     * nothing at all, EINTR when `interrupted` asked to stop, EMFILE or
+     * ENFILE when the received descriptor was dropped for want of a free
+     * one, or the socket's own error (ENOTCONN, EPIPE, ECONNRESET, ...).
+     * 0 on success and for every other failure. */
+    int os_error;
+} tack_ipc_wait;
+
 /* Exports the array's memory (as tack_array_export_memory: a plain CUDA
  * array is copied once into exportable memory; a host array must have been
  * allocated exportable) and sends its header and descriptor on the
- * connected Unix socket `socket_fd`, blocking until the whole message is
- * written (a non-blocking socket is waited on). The array's buffer keeps
- * its descriptor; the receiver gets a new one. Messages from two threads on
- * one socket may interleave: serialise them. Errors: TACK_EVALUE for a NULL
- * array or a socket_fd that is not a socket; the export's errors
- * (TACK_ERUNTIME for a host array that is not exportable); TACK_ERUNTIME
- * when the send fails (EPIPE when the peer has gone: no SIGPIPE is
- * raised). On error no descriptor is left open by the call; a message cut
- * short by an error leaves a stream socket unusable. */
+ * connected Unix socket `socket_fd`, waiting as `wait` says for room to
+ * write the whole message (NULL: as long as it takes, whether the socket
+ * is blocking or not). The array's buffer keeps its descriptor; the
+ * receiver gets a new one. Messages from two threads on one socket may
+ * interleave: serialise them. Errors: TACK_EVALUE for a NULL array or a
+ * socket_fd that is not a socket; the export's errors (TACK_ERUNTIME for a
+ * host array that is not exportable); TACK_ERUNTIME when the send fails,
+ * at once for a socket that is not connected (ENOTCONN; a listening
+ * socket is not), when the time limit passes or `interrupted` stops the
+ * wait, and when the peer has gone (EPIPE: no SIGPIPE is raised), with the
+ * errno in wait->os_error. On error no descriptor is left open by the
+ * call; a message cut short by an error (a time limit passed in the middle
+ * of it) leaves a stream socket unusable. */
+tack_status tack_array_send_wait(int socket_fd, tack_array *array, tack_ipc_wait *wait);
+/* tack_array_send_wait with no time limit (NULL wait). */
 tack_status tack_array_send(int socket_fd, tack_array *array);
 
 /* Receives one message tack_array_send sent on `socket_fd` and maps it, as
  * tack_array_import_memory does, on `device` (NULL: the device the header
- * names). Blocks until a whole message has arrived. The descriptor received
- * is closed before returning, on success too (the array holds its own).
- * Errors: TACK_EVALUE for a NULL out, a socket_fd that is not a socket, a
- * message that is not a version-1 header with exactly one descriptor (a
- * newer version, a bad magic, sizes that do not agree) and the import's
- * value errors; TACK_ERUNTIME when the peer closed the socket or the
- * receive fails, and for the import's runtime errors; TACK_ENOMEM. A
- * refused header of a newer version is consumed whole, up to its stated
- * header_size, so that a stream socket stays in step. On error *out is
- * untouched and every descriptor received is closed. */
+ * names), waiting as `wait` says for the whole message (NULL: as long as it
+ * takes, also on a non-blocking socket). The descriptor received is closed
+ * before returning, on success too (the array holds its own); it must be
+ * host memory that cannot shrink (cpu: a memfd sealed with F_SEAL_SHRINK)
+ * or the device's own export. Errors: TACK_EVALUE for a NULL out, a
+ * socket_fd that is not a socket, a message that is not a version-1 header
+ * with exactly one descriptor (a newer version, a bad magic, sizes that do
+ * not agree, a message longer or shorter than the header) and the import's
+ * value errors (a descriptor that is not sealed memory); TACK_ERUNTIME
+ * when the peer closed the socket, when the receive fails (EINVAL for a
+ * listening socket), when the time limit passes or `interrupted` stops the
+ * wait, when this process has no descriptor free for the one the message
+ * carries (EMFILE), and for the import's runtime errors, with the errno in
+ * wait->os_error where there is one; TACK_ENOMEM. A refused header of a
+ * newer version is consumed whole, up to its stated header_size (at most
+ * 1 MiB), so that a stream socket stays in step; a time limit that passes
+ * in the middle of a message leaves a stream socket unusable. On error
+ * *out is untouched and every descriptor received is closed. */
+tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out);
+/* tack_array_receive_wait with no time limit (NULL wait). */
 tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out);
 
 /* Live-object counter, for leak tests. */

@@ -83,16 +83,21 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * and TACK_CFLAGS), into a shared object cached under TACK_CACHE_DIR
  * (default ~/.cache/tack) keyed by a hash of the generated source, the
  * compiler, the flags and Tack's version; a cached object is loaded without
- * running the compiler.
+ * running the compiler once it is checked: its recorded size and SHA-256
+ * match, and it is a regular file the user owns that nobody else can write
+ * (anything else is compiled again and replaced). The cache directory is
+ * made 0700 when missing, and must be the user's and writable by nobody
+ * else, with no directory above it through which others could replace it.
  * cuda: NVRTC to PTX (see tack_kernel_ptx); level_zero: libocloc to SPIR-V
- * for the device; both cached on disk like host objects. hip: hipRTC to a
- * code object for the device, once per process.
+ * for the device; both cached on disk like host objects, and checked the
+ * same way. hip: hipRTC to a code object for the device, once per process.
  * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
  * line numbers of the user's source), for no compiler (the message says how
  * to set TACK_CC, or what to install for the GPU's compiler library), for
- * an unusable cache directory, or for a backend that cannot run kernels;
- * TACK_ENOMEM. Thread-safe. */
+ * an unusable cache directory or one that is not private (the message
+ * names it), or for a backend that cannot run kernels; TACK_ENOMEM.
+ * Thread-safe. */
 tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
 
 /* create followed by build. On error nothing is kept and *out is untouched. */
@@ -165,8 +170,20 @@ tack_status tack_kernel_ptx(tack_kernel *kernel, const char *arch, const char **
 /* The whole message of the last failed compilation on this thread: a first
  * line naming the kernel and the compiler, then the compiler's full log
  * (tack_last_error() may hold only its beginning). "" if none; valid until
- * the next failed compilation on this thread. Never fails. */
+ * the next failed compilation on this thread, and freed when the thread
+ * exits. Never fails. */
 const char *tack_kernel_compile_log(void);
+
+/* How long a launch of `n` indices of the kernel on `device` is expected
+ * to take, in nanoseconds, from what the backend measured of the kernel's
+ * earlier launches there (cpu: n times its cost per index, the serial
+ * time, which a parallel launch does not exceed). UINT64_MAX when it
+ * cannot say: nothing measured yet (no launch there, or the kernel last
+ * ran on another device), or a backend that does not measure (those with
+ * a queue, whose launch may wait for the device). 0 for n <= 0. A language binding asks it to decide whether a launch is long
+ * enough to let other threads run meanwhile (Python: to release the GIL).
+ * Never fails; thread-safe. */
+uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device, int64_t n);
 
 /* Threads the cpu backend splits a launch over (TACK_NUM_THREADS, default
  * the cores this process may run on). Never fails. */

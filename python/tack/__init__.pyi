@@ -82,6 +82,9 @@ class ExportedMemory(structseq[Any], tuple[str, int, int, int, str, bytes]):
     def handle_type(self) -> str: ...
     @property
     def device_uuid(self) -> bytes: ...
+    # Not in the tuple: keeps the exporting buffer, and so handle, alive.
+    @property
+    def owner(self) -> object: ...
 
 @final
 class Array:

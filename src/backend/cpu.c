@@ -179,6 +179,19 @@ static tack_status cpu_export_memory(tack_buffer *b, tack_exported_memory *out)
     return TACK_OK;
 }
 
+/* The seals an import looks at; none where the system has no seals. */
+#if defined(F_GET_SEALS)
+#define SHRINK_SEAL F_SEAL_SHRINK
+#if defined(F_SEAL_FUTURE_WRITE)
+#define WRITE_SEALS (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)
+#else
+#define WRITE_SEALS F_SEAL_WRITE
+#endif
+#else
+#define SHRINK_SEAL 0
+#define WRITE_SEALS 0
+#endif
+
 static tack_status cpu_import_memory(tack_device *device, const tack_exported_memory *e, void **data, void **ctx,
                                      int *writable, int *foreign)
 {
@@ -193,21 +206,27 @@ static tack_status cpu_import_memory(tack_device *device, const tack_exported_me
                               "descriptor %d is not host memory (a memfd or shared-memory object from an "
                               "exportable host array's export)",
                               fd);
-    /* Pages past the end of the file fault with SIGBUS when touched. */
+    /* Pages past the end of the file fault with SIGBUS when touched, and
+     * whoever else holds the descriptor could cut the file short after the
+     * size is checked: only memory sealed against shrinking is mapped
+     * (Tack's exports are). The seal cannot be removed, so the size checked
+     * after it stays. */
+#if defined(F_GET_SEALS)
+    int seals = fcntl(fd, F_GET_SEALS);
+#else
+    int seals = -1; /* no seals on this system: nothing can be mapped safely */
+#endif
+    if (seals < 0 || !(seals & SHRINK_SEAL))
+        return tack_error_set(TACK_EVALUE,
+                              "descriptor %d is %s, which whoever else holds it could shrink under the mapping "
+                              "(every later read of the lost pages would kill this process with SIGBUS): only a "
+                              "memfd sealed with F_SEAL_SHRINK is mapped, as exportable host arrays export",
+                              fd, seals < 0 ? "a file that cannot be sealed" : "a memfd not sealed against shrinking");
     if (st.st_size < 0 || (uint64_t)st.st_size < (uint64_t)e->allocation_size)
         return tack_error_set(TACK_EVALUE, "descriptor %d holds %lld bytes, fewer than the %zu the export records",
                               fd, (long long)st.st_size, e->allocation_size);
     int flags = fcntl(fd, F_GETFL);
-    int read_only = flags >= 0 && (flags & O_ACCMODE) == O_RDONLY;
-#if defined(__linux__) && defined(F_GET_SEALS)
-    int seals = fcntl(fd, F_GET_SEALS);
-    if (seals > 0 && (seals & F_SEAL_WRITE))
-        read_only = 1;
-#if defined(F_SEAL_FUTURE_WRITE)
-    if (seals > 0 && (seals & F_SEAL_FUTURE_WRITE))
-        read_only = 1;
-#endif
-#endif
+    int read_only = (flags >= 0 && (flags & O_ACCMODE) == O_RDONLY) || (seals & WRITE_SEALS);
     struct cpu_shared *rec = malloc(sizeof *rec);
     if (!rec)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
@@ -570,6 +589,20 @@ static void update(atomic_uint_fast64_t *estimate, uint64_t observed)
     atomic_store_explicit(estimate, v ? v : 1, memory_order_relaxed);
 }
 
+/* Runs entry over [0, n) on this thread, measuring its cost per index while
+ * none is known: the cost also says whether a launch is long enough to let
+ * other threads run meanwhile (cpu_kernel_expected_ns). */
+static void serial_run(tack_host_entry entry, int64_t n, void *const *args, atomic_uint_fast64_t *cost_ps)
+{
+    if (atomic_load_explicit(cost_ps, memory_order_relaxed) || n < 1) {
+        entry(0, n, args);
+        return;
+    }
+    uint64_t t0 = now_ns();
+    entry(0, n, args);
+    update(cost_ps, (now_ns() - t0) * 1000 / (uint64_t)n);
+}
+
 /* Runs entry over [0, n), in parallel when the measured cost says it pays;
  * `cost_ps` is the kernel's estimate, updated. Kept out of line, so that
  * the launch of one index (cpu_kernel_launch) builds no frame for it. */
@@ -580,7 +613,7 @@ static void pool_run(tack_host_entry entry, int64_t n, void *const *args, atomic
 {
     int threads = pool_threads();
     if (n < 2 || threads == 1) {
-        entry(0, n, args);
+        serial_run(entry, n, args, cost_ps);
         return;
     }
     long long fixed = fixed_threshold();
@@ -721,11 +754,21 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, int64_t 
 {
     (void)device;
     struct cpu_kernel *k = kernel;
-    if (n < 2)
+    if (n < 2 && atomic_load_explicit(&k->cost_ps, memory_order_relaxed))
         k->entry(0, n, args);
     else
         pool_run(k->entry, n, args, &k->cost_ps);
     return TACK_OK;
+}
+
+/* Serial time: what one thread takes, which the pool does not exceed. */
+static uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n)
+{
+    struct cpu_kernel *k = kernel;
+    uint64_t ps = atomic_load_explicit(&k->cost_ps, memory_order_relaxed);
+    if (!ps)
+        return UINT64_MAX;
+    return (uint64_t)n > UINT64_MAX / ps ? UINT64_MAX : (uint64_t)n * ps / 1000;
 }
 
 static void cpu_kernel_unload(tack_device *device, void *kernel)
@@ -748,5 +791,6 @@ const struct tack_backend_ops tack_cpu_backend = {
     .dialect = &cpu_dialect,
     .kernel_load = cpu_kernel_load,
     .kernel_launch = cpu_kernel_launch,
+    .kernel_expected_ns = cpu_kernel_expected_ns,
     .kernel_unload = cpu_kernel_unload,
 };

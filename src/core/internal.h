@@ -123,6 +123,10 @@ struct tack_backend_ops {
      * on one without. args[i] points at the value of parameter i (an
      * array's data pointer), read before returning. */
     tack_status (*kernel_launch)(tack_device *device, void *kernel, int64_t n, void *const *args);
+    /* optional: UINT64_MAX, not known. How long a launch of `kernel` over
+     * n > 0 indices is expected to take, in nanoseconds, from what the
+     * backend measured of its earlier launches; UINT64_MAX before any. */
+    uint64_t (*kernel_expected_ns)(void *kernel, int64_t n);
     /* optional: nothing to free. Frees what kernel_load made; the kernel
      * layer has waited for the launches of it. */
     void (*kernel_unload)(tack_device *device, void *kernel);

@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if !defined(_WIN32)
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -137,18 +139,22 @@ tack_status tack_array_import_memory(tack_device *device, const tack_exported_me
 
 #if defined(_WIN32)
 
-tack_status tack_array_send(int socket_fd, tack_array *array)
+tack_status tack_array_send_wait(int socket_fd, tack_array *array, tack_ipc_wait *wait)
 {
     (void)socket_fd;
     (void)array;
+    if (wait)
+        wait->os_error = 0;
     return tack_error_set(TACK_ERUNTIME, "tack_array_send needs Unix-domain sockets with SCM_RIGHTS");
 }
 
-tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out)
+tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out)
 {
     (void)socket_fd;
     (void)device;
     (void)out;
+    if (wait)
+        wait->os_error = 0;
     return tack_error_set(TACK_ERUNTIME, "tack_array_receive needs Unix-domain sockets with SCM_RIGHTS");
 }
 
@@ -164,6 +170,16 @@ tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **
 #else
 #define RECV_FLAGS 0
 #endif
+/* Every call is tried without blocking and the waiting done by poll, which
+ * a signal always interrupts and which takes what is left of the deadline:
+ * a blocking recvmsg would be restarted after a signal (SA_RESTART) and
+ * would wait past any deadline. Without MSG_DONTWAIT a blocking socket
+ * blocks in the call itself. */
+#if defined(MSG_DONTWAIT)
+#define NOWAIT MSG_DONTWAIT
+#else
+#define NOWAIT 0
+#endif
 
 /* Descriptors one message may bring: a well-formed one brings one; room
  * for more so that extras are seen (and closed) rather than cut off. */
@@ -172,6 +188,10 @@ tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **
 /* The first bytes of every version's header: enough to recognise it and to
  * know how long it is. */
 #define PREFIX_SIZE 16
+
+/* The most a refused header of a newer version may claim and still be
+ * skipped; a longer one ends the stream's use. */
+#define MAX_SKIP (1u << 20)
 
 static tack_status socket_type(int fd, int *type)
 {
@@ -182,23 +202,131 @@ static tack_status socket_type(int fd, int *type)
     return TACK_OK;
 }
 
-/* Waits until the socket is ready for `events`: a non-blocking socket is
- * waited on, as a blocking one would be. */
-static tack_status wait_ready(int fd, short events)
+static int64_t monotonic_ns(void)
 {
-    struct pollfd p = {.fd = fd, .events = events};
-    while (poll(&p, 1, -1) < 0) {
-        if (errno != EINTR)
-            return tack_error_set(TACK_ERUNTIME, "waiting on socket %d failed: %s", fd, strerror(errno));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One send or receive in progress: its socket, its deadline and how far it
+ * got, for the messages. */
+struct io {
+    int sock;
+    const char *verb;   /* "sending" or "receiving" */
+    int64_t deadline;   /* CLOCK_MONOTONIC ns; < 0: none */
+    int64_t timeout_ms; /* as given */
+    tack_ipc_wait *wait;
+    size_t moved; /* bytes sent or received so far */
+};
+
+static void io_start(struct io *io, int sock, const char *verb, tack_ipc_wait *wait)
+{
+    io->sock = sock;
+    io->verb = verb;
+    io->wait = wait;
+    io->moved = 0;
+    io->timeout_ms = wait ? wait->timeout_ms : -1;
+    io->deadline = -1;
+    if (io->timeout_ms >= 0) {
+        int64_t ms = io->timeout_ms > INT64_MAX / 2000000 ? INT64_MAX / 2000000 : io->timeout_ms;
+        io->deadline = monotonic_ns() + ms * 1000000;
+    }
+    if (wait)
+        wait->os_error = 0;
+}
+
+/* A failure the system reported, with its errno kept for the caller. */
+static tack_status os_failure(struct io *io, int err, const char *what)
+{
+    if (io->wait)
+        io->wait->os_error = err;
+    if (err == EPIPE || err == ECONNRESET)
+        return tack_error_set(TACK_ERUNTIME, "%s an array failed: the other end closed socket %d (%s)", io->verb,
+                              io->sock, strerror(err));
+    if (err == ENOTCONN)
+        return tack_error_set(TACK_ERUNTIME,
+                              "%s an array on socket %d failed: it is not connected (%s); pass a connected socket "
+                              "(socketpair, connect, or one that accept returned), not a listening one",
+                              io->verb, io->sock, strerror(err));
+    return tack_error_set(TACK_ERUNTIME, "%s an array on socket %d failed: %s: %s", io->verb, io->sock, what,
+                          strerror(err));
+}
+
+static tack_status timed_out(struct io *io)
+{
+    if (io->timeout_ms == 0 && io->moved == 0) {
+        if (io->wait)
+            io->wait->os_error = EAGAIN;
+        return tack_error_set(TACK_ERUNTIME,
+                              "%s an array on socket %d would block, and its time limit is 0 (a non-blocking "
+                              "socket): wait until the socket is ready, or give it a timeout",
+                              io->verb, io->sock);
+    }
+    if (io->wait)
+        io->wait->os_error = ETIMEDOUT;
+    return tack_error_set(TACK_ERUNTIME, "timed out after %lld ms %s an array on socket %d (%zu bytes of the "
+                                         "message had come through)%s",
+                          (long long)io->timeout_ms, io->verb, io->sock, io->moved,
+                          io->moved ? "; the rest of that message is still on the socket: close it" : "");
+}
+
+/* After EINTR: asks the caller whether to go on. */
+static tack_status after_signal(struct io *io)
+{
+    tack_ipc_wait *w = io->wait;
+    if (w && w->interrupted && w->interrupted(w->context)) {
+        w->os_error = EINTR;
+        return tack_error_set(TACK_ERUNTIME, "%s an array on socket %d was interrupted by a signal", io->verb,
+                              io->sock);
     }
     return TACK_OK;
 }
 
-static tack_status send_message(int sock, const void *buf, size_t len, int fd)
+/* Waits until the socket is ready for `events` or the deadline passes. */
+static tack_status wait_ready(struct io *io, short events)
 {
-    size_t done = 0;
-    while (done < len) {
-        struct iovec iov = {.iov_base = (char *)buf + done, .iov_len = len - done};
+    for (;;) {
+        int ms = -1;
+        if (io->deadline >= 0) {
+            int64_t left = io->deadline - monotonic_ns();
+            if (left <= 0)
+                return timed_out(io);
+            /* Rounded up: waking before the deadline only to wait again. */
+            int64_t m = (left + 999999) / 1000000;
+            ms = m > INT_MAX ? INT_MAX : (int)m;
+        }
+        struct pollfd p = {.fd = io->sock, .events = events};
+        int n = poll(&p, 1, ms);
+        if (n > 0)
+            return TACK_OK; /* ready, or an error the next call reports */
+        if (n < 0 && errno != EINTR)
+            return os_failure(io, errno, "waiting for it");
+        if (n < 0) {
+            tack_status st = after_signal(io);
+            if (st != TACK_OK)
+                return st;
+        }
+        /* Timed out or interrupted: the deadline decides. */
+    }
+}
+
+/* After a call that failed with `err`: wait for `events` when it would
+ * have blocked, ask the caller after a signal, or fail. TACK_OK to try the
+ * call again. */
+static tack_status after_failure(struct io *io, int err, short events, const char *call)
+{
+    if (err == EINTR)
+        return after_signal(io);
+    if (err == EAGAIN || err == EWOULDBLOCK)
+        return wait_ready(io, events);
+    return os_failure(io, err, call);
+}
+
+static tack_status send_message(struct io *io, const void *buf, size_t len, int fd)
+{
+    while (io->moved < len) {
+        struct iovec iov = {.iov_base = (char *)buf + io->moved, .iov_len = len - io->moved};
         struct msghdr m;
         memset(&m, 0, sizeof m);
         m.msg_iov = &iov;
@@ -207,7 +335,7 @@ static tack_status send_message(int sock, const void *buf, size_t len, int fd)
             char bytes[CMSG_SPACE(sizeof(int))];
             struct cmsghdr align;
         } control;
-        if (done == 0) {
+        if (io->moved == 0) {
             /* The descriptor rides on the first byte; a later part of a
              * message cut short by the kernel goes without it. */
             memset(&control, 0, sizeof control);
@@ -219,29 +347,22 @@ static tack_status send_message(int sock, const void *buf, size_t len, int fd)
             c->cmsg_len = CMSG_LEN(sizeof(int));
             memcpy(CMSG_DATA(c), &fd, sizeof fd);
         }
-        ssize_t n = sendmsg(sock, &m, SEND_FLAGS);
+        ssize_t n = sendmsg(io->sock, &m, SEND_FLAGS | NOWAIT);
         if (n < 0) {
-            int e = errno;
-            if (e == EINTR)
-                continue;
-            if (e == EAGAIN || e == EWOULDBLOCK) {
-                tack_status st = wait_ready(sock, POLLOUT);
-                if (st != TACK_OK)
-                    return st;
-                continue;
-            }
-            if (e == EPIPE || e == ECONNRESET)
-                return tack_error_set(TACK_ERUNTIME, "sending an array failed: the receiving end closed socket %d",
-                                      sock);
-            return tack_error_set(TACK_ERUNTIME, "sending an array on socket %d failed: %s", sock, strerror(e));
+            tack_status st = after_failure(io, errno, POLLOUT, "sendmsg");
+            if (st != TACK_OK)
+                return st;
+            continue;
         }
-        done += (size_t)n;
+        io->moved += (size_t)n;
     }
     return TACK_OK;
 }
 
-tack_status tack_array_send(int socket_fd, tack_array *a)
+tack_status tack_array_send_wait(int socket_fd, tack_array *a, tack_ipc_wait *wait)
 {
+    if (wait)
+        wait->os_error = 0;
     if (!a)
         return tack_error_set(TACK_EVALUE, "tack_array_send: array must not be NULL");
     int type;
@@ -277,13 +398,17 @@ tack_status tack_array_send(int socket_fd, tack_array *a)
         h.shape[i] = a->shape[i];
     /* sendmsg passes a new reference to the descriptor; the buffer keeps
      * its own. */
-    return send_message(socket_fd, &h, sizeof h, (int)e.handle);
+    struct io io;
+    io_start(&io, socket_fd, "sending", wait);
+    return send_message(&io, &h, sizeof h, (int)e.handle);
 }
+
+tack_status tack_array_send(int socket_fd, tack_array *a) { return tack_array_send_wait(socket_fd, a, NULL); }
 
 struct received_fds {
     int fd[MAX_FDS];
     int n;
-    int lost; /* the kernel dropped some: the control buffer was too small */
+    int lost; /* the kernel dropped some (MSG_CTRUNC) */
 };
 
 static void close_all(struct received_fds *r)
@@ -312,10 +437,11 @@ static void collect(struct msghdr *m, struct received_fds *r)
     }
 }
 
-/* One recvmsg into buf, collecting descriptors; EINTR retried and a
- * non-blocking socket waited on. Returns the bytes read (0 at end of
- * stream) or -1 with the error set. */
-static ssize_t receive_some(int sock, void *buf, size_t len, struct received_fds *r, int *truncated)
+/* One recvmsg into buf, collecting descriptors and waiting (within the
+ * deadline) until something arrives. `flags` adds MSG_TRUNC on message
+ * sockets, for the whole length of a longer message. Returns the bytes
+ * read (0 at end of stream) or -1 with the error set. */
+static ssize_t receive_some(struct io *io, void *buf, size_t len, int flags, struct received_fds *r)
 {
     for (;;) {
         struct iovec iov = {.iov_base = buf, .iov_len = len};
@@ -329,41 +455,33 @@ static ssize_t receive_some(int sock, void *buf, size_t len, struct received_fds
         m.msg_iovlen = 1;
         m.msg_control = control.bytes;
         m.msg_controllen = sizeof control.bytes;
-        ssize_t n = recvmsg(sock, &m, RECV_FLAGS);
+        ssize_t n = recvmsg(io->sock, &m, RECV_FLAGS | NOWAIT | flags);
         if (n < 0) {
-            int e = errno;
-            if (e == EINTR)
-                continue;
-            if (e == EAGAIN || e == EWOULDBLOCK) {
-                if (wait_ready(sock, POLLIN) != TACK_OK)
-                    return -1;
-                continue;
-            }
-            tack_error_set(TACK_ERUNTIME, "receiving an array on socket %d failed: %s", sock, strerror(e));
-            return -1;
+            if (after_failure(io, errno, POLLIN, "recvmsg") != TACK_OK)
+                return -1;
+            continue;
         }
         collect(&m, r);
-        if (truncated)
-            *truncated = (m.msg_flags & MSG_TRUNC) != 0;
+        io->moved += (size_t)n < len ? (size_t)n : len;
         return n;
     }
 }
 
 /* Reads exactly len bytes of a stream. */
-static tack_status receive_exactly(int sock, void *buf, size_t len, size_t offset, struct received_fds *r)
+static tack_status receive_exactly(struct io *io, void *buf, size_t len, struct received_fds *r)
 {
     size_t done = 0;
     while (done < len) {
-        ssize_t n = receive_some(sock, (char *)buf + done, len - done, r, NULL);
+        ssize_t n = receive_some(io, (char *)buf + done, len - done, 0, r);
         if (n < 0)
             return TACK_ERUNTIME;
         if (n == 0) {
-            if (offset + done == 0)
+            if (io->moved == 0)
                 return tack_error_set(TACK_ERUNTIME, "socket %d was closed by the sending end before an array arrived",
-                                      sock);
+                                      io->sock);
             return tack_error_set(TACK_ERUNTIME, "socket %d was closed in the middle of an array's header (%zu bytes "
                                                  "of it arrived)",
-                                  sock, offset + done);
+                                  io->sock, io->moved);
         }
         done += (size_t)n;
     }
@@ -371,44 +489,50 @@ static tack_status receive_exactly(int sock, void *buf, size_t len, size_t offse
 }
 
 /* Discards the rest of a refused header of another version, so that the
- * next message on a stream starts where it should. */
-static void skip_bytes(int sock, size_t n, struct received_fds *r)
+ * next message on a stream starts where it should. Within the deadline: a
+ * peer that claims more than it sends cannot hold the receiver. */
+static tack_status skip_bytes(struct io *io, size_t n, struct received_fds *r)
 {
     char sink[512];
     while (n > 0) {
         size_t chunk = n < sizeof sink ? n : sizeof sink;
-        ssize_t got = receive_some(sock, sink, chunk, r, NULL);
-        if (got <= 0)
-            return;
+        ssize_t got = receive_some(io, sink, chunk, 0, r);
+        if (got < 0)
+            return TACK_ERUNTIME;
+        if (got == 0)
+            return TACK_OK;
         n -= (size_t)got;
     }
+    return TACK_OK;
 }
 
 /* Reads one message: the header (checked up to its version) and its
  * descriptors. */
-static tack_status receive_header(int sock, int type, tack_ipc_header *h, struct received_fds *r)
+static tack_status receive_header(struct io *io, int type, tack_ipc_header *h, struct received_fds *r)
 {
     size_t got;
-    int truncated = 0;
     if (type == SOCK_STREAM) {
         /* A stream has no message boundaries: read the prefix, then as much
          * as its version says, never into the next message. */
-        tack_status st = receive_exactly(sock, h, PREFIX_SIZE, 0, r);
+        tack_status st = receive_exactly(io, h, PREFIX_SIZE, r);
         if (st != TACK_OK)
             return st;
         got = PREFIX_SIZE;
     } else {
         /* One message per receive; a longer one (a future version) is cut
-         * off by the kernel and the rest discarded with it. */
-        ssize_t n = receive_some(sock, h, sizeof *h, r, &truncated);
+         * off by the kernel and the rest discarded with it, and MSG_TRUNC
+         * makes the call return the whole length. */
+        ssize_t n = receive_some(io, h, sizeof *h, MSG_TRUNC, r);
         if (n < 0)
             return TACK_ERUNTIME;
-        if (n == 0 && r->n == 0)
+        if (n == 0 && r->n == 0 && type == SOCK_SEQPACKET)
             return tack_error_set(TACK_ERUNTIME, "socket %d was closed by the sending end before an array arrived",
-                                  sock);
+                                  io->sock);
         got = (size_t)n;
         if (got < PREFIX_SIZE)
-            return tack_error_set(TACK_EVALUE, "a message of %zu bytes is not a Tack array header", got);
+            return tack_error_set(TACK_EVALUE, "a message of %zu bytes is not a Tack array header (version %u is %zu "
+                                               "bytes)",
+                                  got, TACK_IPC_VERSION, sizeof *h);
     }
     if (memcmp(h->magic, TACK_IPC_MAGIC, sizeof h->magic) != 0)
         return tack_error_set(TACK_EVALUE,
@@ -416,8 +540,11 @@ static tack_status receive_header(int sock, int type, tack_ipc_header *h, struct
                               "with tack_array_send / tack.send_array");
     if (h->version != TACK_IPC_VERSION) {
         uint32_t version = h->version, size = h->header_size;
-        if (type == SOCK_STREAM && version > TACK_IPC_VERSION && size > PREFIX_SIZE && size <= (1u << 20))
-            skip_bytes(sock, size - PREFIX_SIZE, r);
+        if (type == SOCK_STREAM && version > TACK_IPC_VERSION && size > PREFIX_SIZE && size <= MAX_SKIP) {
+            tack_status st = skip_bytes(io, size - PREFIX_SIZE, r);
+            if (st != TACK_OK)
+                return st;
+        }
         if (version > TACK_IPC_VERSION)
             return tack_error_set(TACK_EVALUE,
                                   "the array header is version %u, newer than this Tack reads (version %u): "
@@ -425,14 +552,43 @@ static tack_status receive_header(int sock, int type, tack_ipc_header *h, struct
                                   version, TACK_IPC_VERSION);
         return tack_error_set(TACK_EVALUE, "the array header's version is 0, which no Tack writes");
     }
-    if (h->header_size != sizeof *h || truncated)
-        return tack_error_set(TACK_EVALUE, "a version %u array header is %zu bytes, not %u", TACK_IPC_VERSION,
-                              sizeof *h, h->header_size);
+    if (h->header_size != sizeof *h)
+        return tack_error_set(TACK_EVALUE, "the array header says it is %u bytes, but a version %u header is %zu",
+                              h->header_size, TACK_IPC_VERSION, sizeof *h);
     if (type == SOCK_STREAM)
-        return receive_exactly(sock, (char *)h + PREFIX_SIZE, sizeof *h - PREFIX_SIZE, PREFIX_SIZE, r);
+        return receive_exactly(io, (char *)h + PREFIX_SIZE, sizeof *h - PREFIX_SIZE, r);
     if (got != sizeof *h)
-        return tack_error_set(TACK_EVALUE, "a version %u array header is %zu bytes; %zu arrived", TACK_IPC_VERSION,
-                              sizeof *h, got);
+        return tack_error_set(TACK_EVALUE, "a message of %zu bytes is not a version %u array header, which is %zu "
+                                           "bytes",
+                              got, TACK_IPC_VERSION, sizeof *h);
+    return TACK_OK;
+}
+
+/* The message's descriptors: exactly one. Descriptors the kernel dropped
+ * with room left for them were dropped because this process could take no
+ * more (the kernel closes them and says only MSG_CTRUNC): ask for one to
+ * tell which. */
+static tack_status check_descriptors(struct io *io, const struct received_fds *r)
+{
+    if (r->lost && r->n < MAX_FDS) {
+        int probe = fcntl(io->sock, F_DUPFD_CLOEXEC, 0);
+        int err = probe < 0 ? errno : 0;
+        if (probe >= 0)
+            close(probe);
+        if (err == EMFILE || err == ENFILE) {
+            if (io->wait)
+                io->wait->os_error = err;
+            return tack_error_set(TACK_ERUNTIME,
+                                  "the array's descriptor was dropped on arrival: %s (%s); close descriptors or "
+                                  "raise the limit (ulimit -n, RLIMIT_NOFILE), then send the array again",
+                                  err == EMFILE ? "this process has no descriptor free" : "the system has no file "
+                                                                                          "free",
+                                  strerror(err));
+        }
+    }
+    if (r->n != 1 || r->lost)
+        return tack_error_set(TACK_EVALUE, "an array message carries one descriptor; this one carried %d%s", r->n,
+                              r->lost ? " and more that the system dropped" : "");
     return TACK_OK;
 }
 
@@ -470,8 +626,10 @@ static tack_status parse_header(const tack_ipc_header *h, int fd, tack_dtype *dt
     return TACK_OK;
 }
 
-tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out)
+tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out)
 {
+    if (wait)
+        wait->os_error = 0;
     if (!out)
         return tack_error_set(TACK_EVALUE, "tack_array_receive: out must not be NULL");
     int type;
@@ -481,10 +639,11 @@ tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **
     tack_ipc_header h;
     memset(&h, 0, sizeof h);
     struct received_fds r = {.n = 0, .lost = 0};
-    st = receive_header(socket_fd, type, &h, &r);
-    if (st == TACK_OK && (r.n != 1 || r.lost))
-        st = tack_error_set(TACK_EVALUE, "an array message carries one descriptor; this one carried %d%s", r.n,
-                            r.lost ? " and more that were dropped" : "");
+    struct io io;
+    io_start(&io, socket_fd, "receiving", wait);
+    st = receive_header(&io, type, &h, &r);
+    if (st == TACK_OK)
+        st = check_descriptors(&io, &r);
     tack_dtype dtype = TACK_U8;
     tack_exported_memory e;
     if (st == TACK_OK)
@@ -495,6 +654,11 @@ tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **
      * (cuda): the received descriptor is done with either way. */
     close_all(&r);
     return st;
+}
+
+tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out)
+{
+    return tack_array_receive_wait(socket_fd, device, NULL, out);
 }
 
 #endif

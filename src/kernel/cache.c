@@ -3,11 +3,23 @@
  * appears under its final name only complete (written under a private
  * temporary name, then renamed): two processes compiling the same kernel at
  * once both succeed, and the second rename replaces a file with an
- * identical one. */
+ * identical one.
+ *
+ * What the cache holds is code this process will run, so nothing in it is
+ * trusted on sight. Every file ends in a trailer recording the size and
+ * SHA-256 of what precedes it, written with the file and published by the
+ * same rename, and a file is used only when the trailer matches: a file cut
+ * short (a full disk, a killed writer, a crash before the data reached the
+ * disk) or damaged is rebuilt instead of crashing dlopen. A file is used
+ * only when this user owns it and nobody else can write it, and the cache
+ * directory only when the same holds for it and no one else can replace it
+ * (as ssh treats its keys): a directory others can write is refused, so
+ * that nobody can plant code under the name a kernel's hash predicts. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -23,20 +35,34 @@
 
 extern char **environ;
 
+/* The thread's last compile log. A thread-local pointer alone would leak
+ * the log of every thread that exits with one; the key's destructor frees
+ * it at thread exit (free itself: it stays valid if this library is
+ * unloaded first). */
 static _Thread_local char *compile_log;
+static pthread_key_t log_key;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static int log_key_made;
+
+static void make_log_key(void) { log_key_made = pthread_key_create(&log_key, free) == 0; }
 
 const char *tack_kernel_compile_log(void) { return compile_log ? compile_log : ""; }
 
 void tack_compile_log_set(const char *text, size_t len)
 {
+    pthread_once(&log_once, make_log_key);
     free(compile_log);
     compile_log = NULL;
+    if (log_key_made)
+        (void)pthread_setspecific(log_key, NULL);
     if (!text)
         return;
     compile_log = malloc(len + 1);
     if (compile_log) {
         memcpy(compile_log, text, len);
         compile_log[len] = 0;
+        if (log_key_made)
+            (void)pthread_setspecific(log_key, compile_log);
     }
 }
 
@@ -70,6 +96,9 @@ tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt
     return st;
 }
 
+/* Creates the directories of `path` that are missing: the cache itself
+ * private (0700), those above it as mkdir -p would but never writable by
+ * others. */
 static tack_status mkdirs(char *path)
 {
     for (char *p = path + 1;; p++) {
@@ -77,7 +106,7 @@ static tack_status mkdirs(char *path)
             continue;
         char c = *p;
         *p = 0;
-        int r = mkdir(path, 0777);
+        int r = mkdir(path, c ? 0755 : 0700);
         int err = errno;
         *p = c;
         if (r != 0 && err != EEXIST)
@@ -90,8 +119,62 @@ static tack_status mkdirs(char *path)
     }
 }
 
-tack_status tack_cache_dir(char *out, size_t cap)
+static tack_status refuse_dir(const char *dir, const char *why)
 {
+    return tack_error_set(TACK_ERUNTIME,
+                          "the kernel cache directory %s is not private: %s, so another user could put code there "
+                          "that this process would run. Use a private one: set TACK_CACHE_DIR to a directory "
+                          "that you own and only you can write (mkdir -m 700 DIR), or chmod go-w it",
+                          dir, why);
+}
+
+/* The directory, and every one above it, must keep other users out: the
+ * cache itself this user's and writable by nobody else; those above it
+ * this user's or root's, and writable by others only when sticky (/tmp),
+ * where others cannot rename what is not theirs. */
+static tack_status check_private(const char *dir)
+{
+    char real[PATH_MAX], why[PATH_MAX + 128];
+    if (!realpath(dir, real))
+        return tack_error_set(TACK_ERUNTIME, "cannot resolve the kernel cache directory %s: %s; set TACK_CACHE_DIR",
+                              dir, strerror(errno));
+    uid_t me = geteuid();
+    struct stat st;
+    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+        return tack_error_set(TACK_ERUNTIME, "the kernel cache directory %s is not a directory; set TACK_CACHE_DIR",
+                              dir);
+    if (st.st_uid != me) {
+        snprintf(why, sizeof why, "it belongs to uid %u, not to you (uid %u)", (unsigned)st.st_uid, (unsigned)me);
+        return refuse_dir(dir, why);
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, sizeof why, "others can write it (mode %04o)", (unsigned)(st.st_mode & 07777));
+        return refuse_dir(dir, why);
+    }
+    for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
+        if (slash == real)
+            slash[1] = 0; /* the root itself, last */
+        else
+            *slash = 0;
+        if (stat(real, &st) != 0)
+            return tack_error_set(TACK_ERUNTIME, "cannot check %s, above the kernel cache directory %s: %s", real, dir,
+                                  strerror(errno));
+        int foreign = st.st_uid != me && st.st_uid != 0;
+        int open_to_others = (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX);
+        if (foreign || open_to_others) {
+            snprintf(why, sizeof why, "%s above it %s", real,
+                     foreign ? "belongs to another user" : "can be written by others and is not sticky");
+            return refuse_dir(dir, why);
+        }
+        if (slash == real)
+            break;
+    }
+    return TACK_OK;
+}
+
+tack_status tack_cache_dir(char *out, size_t cap, int *unsafe)
+{
+    *unsafe = 0;
     const char *dir = getenv("TACK_CACHE_DIR");
     int n;
     if (dir && *dir) {
@@ -110,27 +193,167 @@ tack_status tack_cache_dir(char *out, size_t cap)
         return tack_error_set(TACK_ERUNTIME, "the kernel cache directory's path is too long; set TACK_CACHE_DIR");
     while (n > 1 && out[n - 1] == '/')
         out[--n] = 0;
-    return mkdirs(out);
+    tack_status st = mkdirs(out);
+    if (st != TACK_OK)
+        return st;
+    st = check_private(out);
+    *unsafe = st != TACK_OK;
+    return st;
 }
 
-char *tack_read_file(const char *path, size_t *size)
+/* The trailer every cached file ends with: "tack-cache-1 ", the size of the
+ * bytes before it as 20 decimal digits, a space, their SHA-256 in hex and a
+ * newline. Plain text, so that the same bytes mean the same on any host. */
+#define TRAILER_TAG "tack-cache-1 "
+#define TRAILER_SIZE (sizeof TRAILER_TAG - 1 + 20 + 1 + 64 + 1)
+/* Larger cached files are not read (no kernel's code comes near). */
+#define MAX_CACHED ((size_t)1 << 30)
+
+static void make_trailer(const void *data, size_t size, char out[TRAILER_SIZE + 1])
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *data = NULL;
-    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)len + 1))) {
-        if (fread(data, 1, (size_t)len, f) != (size_t)len) {
-            free(data);
-            data = NULL;
-        } else {
-            data[len] = 0;
-            *size = (size_t)len;
-        }
+    tack_sha256 h;
+    tack_sha256_init(&h);
+    tack_sha256_update(&h, data, size);
+    char hex[65];
+    tack_sha256_hex(&h, hex);
+    snprintf(out, TRAILER_SIZE + 1, "%s%020llu %s\n", TRAILER_TAG, (unsigned long long)size, hex);
+}
+
+/* The size of what precedes a valid trailer at the end of data[0, len);
+ * 0 when there is none or it does not match. */
+static int trailer_matches(const char *data, size_t len, size_t *payload)
+{
+    if (len < TRAILER_SIZE)
+        return 0;
+    size_t size = len - TRAILER_SIZE;
+    char want[TRAILER_SIZE + 1];
+    make_trailer(data, size, want);
+    if (memcmp(data + size, want, TRAILER_SIZE) != 0)
+        return 0;
+    *payload = size;
+    return 1;
+}
+
+/* Opens a cached file if this user may trust it: a regular file, not a
+ * link, that the user owns and nobody else can write. -1 otherwise. */
+static int open_trusted(const char *path, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
+        (st->st_mode & (S_IWGRP | S_IWOTH)) || st->st_size < 0 || (uint64_t)st->st_size > MAX_CACHED) {
+        close(fd);
+        return -1;
     }
-    fclose(f);
+    return fd;
+}
+
+static char *read_all(int fd, size_t size)
+{
+    char *data = malloc(size + 1);
+    size_t done = 0;
+    while (data && done < size) {
+        ssize_t n = read(fd, data + done, size - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(data);
+            return NULL;
+        }
+        done += (size_t)n;
+    }
     return data;
+}
+
+/* A cached file's payload when the file is trusted and whole (malloc'd,
+ * NUL added; *size excludes both it and the trailer). NULL when missing,
+ * not trusted or damaged. */
+char *tack_cache_load(const char *path, size_t *size)
+{
+    struct stat st;
+    int fd = open_trusted(path, &st);
+    if (fd < 0)
+        return NULL;
+    char *data = read_all(fd, (size_t)st.st_size);
+    close(fd);
+    size_t payload = 0;
+    if (data && !trailer_matches(data, (size_t)st.st_size, &payload)) {
+        free(data);
+        return NULL;
+    }
+    if (data) {
+        data[payload] = 0;
+        *size = payload;
+    }
+    return data;
+}
+
+/* Objects this process has verified, by what identifies a file's contents:
+ * any write changes its size or modification time, a chmod or chown its
+ * change time. An object loaded again (another kernel of the same source)
+ * is then checked for trust but not read and hashed again. */
+struct verified {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+};
+#define VERIFIED_KEPT 32
+static struct verified verified_files[VERIFIED_KEPT];
+static unsigned verified_next;
+static pthread_mutex_t verified_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct verified identity(const struct stat *st)
+{
+    struct verified v;
+    memset(&v, 0, sizeof v);
+    v.dev = st->st_dev;
+    v.ino = st->st_ino;
+    v.size = st->st_size;
+    v.mtime = st->st_mtim;
+    v.ctime = st->st_ctim;
+    return v;
+}
+
+static int was_verified(const struct stat *st)
+{
+    struct verified v = identity(st);
+    int found = 0;
+    pthread_mutex_lock(&verified_lock);
+    for (unsigned i = 0; i < VERIFIED_KEPT && !found; i++)
+        found = !memcmp(&verified_files[i], &v, sizeof v);
+    pthread_mutex_unlock(&verified_lock);
+    return found;
+}
+
+static void remember_verified(const struct stat *st)
+{
+    struct verified v = identity(st);
+    pthread_mutex_lock(&verified_lock);
+    verified_files[verified_next++ % VERIFIED_KEPT] = v;
+    pthread_mutex_unlock(&verified_lock);
+}
+
+/* A cached object fit to load: trusted and whole, or trusted and the very
+ * file verified before. */
+static int object_verified(const char *path)
+{
+    struct stat st;
+    int fd = open_trusted(path, &st);
+    if (fd < 0)
+        return 0;
+    int ok = was_verified(&st);
+    if (!ok) {
+        char *data = read_all(fd, (size_t)st.st_size);
+        size_t payload;
+        ok = data && trailer_matches(data, (size_t)st.st_size, &payload);
+        free(data);
+        if (ok)
+            remember_verified(&st);
+    }
+    close(fd);
+    return ok;
 }
 
 static atomic_uint temp_counter;
@@ -151,23 +374,59 @@ static tack_status too_long(const char *dir)
                           dir);
 }
 
-tack_status tack_write_file_atomic(const char *dir, const char *path, const void *data, size_t size)
+static int write_all(int fd, const void *data, size_t size)
 {
-    char tmp[4096];
+    const char *p = data;
+    while (size) {
+        ssize_t n = write(fd, p, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0;
+        p += n;
+        size -= (size_t)n;
+    }
+    return 1;
+}
+
+tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size)
+{
+    char tmp[4096], trailer[TRAILER_SIZE + 1];
     if (!temp_name(tmp, sizeof tmp, dir, ".part"))
         return too_long(dir);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
         return tack_error_set(TACK_ERUNTIME, "cannot write %s: %s; set TACK_CACHE_DIR to a writable directory",
                               tmp, strerror(errno));
-    int ok = fwrite(data, 1, size, f) == size;
-    ok = (fclose(f) == 0) && ok;
+    make_trailer(data, size, trailer);
+    int ok = write_all(fd, data, size) && write_all(fd, trailer, TRAILER_SIZE);
+    int err = errno;
+    ok = (close(fd) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
-        int err = errno;
+        err = ok ? errno : err;
         unlink(tmp);
         return tack_error_set(TACK_ERUNTIME, "cannot write %s: %s", path, strerror(err));
     }
     return TACK_OK;
+}
+
+/* Ends the compiler's output with its trailer, and takes from it any
+ * write permission the umask left for others, before it is published. */
+static int seal_object(const char *path)
+{
+    int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    char *data = NULL, trailer[TRAILER_SIZE + 1];
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 && (uint64_t)st.st_size <= MAX_CACHED &&
+             (data = read_all(fd, (size_t)st.st_size)) != NULL;
+    if (ok) {
+        make_trailer(data, (size_t)st.st_size, trailer);
+        ok = write_all(fd, trailer, TRAILER_SIZE) && fchmod(fd, 0644) == 0;
+    }
+    free(data);
+    return (close(fd) == 0) && ok;
 }
 
 #define MAX_WORDS 32
@@ -293,8 +552,16 @@ static int run(char *const *argv, char **output, size_t *output_len, int *err)
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+/* Loads a cached object after checking it is trusted and whole. Between
+ * the check and dlopen only this user could replace it (the directory is
+ * private), and Tack replaces a file only with another whole one. */
 static tack_status load(const char *path, void **handle, tack_host_entry *entry)
 {
+    if (!object_verified(path))
+        return tack_error_set(TACK_ERUNTIME,
+                              "the compiled kernel %s is damaged, or not this user's to trust (owned by another "
+                              "user or writable by others); it was rebuilt and is still refused: remove it",
+                              path);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
@@ -361,6 +628,8 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
          * kept for tack_kernel_compile_log(). */
         st = tack_compile_failed(log, log_len, "kernel '%s' failed to compile (%s exited with status %d):\n", name,
                                  c->argv[0], status);
+    } else if (!seal_object(obj)) {
+        st = tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel %s: %s", obj, strerror(errno));
     } else if (rename(obj, final) != 0) {
         st = tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel as %s: %s", final, strerror(errno));
     }
@@ -380,7 +649,8 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
     if (st != TACK_OK)
         return st;
     char dir[4096];
-    st = tack_cache_dir(dir, sizeof dir);
+    int unsafe;
+    st = tack_cache_dir(dir, sizeof dir, &unsafe);
     if (st != TACK_OK)
         return st;
 
@@ -404,12 +674,10 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
     char final[4200];
     if (snprintf(final, sizeof final, "%s/cpu-%s.so", dir, hex) >= (int)sizeof final)
         return too_long(dir);
-    if (access(final, R_OK) == 0) {
-        st = load(final, handle, entry);
-        if (st == TACK_OK)
-            return st;
-        /* A damaged file (a full disk, a stray write): build it again. */
-    }
+    if (load(final, handle, entry) == TACK_OK)
+        return TACK_OK;
+    /* Missing, damaged, or not this user's: built again, and the rename
+     * replaces what was there. */
     st = compile_to(&c, name, dir, hex, source, final);
     if (st != TACK_OK)
         return st;

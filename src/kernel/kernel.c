@@ -177,12 +177,18 @@ static tack_status report(tack_status st, struct tack_kernel_code *code)
 
 /* Where code under `job`'s key lies in the cache directory: a hash of
  * everything that decided it. 0 when there is no usable directory: the
- * cache only saves time, so then the code is compiled. */
+ * cache only saves time, so then the code is compiled; but a directory
+ * others could write into is refused (*refused), as for host code. */
 static int cache_path(const struct tack_dialect *d, const struct tack_compile *job, char *dir, size_t dir_cap,
-                      char *path, size_t path_cap)
+                      char *path, size_t path_cap, tack_status *refused)
 {
-    if (tack_cache_dir(dir, dir_cap) != TACK_OK)
+    int unsafe;
+    *refused = TACK_OK;
+    if (tack_cache_dir(dir, dir_cap, &unsafe) != TACK_OK) {
+        if (unsafe)
+            *refused = TACK_ERUNTIME;
         return 0;
+    }
     tack_sha256 h;
     tack_sha256_init(&h);
     tack_sha256_field(&h, "tack " TACK_VERSION_STRING);
@@ -201,11 +207,15 @@ static tack_status compile_kept(const struct tack_backend_ops *ops, const struct
                                 struct tack_kernel_code *code)
 {
     char dir[4096], path[4400];
-    int cached = ops->kernel_key && cache_path(ops->dialect, job, dir, sizeof dir, path, sizeof path);
+    tack_status refused = TACK_OK;
+    int cached = ops->kernel_key && cache_path(ops->dialect, job, dir, sizeof dir, path, sizeof path, &refused);
+    if (refused != TACK_OK)
+        return refused;
     int text = tack_code_kind_is_text(job->kind);
     if (cached) {
+        /* Checked: whole, and this user's to trust; else compiled again. */
         size_t n = 0;
-        char *data = tack_read_file(path, &n);
+        char *data = tack_cache_load(path, &n);
         if (data && n > 0) {
             code->kind = job->kind;
             code->data = data;
@@ -217,7 +227,7 @@ static tack_status compile_kept(const struct tack_backend_ops *ops, const struct
     }
     tack_status st = report(ops->kernel_compile(job, code), code);
     if (st == TACK_OK && cached)
-        (void)tack_write_file_atomic(dir, path, code->data, text ? code->size - 1 : code->size);
+        (void)tack_cache_store(dir, path, code->data, text ? code->size - 1 : code->size);
     return st;
 }
 
@@ -515,6 +525,18 @@ tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, c
         atomic_store_explicit(&k->last, l, memory_order_release);
     }
     return tack_queue_launch(d, l->handle, n, vals, bufs, nbufs);
+}
+
+uint64_t tack_kernel_expected_ns(tack_kernel *k, const tack_device *device, int64_t n)
+{
+    if (n <= 0)
+        return 0;
+    /* The kernel last launched, without a lock as a warm launch finds it;
+     * any other has not run (or not lately): not known. */
+    struct tack_loaded *l = k ? atomic_load_explicit(&k->last, memory_order_acquire) : NULL;
+    if (!l || !device || l->device != device || !device->ops->kernel_expected_ns)
+        return UINT64_MAX;
+    return device->ops->kernel_expected_ns(l->handle, n);
 }
 
 tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)

@@ -69,13 +69,20 @@ struct tack_kernel {
  * Sets the thread's compile log on a compile error. */
 tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry);
 
-/* The cache directory (created), a hex digest and file helpers (cache.c). */
-tack_status tack_cache_dir(char *out, size_t cap);
-/* Reads a whole file; NULL if it cannot be read. *size excludes the NUL added. */
-char *tack_read_file(const char *path, size_t *size);
-/* Writes `data` to `path` through a temporary name and a rename, so that a
- * reader sees either no file or all of it. */
-tack_status tack_write_file_atomic(const char *dir, const char *path, const void *data, size_t size);
+/* The cache directory, created when missing (cache.c). TACK_ERUNTIME when
+ * it cannot be made or is not private (owned by another user, writable by
+ * others, or below a directory through which others could replace it);
+ * *unsafe says which: an unusable directory only costs a compile, an
+ * unsafe one is the user's to fix. */
+tack_status tack_cache_dir(char *out, size_t cap, int *unsafe);
+/* A cached file's contents, checked: NULL when it is missing, not this
+ * user's to trust (a link, another user's, writable by others) or not
+ * whole (its size and SHA-256 trailer do not match). malloc'd with a NUL
+ * added; *size excludes it. */
+char *tack_cache_load(const char *path, size_t *size);
+/* Writes `data` and its trailer to `path` through a temporary name and a
+ * rename, so that a reader sees either no file or all of it. */
+tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
 
 /* Per-thread compile log (cache.c). */
 void tack_compile_log_set(const char *text, size_t len);

@@ -65,6 +65,12 @@ void tack_sha256_update(tack_sha256 *s, const void *data, size_t len)
 {
     const unsigned char *p = data;
     s->len += len;
+    /* Whole blocks straight from the input, without the copy. */
+    while (s->used == 0 && len >= 64) {
+        block(s, p);
+        p += 64;
+        len -= 64;
+    }
     while (len) {
         size_t take = 64 - s->used < len ? 64 - s->used : len;
         memcpy(s->buf + s->used, p, take);

@@ -299,31 +299,7 @@ static PyObject *array_fill(PyObject *self, PyObject *value)
 static PyObject *array_export_memory(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    tack_exported_memory rec;
-    tack_status st = tack_array_export_memory(ARR(self), &rec);
-    if (st != TACK_OK)
-        return tack_py_raise(st);
-    PyObject *r = PyStructSequence_New(TackExportedMemory_Type);
-    if (!r)
-        return NULL;
-    PyObject *vals[6] = {
-        PyUnicode_FromString(rec.backend),
-        PyLong_FromSize_t(rec.size),
-        PyLong_FromSize_t(rec.allocation_size),
-        PyLong_FromLongLong(rec.handle),
-        PyUnicode_FromString(rec.handle_type),
-        PyBytes_FromStringAndSize((const char *)rec.device_uuid, sizeof rec.device_uuid),
-    };
-    for (int i = 0; i < 6; i++) {
-        if (!vals[i]) {
-            for (int j = i; j < 6; j++)
-                Py_XDECREF(vals[j]);
-            Py_DECREF(r);
-            return NULL;
-        }
-        PyStructSequence_SET_ITEM(r, i, vals[i]);
-    }
-    return r;
+    return tack_py_export_memory(self);
 }
 
 /* ------------------------------------------------------------ host protocols */

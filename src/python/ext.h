@@ -138,6 +138,10 @@ int tack_py_array_init(PyObject *module);
 /* Cross-process arrays (src/python/ipc.c): tack.import_memory and the
  * descriptor-passing helpers. */
 int tack_py_ipc_init(PyObject *module);
+/* Array.export_memory(): the array's ExportedMemory record, which keeps the
+ * array's buffer (and so the descriptor it names) alive while it lives.
+ * NULL with an exception on failure. */
+PyObject *tack_py_export_memory(PyObject *array);
 /* Kernels (src/python/kernel/); registers tack.Kernel. */
 int tack_py_kernel_init(PyObject *module);
 

@@ -3,12 +3,53 @@
  * tack_array_send and tack_array_receive (src/core/ipc.c). */
 #include "ext.h"
 
+#include <errno.h>
+#include <math.h>
 #include <string.h>
 
-#if !defined(_WIN32)
-#include <errno.h>
-#include <poll.h>
-#endif
+static void release_buffer(PyObject *capsule)
+{
+    tack_buffer_release(PyCapsule_GetPointer(capsule, "tack.buffer"));
+}
+
+/* The record's fields are plain values; its hidden `owner` holds a
+ * reference to the buffer, since the buffer closes its descriptor when it
+ * goes and the next open() would take the number: a record that outlived
+ * the array would name another file. */
+PyObject *tack_py_export_memory(PyObject *array)
+{
+    tack_array *a = TACK_PY_ARRAY(array);
+    tack_exported_memory rec;
+    tack_status st = tack_array_export_memory(a, &rec);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    PyObject *r = PyStructSequence_New(TackExportedMemory_Type);
+    if (!r)
+        return NULL;
+    tack_buffer *b = tack_buffer_retain(tack_array_buffer(a));
+    PyObject *owner = PyCapsule_New(b, "tack.buffer", release_buffer);
+    if (!owner)
+        tack_buffer_release(b);
+    PyObject *vals[7] = {
+        PyUnicode_FromString(rec.backend),
+        PyLong_FromSize_t(rec.size),
+        PyLong_FromSize_t(rec.allocation_size),
+        PyLong_FromLongLong(rec.handle),
+        PyUnicode_FromString(rec.handle_type),
+        PyBytes_FromStringAndSize((const char *)rec.device_uuid, sizeof rec.device_uuid),
+        owner,
+    };
+    for (int i = 0; i < 7; i++) {
+        if (!vals[i]) {
+            for (int j = i; j < 7; j++)
+                Py_XDECREF(vals[j]);
+            Py_DECREF(r);
+            return NULL;
+        }
+        PyStructSequence_SET_ITEM(r, i, vals[i]);
+    }
+    return r;
+}
 
 /* device=None means the device the record names, not the default device:
  * the memory lives where it was exported. NULL device then. */
@@ -116,11 +157,11 @@ static PyObject *py_import_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     return tack_py_array_new(a);
 }
 
-/* A socket object's descriptor and timeout (seconds; < 0: none), or an int
- * descriptor (no timeout). */
-static int socket_fd(PyObject *obj, int *fd, double *timeout)
+/* A socket object's descriptor and timeout in milliseconds (< 0: none), or
+ * an int descriptor (no timeout). */
+static int socket_fd(PyObject *obj, int *fd, int64_t *timeout_ms)
 {
-    *timeout = -1;
+    *timeout_ms = -1;
     if (PyLong_Check(obj)) {
         if (PyBool_Check(obj)) {
             PyErr_SetString(PyExc_TypeError, "a socket or a file descriptor is needed, not a bool");
@@ -153,7 +194,8 @@ static int socket_fd(PyObject *obj, int *fd, double *timeout)
         return 0;
     }
     *fd = (int)v;
-    /* socket.socket: honour its timeout, as its own send and recv do. */
+    /* socket.socket: its timeout holds for the whole message, as it holds
+     * for each of its own send and recv calls. */
     PyObject *gettimeout = NULL, *name = PyUnicode_FromString("gettimeout");
     int found = name ? tack_py_lookup_optional(obj, name, &gettimeout) : -1;
     Py_XDECREF(name);
@@ -165,56 +207,73 @@ static int socket_fd(PyObject *obj, int *fd, double *timeout)
         if (!t)
             return 0;
         if (t != Py_None) {
-            *timeout = PyFloat_AsDouble(t);
-            if (*timeout == -1 && PyErr_Occurred()) {
-                Py_DECREF(t);
+            double seconds = PyFloat_AsDouble(t);
+            Py_DECREF(t);
+            if (seconds == -1 && PyErr_Occurred())
+                return 0;
+            if (!(seconds >= 0)) {
+                PyErr_SetString(PyExc_ValueError, "the socket's timeout is negative or not a number");
                 return 0;
             }
+            /* Rounded up, as socket's own waits round: never early. */
+            double ms = ceil(seconds * 1000);
+            *timeout_ms = ms > 9.0e15 ? (int64_t)9.0e15 : (int64_t)ms;
+        } else {
+            Py_DECREF(t);
         }
-        Py_DECREF(t);
     }
     return 1;
 }
 
-/* Waits, without the GIL, until the socket is ready, so that the blocking
- * C call after it returns promptly; Ctrl-C and the socket's timeout are
- * seen meanwhile. 0 with an exception (KeyboardInterrupt, TimeoutError). */
-static int wait_socket(int fd, int writing, double timeout)
+/* A send or receive run with the GIL released; a signal that interrupts its
+ * wait takes the GIL back to run the Python handlers, so Ctrl-C raises
+ * KeyboardInterrupt at once (and a handler that raises nothing lets the
+ * wait go on, as PEP 475 has socket calls do). */
+struct blocking_call {
+    PyThreadState *released;
+    tack_ipc_wait wait;
+};
+
+static int check_signals(void *context)
 {
-#if defined(_WIN32)
-    (void)fd;
-    (void)writing;
-    (void)timeout;
-    return 1;
-#else
-    const int slice_ms = 100;
-    double waited = 0;
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
-        int ms = slice_ms;
-        if (timeout >= 0 && (timeout - waited) * 1000 < ms)
-            ms = (int)((timeout - waited) * 1000);
-        int n, err;
-        Py_BEGIN_ALLOW_THREADS
-        n = poll(&p, 1, ms);
-        err = errno;
-        Py_END_ALLOW_THREADS
-        if (n > 0)
-            return 1; /* readable, writable, or an error the call will report */
-        if (n < 0 && err != EINTR) {
-            errno = err;
-            PyErr_SetFromErrno(PyExc_OSError);
-            return 0;
-        }
-        if (PyErr_CheckSignals() < 0)
-            return 0;
-        waited += ms / 1000.0;
-        if (timeout >= 0 && waited >= timeout) {
-            PyErr_SetString(PyExc_TimeoutError, "timed out");
-            return 0;
-        }
+    struct blocking_call *c = context;
+    PyEval_RestoreThread(c->released);
+    int stop = PyErr_CheckSignals() < 0;
+    c->released = PyEval_SaveThread();
+    return stop;
+}
+
+static void blocking_call_start(struct blocking_call *c, int64_t timeout_ms)
+{
+    memset(c, 0, sizeof *c);
+    c->wait.timeout_ms = timeout_ms;
+    c->wait.interrupted = check_signals;
+    c->wait.context = c;
+    c->released = PyEval_SaveThread();
+}
+
+/* The exception for a failed send or receive: what socket.send and
+ * socket.recv raise for the same condition (TimeoutError, BlockingIOError,
+ * the signal handler's exception, OSError with the errno), else the
+ * status's. */
+static PyObject *raise_call(tack_status st, const struct blocking_call *c)
+{
+    int err = c->wait.os_error;
+    if (err == EINTR && PyErr_Occurred())
+        return NULL;
+    if (err == ETIMEDOUT) {
+        PyErr_SetString(PyExc_TimeoutError, tack_last_error());
+        return NULL;
     }
-#endif
+    if (err) {
+        PyObject *args = Py_BuildValue("(is)", err, tack_last_error());
+        if (args) {
+            PyErr_SetObject(PyExc_OSError, args);
+            Py_DECREF(args);
+        }
+        return NULL;
+    }
+    return tack_py_raise(st);
 }
 
 static PyObject *py_send_array(PyObject *m, PyObject *args, PyObject *kwargs)
@@ -225,15 +284,15 @@ static PyObject *py_send_array(PyObject *m, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!:send_array", kwlist, &sock, &TackArray_Type, &array))
         return NULL;
     int fd;
-    double timeout;
-    if (!socket_fd(sock, &fd, &timeout) || !wait_socket(fd, 1, timeout))
+    int64_t timeout_ms;
+    if (!socket_fd(sock, &fd, &timeout_ms))
         return NULL;
-    tack_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = tack_array_send(fd, TACK_PY_ARRAY(array));
-    Py_END_ALLOW_THREADS
+    struct blocking_call c;
+    blocking_call_start(&c, timeout_ms);
+    tack_status st = tack_array_send_wait(fd, TACK_PY_ARRAY(array), &c.wait);
+    PyEval_RestoreThread(c.released);
     if (st != TACK_OK)
-        return tack_py_raise(st);
+        return raise_call(st, &c);
     Py_RETURN_NONE;
 }
 
@@ -245,22 +304,18 @@ static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:receive_array", kwlist, &sock, &device_obj))
         return NULL;
     int fd;
-    double timeout;
+    int64_t timeout_ms;
     tack_device *device;
-    if (!socket_fd(sock, &fd, &timeout) || !optional_device(device_obj, &device))
+    if (!socket_fd(sock, &fd, &timeout_ms) || !optional_device(device_obj, &device))
         return NULL;
-    if (!wait_socket(fd, 0, timeout)) {
-        tack_device_release(device);
-        return NULL;
-    }
-    tack_array *a;
-    tack_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = tack_array_receive(fd, device, &a);
-    Py_END_ALLOW_THREADS
+    tack_array *a = NULL;
+    struct blocking_call c;
+    blocking_call_start(&c, timeout_ms);
+    tack_status st = tack_array_receive_wait(fd, device, &c.wait, &a);
+    PyEval_RestoreThread(c.released);
     tack_device_release(device);
     if (st != TACK_OK)
-        return tack_py_raise(st);
+        return raise_call(st, &c);
     return tack_py_array_new(a);
 }
 
@@ -273,11 +328,14 @@ static PyMethodDef ipc_functions[] = {
     {"send_array", (PyCFunction)(void (*)(void))py_send_array, METH_VARARGS | METH_KEYWORDS,
      "send_array(sock, array)\n--\n\n"
      "Sends an exportable array's descriptor and a versioned header over a connected Unix-domain socket\n"
-     "(a socket.socket or a file descriptor) with SCM_RIGHTS; receive_array maps it in the other process."},
+     "(a socket.socket or a file descriptor) with SCM_RIGHTS; receive_array maps it in the other process.\n"
+     "The socket's timeout holds for the whole message (TimeoutError); socket errors raise OSError."},
     {"receive_array", (PyCFunction)(void (*)(void))py_receive_array, METH_VARARGS | METH_KEYWORDS,
      "receive_array(sock, *, device=None)\n--\n\n"
      "Receives an array send_array sent and maps it: writes on either side are seen by the other.\n"
-     "A header of a newer version, a bad magic or sizes that disagree are refused (ValueError)."},
+     "A header of a newer version, a bad magic, sizes that disagree or a descriptor that is not sealed\n"
+     "memory are refused (ValueError). The socket's timeout holds for the whole message (TimeoutError);\n"
+     "Ctrl-C interrupts the wait (KeyboardInterrupt); socket errors raise OSError."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -198,12 +198,15 @@ static PyStructSequence_Field exported_fields[] = {
     {"handle", "the OS handle (a POSIX file descriptor owned by the array's buffer)"},
     {"handle_type", "'posix_fd' or 'win32_kmt'"},
     {"device_uuid", "the device's 16-byte UUID"},
+    /* Not in the tuple: what keeps the handle open (src/python/ipc.c). */
+    {"owner", "the exporting buffer, kept alive with the record so that handle stays its descriptor"},
     {NULL, NULL},
 };
 
 static PyStructSequence_Desc exported_desc = {
     "tack.ExportedMemory",
-    "OS-handle export of an array's memory, in plain Python values.",
+    "OS-handle export of an array's memory, in plain Python values. The record keeps the exporting\n"
+    "buffer alive, so handle names its descriptor for as long as the record or an array over it lives.",
     exported_fields,
     6,
 };

@@ -9,9 +9,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -365,6 +369,19 @@ static void test_send_refusals_leave_nothing(void)
     tack_device_release(d);
 }
 
+/* A whole header tack_array_send writes for `a`, and the descriptor that
+ * came with it (the caller's to close). */
+static int good_header(tack_array *a, tack_ipc_header *h, int *fd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    int r = tack_array_send(sv[0], a) == TACK_OK ? capture(sv[1], h, fd) : -1;
+    close(sv[0]);
+    close(sv[1]);
+    return r;
+}
+
 /* Sends a raw message on a fresh socket pair of `type` and receives it:
  * the status of the receive. */
 static tack_status receive_raw(int type, const void *buf, size_t len, const int *fds, int nfds)
@@ -517,6 +534,335 @@ static void test_read_only_arrays_arrive_read_only(void)
     tack_device_release(d);
 }
 
+/* ---- hostile peers ---------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Mappings of this process whose name contains `tag`. */
+static int mappings(const char *tag)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, tag) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A version-1 header for `nbytes` of uint8 on the cpu backend, as a peer
+ * that is not Tack would write it. */
+static tack_ipc_header forged(uint64_t nbytes)
+{
+    tack_ipc_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, TACK_IPC_MAGIC, sizeof h.magic);
+    h.version = TACK_IPC_VERSION;
+    h.header_size = sizeof h;
+    h.dtype_code = kDLUInt;
+    h.dtype_bits = 8;
+    h.dtype_lanes = 1;
+    h.ndim = 1;
+    h.shape[0] = (int64_t)nbytes;
+    h.size = h.allocation_size = nbytes;
+    strcpy(h.backend, "cpu");
+    strcpy(h.handle_type, "posix_fd");
+    return h;
+}
+
+/* Memory of 4096 bytes another process could shrink: `kind` 0 an unsealed
+ * memfd, 1 a memfd sealed against growing only, 2 a regular file. */
+static int shrinkable(int kind)
+{
+    int fd;
+    if (kind == 2) {
+        char path[] = "/tmp/tack-test-ipc-file-XXXXXX";
+        fd = mkstemp(path);
+        if (fd >= 0)
+            unlink(path);
+    } else {
+        fd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    }
+    if (fd < 0 || ftruncate(fd, 4096) != 0)
+        return -1;
+    if (kind == 1 && fcntl(fd, F_ADD_SEALS, F_SEAL_GROW) != 0)
+        return -1;
+    return fd;
+}
+
+/* A child sends a header and memory it can shrink, then shrinks it once it
+ * hears the receiver mapped it. The receiver must refuse it, or read the
+ * lost pages and die of SIGBUS (this runs in a child of its own). */
+static void test_memory_that_can_shrink_is_refused(void)
+{
+    alarm(20);
+    tack_device *d = cpu();
+    for (int kind = 0; kind < 3; kind++) {
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(sv[1]);
+            int fd = shrinkable(kind);
+            tack_ipc_header h = forged(4096);
+            char word = 0;
+            if (fd < 0 || send_raw(sv[0], &h, sizeof h, &fd, 1) != 0 || read(sv[0], &word, 1) != 1)
+                _exit(2);
+            if (word == 'm' && (ftruncate(fd, 0) != 0 || write(sv[0], "s", 1) != 1))
+                _exit(3);
+            _exit(0);
+        }
+        close(sv[0]);
+        int before = fd_count(), maps = mappings("hostile");
+        long arrays = tack_array_live_count();
+        tack_array *out = (tack_array *)0x1;
+        tack_status st = tack_array_receive(sv[1], NULL, &out);
+        CHECK(st == TACK_EVALUE);
+        if (st == TACK_OK) {
+            char word;
+            CHECK(write(sv[1], "m", 1) == 1 && read(sv[1], &word, 1) == 1);
+            volatile const uint8_t *lost = tack_array_data(out);
+            CHECK(lost[0] == 0); /* SIGBUS here */
+            tack_array_release(out);
+        } else {
+            CHECK(strstr(tack_last_error(), "F_SEAL_SHRINK") != NULL);
+            CHECK(write(sv[1], "r", 1) == 1);
+        }
+        CHECK(out == (tack_array *)0x1);
+        CHECK(fd_count() == before && mappings("hostile") == maps && tack_array_live_count() == arrays);
+        int status = -1;
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        close(sv[1]);
+    }
+    /* The same descriptors given to import directly. */
+    for (int kind = 0; kind < 3; kind++) {
+        int fd = shrinkable(kind);
+        tack_exported_memory e;
+        memset(&e, 0, sizeof e);
+        strcpy(e.backend, "cpu");
+        strcpy(e.handle_type, "posix_fd");
+        e.size = e.allocation_size = 4096;
+        e.handle = fd;
+        int64_t n = 4096;
+        int before = fd_count();
+        tack_array *out = (tack_array *)0x1;
+        CHECK_STATUS(tack_array_import_memory(d, &e, TACK_U8, 1, &n, &out), TACK_EVALUE);
+        CHECK(out == (tack_array *)0x1 && fd_count() == before && fd_open(fd));
+        close(fd);
+    }
+    tack_device_release(d);
+}
+
+/* A memfd sealed against shrinking, from a peer that is not Tack, is
+ * mapped, and stays: the peer cannot shrink it. */
+static void test_memory_sealed_against_shrinking_is_mapped(void)
+{
+    tack_device *d = cpu();
+    int fd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(fd >= 0 && ftruncate(fd, 4096) == 0 && pwrite(fd, "\x07", 1, 5) == 1);
+    CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    tack_ipc_header h = forged(4096);
+    CHECK(send_raw(sv[0], &h, sizeof h, &fd, 1) == 0);
+    tack_array *out = NULL;
+    CHECK_OK(tack_array_receive(sv[1], NULL, &out));
+    CHECK(out && ((uint8_t *)tack_array_data(out))[5] == 7);
+    CHECK(ftruncate(fd, 0) == -1 && errno == EPERM);
+    tack_array_release(out);
+    close(fd);
+    close(sv[0]);
+    close(sv[1]);
+    tack_device_release(d);
+}
+
+static int stop_on_signal(void *context)
+{
+    (*(int *)context)++;
+    return 1;
+}
+
+static int go_on_after_signal(void *context)
+{
+    (*(int *)context)++;
+    return 0;
+}
+
+static void on_alarm(int sig) { (void)sig; }
+
+/* Receives on a socket whose peer sent `len` bytes of a header and then
+ * nothing: returns the status, with the wait's errno and how long it took. */
+static tack_status stalled_receive(int type, const void *buf, size_t len, tack_ipc_wait *w, int64_t *took)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0)
+        return TACK_OK;
+    if (len)
+        CHECK(send_raw(sv[0], buf, len, NULL, 0) == 0);
+    tack_array *out = (tack_array *)0x1;
+    int64_t t0 = now_ms();
+    tack_status st = tack_array_receive_wait(sv[1], NULL, w, &out);
+    *took = now_ms() - t0;
+    CHECK(out == (tack_array *)0x1);
+    close(sv[0]);
+    close(sv[1]);
+    return st;
+}
+
+/* A message that never ends: the deadline holds for all of it, a signal
+ * asks the caller, and a time limit of 0 takes only what is there. */
+static void test_the_deadline_holds_for_the_whole_message(void)
+{
+    alarm(20);
+    tack_ipc_header h = forged(16);
+    tack_ipc_header future = h;
+    future.version = 2;
+    future.header_size = 4096;
+    int before = fd_count();
+    struct {
+        const void *buf;
+        size_t len;
+    } stalls[] = {{NULL, 0}, {&h, 8}, {&h, 300}, {&future, sizeof future}};
+    for (size_t i = 0; i < sizeof stalls / sizeof *stalls; i++) {
+        tack_ipc_wait w = {.timeout_ms = 300};
+        int64_t took = 0;
+        CHECK_STATUS(stalled_receive(SOCK_STREAM, stalls[i].buf, stalls[i].len, &w, &took), TACK_ERUNTIME);
+        CHECK(w.os_error == ETIMEDOUT && took >= 300 && took < 800);
+        CHECK(strstr(tack_last_error(), "timed out") != NULL);
+    }
+    /* Nothing there and no time to wait: EAGAIN, as a non-blocking socket. */
+    tack_ipc_wait now = {.timeout_ms = 0};
+    int64_t took = 0;
+    CHECK_STATUS(stalled_receive(SOCK_SEQPACKET, NULL, 0, &now, &took), TACK_ERUNTIME);
+    CHECK(now.os_error == EAGAIN && took < 100);
+    /* A signal: the callback decides. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval every = {{0, 50000}, {0, 50000}}, off = {{0, 0}, {0, 0}};
+    int calls = 0;
+    tack_ipc_wait stop = {.timeout_ms = -1, .interrupted = stop_on_signal, .context = &calls};
+    setitimer(ITIMER_REAL, &every, NULL);
+    CHECK_STATUS(stalled_receive(SOCK_STREAM, &h, 8, &stop, &took), TACK_ERUNTIME);
+    setitimer(ITIMER_REAL, &off, NULL);
+    CHECK(stop.os_error == EINTR && calls == 1 && took < 500);
+    calls = 0;
+    tack_ipc_wait go_on = {.timeout_ms = 300, .interrupted = go_on_after_signal, .context = &calls};
+    setitimer(ITIMER_REAL, &every, NULL);
+    CHECK_STATUS(stalled_receive(SOCK_STREAM, &h, 8, &go_on, &took), TACK_ERUNTIME);
+    setitimer(ITIMER_REAL, &off, NULL);
+    CHECK(go_on.os_error == ETIMEDOUT && calls >= 2 && took >= 300 && took < 800);
+    /* A send with no room: the same deadline. */
+    tack_device *d = cpu();
+    tack_array *a = exportable(d, 0);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    char junk[4096] = {0};
+    while (send(sv[0], junk, sizeof junk, MSG_DONTWAIT) > 0) {
+    }
+    tack_ipc_wait w = {.timeout_ms = 200};
+    int64_t t0 = now_ms();
+    CHECK_STATUS(tack_array_send_wait(sv[0], a, &w), TACK_ERUNTIME);
+    CHECK(w.os_error == ETIMEDOUT && now_ms() - t0 >= 200 && now_ms() - t0 < 700);
+    close(sv[0]);
+    close(sv[1]);
+    tack_array_release(a);
+    tack_device_release(d);
+    CHECK(fd_count() == before);
+}
+
+/* A socket that is not connected fails at once, with the errno the system
+ * gave, as send(2) and recv(2) would. */
+static void test_a_listening_socket_fails_at_once(void)
+{
+    alarm(20);
+    tack_device *d = cpu();
+    tack_array *a = exportable(d, 0);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof addr.sun_path, "/tmp/tack-test-ipc-%ld", (long)getpid());
+    unlink(addr.sun_path);
+    CHECK(bind(s, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(s, 1) == 0);
+    tack_ipc_wait w = {.timeout_ms = -1};
+    int64_t t0 = now_ms();
+    CHECK_STATUS(tack_array_send_wait(s, a, &w), TACK_ERUNTIME);
+    CHECK(w.os_error == ENOTCONN && strstr(tack_last_error(), "not connected") != NULL);
+    tack_array *out = (tack_array *)0x1;
+    CHECK_STATUS(tack_array_receive_wait(s, NULL, &w, &out), TACK_ERUNTIME);
+    CHECK(w.os_error == EINVAL && out == (tack_array *)0x1);
+    CHECK(now_ms() - t0 < 100);
+    /* The plain calls too (no time limit). */
+    CHECK_STATUS(tack_array_send(s, a), TACK_ERUNTIME);
+    close(s);
+    unlink(addr.sun_path);
+    tack_array_release(a);
+    tack_device_release(d);
+}
+
+/* The messages say what was wrong: a message longer than a header gives
+ * its real length, and a descriptor the system dropped for want of a free
+ * one names EMFILE. */
+static void test_messages_say_what_was_wrong(void)
+{
+    alarm(20);
+    tack_device *d = cpu();
+    tack_array *a = exportable(d, 0);
+    tack_ipc_header good;
+    int fd = -1, sv[2];
+    CHECK(good_header(a, &good, &fd) == 0);
+    struct {
+        tack_ipc_header h;
+        char more[92];
+    } longer;
+    memset(&longer, 0, sizeof longer);
+    longer.h = good;
+    for (int type = SOCK_DGRAM; type <= SOCK_SEQPACKET; type += SOCK_SEQPACKET - SOCK_DGRAM) {
+        CHECK_STATUS(receive_raw(type, &longer, sizeof longer.h + sizeof longer.more, &fd, 1), TACK_EVALUE);
+        CHECK(strstr(tack_last_error(), "a message of 700 bytes is not a version 1 array header, which is 608") !=
+              NULL);
+        CHECK_STATUS(receive_raw(type, &good, 300, &fd, 1), TACK_EVALUE);
+        CHECK(strstr(tack_last_error(), "a message of 300 bytes") != NULL);
+    }
+    /* Out of descriptors when the message arrives. */
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK_OK(tack_array_send(sv[0], a));
+    struct rlimit old, low;
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    low = old;
+    low.rlim_cur = (rlim_t)fd_count() + 8;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    int held[64], nheld = 0;
+    while (nheld < 64 && (held[nheld] = dup(0)) >= 0)
+        nheld++;
+    tack_ipc_wait w = {.timeout_ms = 1000};
+    tack_array *out = (tack_array *)0x1;
+    tack_status st = tack_array_receive_wait(sv[1], NULL, &w, &out);
+    for (int i = 0; i < nheld; i++)
+        close(held[i]);
+    setrlimit(RLIMIT_NOFILE, &old);
+    CHECK(st == TACK_ERUNTIME && w.os_error == EMFILE && out == (tack_array *)0x1);
+    CHECK(strstr(tack_last_error(), "EMFILE") != NULL || strstr(tack_last_error(), "descriptor") != NULL);
+    CHECK(strstr(tack_last_error(), "ulimit") != NULL);
+    close(sv[0]);
+    close(sv[1]);
+    close(fd);
+    tack_array_release(a);
+    tack_device_release(d);
+}
+
 /* ---- two processes ---------------------------------------------------------- */
 
 /* The child: receives the parent's array, checks it, writes its own values
@@ -615,6 +961,13 @@ int main(void)
     RUN(test_stream_stays_in_step_after_a_future_header);
     RUN(test_read_only_arrays_arrive_read_only);
     RUN(test_writes_are_seen_across_processes);
+    /* Each in a child of its own, under alarm(): a fault kills the child,
+     * a hang its alarm. */
+    RUN_CHILD(test_memory_that_can_shrink_is_refused);
+    RUN_CHILD(test_memory_sealed_against_shrinking_is_mapped);
+    RUN_CHILD(test_the_deadline_holds_for_the_whole_message);
+    RUN_CHILD(test_a_listening_socket_fails_at_once);
+    RUN_CHILD(test_messages_say_what_was_wrong);
     CHECK(tack_array_live_count() == arrays);
     CHECK(tack_buffer_live_count() == buffers);
     CHECK_DONE();

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache_files.h"
 #include "check.h"
 #include "kernels.h"
 #include "tack/tack.h"
@@ -414,21 +415,31 @@ static int count_lines(const char *path)
     return n;
 }
 
-static void test_cache(void)
+/* Points TACK_CACHE_DIR at a fresh `name` folder and TACK_CC at cc behind
+ * a script that logs one line to `log` per call. Zero if it cannot. */
+static int counting_compiler(const char *name, char *log, size_t cap)
 {
-    char dir[300], script[350], log[350];
-    snprintf(dir, sizeof dir, "%s/cache-test", tmpdir);
-    snprintf(script, sizeof script, "%s/cc-wrapper.sh", tmpdir);
-    snprintf(log, sizeof log, "%s/cc-calls.log", tmpdir);
+    char dir[300], script[350];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(script, sizeof script, "%s/%s-cc.sh", tmpdir, name);
+    snprintf(log, cap, "%s/%s-cc.log", tmpdir, name);
     FILE *f = fopen(script, "w");
     CHECK(f != NULL);
     if (!f)
-        return;
+        return 0;
     fprintf(f, "#!/bin/sh\necho \"$@\" >> '%s'\nexec cc \"$@\"\n", log);
     fclose(f);
     chmod(script, 0755);
     setenv("TACK_CACHE_DIR", dir, 1);
     setenv("TACK_CC", script, 1);
+    return 1;
+}
+
+static void test_cache(void)
+{
+    char dir[300], log[350];
+    if (!counting_compiler("cache-test", log, sizeof log))
+        return;
 
     const char *src = "void c1(tack_index i, float *y) { y[i] = 42.0f; }";
     tack_kernel *k = compile(src, NULL);
@@ -479,6 +490,75 @@ static void test_cache(void)
     setenv("TACK_CACHE_DIR", dir, 1);
 }
 
+/* A cached object that is damaged or not this user's to trust is not
+ * loaded (a cut one would fault inside dlopen): it is compiled again and
+ * replaced. In a child of its own, for that fault. */
+static void test_a_spoiled_cached_object_is_rebuilt(void)
+{
+    alarm(60);
+    char path[PATH_MAX], log[350];
+    if (!counting_compiler("spoiled", log, sizeof log))
+        return;
+    const char *src = "void spoiled(tack_index i, int32_t *y) { y[i] = (int32_t)i + 5; }";
+    tack_kernel_release(compile(src, NULL));
+    for (int how = 0; how < SPOIL_WAYS; how++) {
+        struct stat was;
+        if (!cached_file("cpu-", path, sizeof path) || !spoil(path, how, &was))
+            continue;
+        int before = count_lines(log);
+        tack_kernel *k = compile(src, NULL);
+        if (count_lines(log) != before + 1)
+            fprintf(stderr, "a cached object %s was used\n", spoil_names[how]);
+        CHECK(count_lines(log) == before + 1);
+        CHECK(rebuilt(path, &was));
+        if (k) {
+            tack_array *y = vec(TACK_I32, 4);
+            tack_arg args[] = {tack_arg_array(y)};
+            CHECK_OK(tack_kernel_call(k, args, 1));
+            CHECK(((int32_t *)tack_array_data(y))[3] == 8);
+            tack_array_release(y);
+        }
+        tack_kernel_release(k);
+    }
+}
+
+/* A cache directory others can write is refused, naming it. */
+static void test_a_cache_directory_others_can_write_is_refused(void)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/shared", tmpdir);
+    CHECK(mkdir(dir, 0700) == 0 && chmod(dir, 01777) == 0);
+    setenv("TACK_CACHE_DIR", dir, 1);
+    tack_kernel *k = (tack_kernel *)0x1;
+    CHECK_STATUS(tack_kernel_compile("void shared(tack_index i, float *y) { y[i] = 1; }", NULL, cpu, &k),
+                 TACK_ERUNTIME);
+    CHECK(k == (tack_kernel *)0x1);
+    CHECK(contains(tack_last_error(), dir) && contains(tack_last_error(), "private"));
+    CHECK(contains(tack_last_error(), "TACK_CACHE_DIR"));
+}
+
+/* A thread's compile log is freed when the thread exits (LeakSanitizer
+ * reports it at exit otherwise). */
+static void *fail_to_compile(void *arg)
+{
+    (void)arg;
+    tack_kernel *k = NULL;
+    if (tack_kernel_compile("void doomed(tack_index i, float *y) { y[i] = nope; }", NULL, cpu, &k) != TACK_OK &&
+        contains(tack_kernel_compile_log(), "nope"))
+        return (void *)1;
+    return NULL;
+}
+
+static void test_a_threads_compile_log_goes_with_it(void)
+{
+    for (int i = 0; i < 4; i++) {
+        pthread_t t;
+        void *failed = NULL;
+        CHECK(pthread_create(&t, NULL, fail_to_compile, NULL) == 0 && pthread_join(t, &failed) == 0);
+        CHECK(failed == (void *)1);
+    }
+}
+
 static void test_generated_source(void)
 {
     tack_kernel *k = NULL;
@@ -521,6 +601,9 @@ int main(void)
     RUN(test_threads);
     RUN(test_cache);
     RUN(test_generated_source);
+    RUN_CHILD(test_a_threads_compile_log_goes_with_it);
+    RUN_CHILD(test_a_spoiled_cached_object_is_rebuilt);
+    RUN_CHILD(test_a_cache_directory_others_can_write_is_refused);
     tack_device_release(cpu);
     remove_tree(tmpdir);
     CHECK_DONE();

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache_files.h"
 #include "check.h"
 #include "kernels.h"
 #include "tack/tack.h"
@@ -72,6 +73,41 @@ static void test_arch_and_errors(void)
     tack_kernel_release(k);
 }
 
+/* A cached PTX file that is damaged or not this user's to trust is not
+ * used: the PTX is compiled again and the file replaced. */
+static void test_a_spoiled_cached_ptx_is_rebuilt(void)
+{
+    char cache[] = "/tmp/tack-test-nvrtc-spoiled-XXXXXX", path[PATH_MAX];
+    char *saved = strdup(getenv("TACK_CACHE_DIR"));
+    if (!cache_dir_set(cache))
+        return;
+    const char *src = "void spoiled(tack_index i, float *y) { y[i] = 2.0f; }";
+    char *first = NULL;
+    for (int how = -1; how < SPOIL_WAYS; how++) {
+        struct stat was;
+        if (how >= 0 && (!cached_file("cuda-", path, sizeof path) || !spoil(path, how, &was)))
+            continue;
+        tack_kernel *k = NULL;
+        const char *ptx = NULL;
+        size_t size = 0;
+        CHECK_OK(tack_kernel_create(src, NULL, &k));
+        CHECK_OK(tack_kernel_ptx(k, NULL, &ptx, &size));
+        if (how < 0) {
+            first = ptx ? strdup(ptx) : NULL;
+        } else {
+            if (!(ptx && first && !strcmp(ptx, first) && rebuilt(path, &was)))
+                fprintf(stderr, "a cached PTX file %s was used\n", spoil_names[how]);
+            CHECK(ptx && first && !strcmp(ptx, first));
+            CHECK(rebuilt(path, &was));
+        }
+        tack_kernel_release(k);
+    }
+    free(first);
+    remove_tree(cache);
+    setenv("TACK_CACHE_DIR", saved, 1);
+    free(saved);
+}
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-nvrtc-XXXXXX";
@@ -80,6 +116,7 @@ int main(void)
         return status;
     RUN(test_every_dtype);
     RUN(test_arch_and_errors);
+    RUN(test_a_spoiled_cached_ptx_is_rebuilt);
     remove_tree(cache);
     CHECK_DONE();
 }

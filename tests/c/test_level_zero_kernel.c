@@ -15,6 +15,7 @@
 
 #include "arrays.h"
 #include "backend.h"
+#include "cache_files.h"
 #include "check.h"
 #include "kernels.h"
 #include "sim.h"
@@ -149,6 +150,27 @@ static void test_compile_is_memoised_by_source_and_device(void)
     CHECK(ocloc_stats("freed") == ocloc_stats("invocations"));
 }
 
+/* A cached SPIR-V file that is damaged or not this user's to trust is not
+ * used: ocloc compiles it again and the file is replaced. */
+static void test_a_spoiled_cached_spirv_is_rebuilt(void)
+{
+    char path[PATH_MAX];
+    CHECK(cached_file("level_zero-", path, sizeof path));
+    for (int how = 0; how < SPOIL_WAYS; how++) {
+        struct stat was;
+        if (!cached_file("level_zero-", path, sizeof path) || !spoil(path, how, &was))
+            continue;
+        long long before = ocloc_stats("invocations");
+        tack_kernel *k = NULL;
+        CHECK_OK(tack_kernel_compile(saxpy_source, NULL, ze, &k));
+        if (ocloc_stats("invocations") != before + 1)
+            fprintf(stderr, "a cached SPIR-V file %s was used\n", spoil_names[how]);
+        CHECK(ocloc_stats("invocations") == before + 1);
+        CHECK(rebuilt(path, &was));
+        tack_kernel_release(k);
+    }
+}
+
 static void test_zero_indices_run_nothing(void)
 {
     tack_array *x = ramp_on(ze, 8, 1.0f), *y = ramp_on(ze, 8, 1.0f);
@@ -237,6 +259,7 @@ int main(void)
     RUN(test_generated_source_is_opencl);
     RUN(test_launch_binds_arguments_in_order);
     RUN(test_compile_is_memoised_by_source_and_device);
+    RUN(test_a_spoiled_cached_spirv_is_rebuilt);
     RUN(test_zero_indices_run_nothing);
     RUN(test_read_only_binding_is_refused);
     RUN(test_two_contexts_never_meet);

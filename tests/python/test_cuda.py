@@ -415,16 +415,20 @@ def test_exportable_array_exports_its_own_memory(cuda_sim):
         assert stat("exports") == 1
         # A consumer that takes ownership imports a duplicate.
         mine = os.dup(e.handle)
-        # The array's buffer closes the descriptor it exported.
+        # The array's buffer closes the descriptor it exported, once the
+        # array and the record (which keeps the buffer) have gone.
+        handle, size = e.handle, e.allocation_size
         del a
         gc.collect()
+        os.fstat(handle)  # the record still holds it
+        del e
         try:
-            os.fstat(e.handle)
+            os.fstat(handle)
         except OSError:
             pass
         else:
             raise AssertionError("the exported descriptor was left open")
-        m = mmap.mmap(mine, e.allocation_size, prot=mmap.PROT_READ)
+        m = mmap.mmap(mine, size, prot=mmap.PROT_READ)
         assert (np.frombuffer(m, np.float32, 1000) == 3).all()
         m.close()
         os.close(mine)
@@ -449,6 +453,8 @@ def test_plain_array_exports_a_copy(cuda_sim):
         assert stat("copies_dtod") == 1 and stat("exports") == 1
         del a
         gc.collect()
+        assert stat("vmm_live") == 1  # the records hold the exported copy
+        del e, again
         assert stat("vmm_live") == 0
     """)
 

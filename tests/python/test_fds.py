@@ -147,7 +147,7 @@ def rounds(count):
             pass
         peak = max(peak, fds())
         handle = record.handle
-        del a, view, b
+        del a, view, b, record, again
         # the buffer closed its descriptor when it went
         try:
             os.fstat(handle)

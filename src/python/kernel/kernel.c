@@ -20,9 +20,14 @@ typedef struct {
 
 static PyTypeObject Kernel_Type;
 
-/* Launches at least this long release the GIL; below it, releasing and
- * taking it back would cost more than other threads could gain. */
-#define RELEASE_GIL_ABOVE 16384
+/* Launches expected to take longer than this release the GIL. Releasing
+ * and taking back the GIL costs about 30 ns when no other thread wants it
+ * (a 1-index launch measured 35 ns holding it, 62 ns releasing it), and
+ * about a thread wake-up, microseconds, when one does; a launch shorter
+ * than that is over before another thread could use the GIL. The launch's
+ * own measured cost says how long it will take (tack_kernel_expected_ns),
+ * so a slow kernel releases it however few indices it runs. */
+#define RELEASE_GIL_NS 2000
 
 /* A failed build carries the compiler's whole log, which may not fit the
  * status message; raise with all of it. */
@@ -142,10 +147,17 @@ static PyObject *launch(KernelObject *self, int64_t n, int n_from_args, PyObject
         int w = self->first_writable;
         if (w < 0)
             return raise_status(tack_kernel_call(self->kernel, args, (size_t)nargs));
-        n = args[w].kind == TACK_ARG_ARRAY ? (int64_t)tack_array_size(args[w].value.array) : 0;
+        /* marshal made an array argument of exactly the tack.Arrays. */
+        n = is_tack_array(objs[w]) ? (int64_t)tack_array_size(TACK_PY_ARRAY(objs[w])) : 0;
     }
+    /* The launch's device, for its expected duration: the first array's
+     * (a launch without one is refused before it runs). */
+    const tack_device *device = NULL;
+    for (Py_ssize_t i = 0; i < nargs && !device; i++)
+        if (is_tack_array(objs[i]))
+            device = tack_array_device(TACK_PY_ARRAY(objs[i]));
     tack_status st;
-    if (n > RELEASE_GIL_ABOVE) {
+    if (tack_kernel_expected_ns(self->kernel, device, n) > RELEASE_GIL_NS) {
         Py_BEGIN_ALLOW_THREADS
         st = tack_kernel_launch(self->kernel, NULL, n, args, (size_t)nargs);
         Py_END_ALLOW_THREADS
