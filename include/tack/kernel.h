@@ -84,9 +84,19 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * (default ~/.cache/tack) keyed by a hash of the generated source, the
  * compiler, the flags and Tack's version; a cached object is loaded without
  * running the compiler.
- * cuda: NVRTC to PTX (see tack_kernel_ptx); level_zero: libocloc to SPIR-V
- * for the device; both cached on disk like host objects. hip: hipRTC to a
- * code object for the device, once per process.
+ * cuda: NVRTC to a CUBIN for the GPU's own architecture (sm_XY: nothing is
+ * compiled when it loads) when an NVRTC knows the architecture and the
+ * driver loads that NVRTC's CUBINs (one of the driver's major version or an
+ * older one: cuDriverGetVersion); otherwise PTX, for the newest
+ * architecture the NVRTC knows up to the GPU's, from an NVRTC whose PTX the
+ * driver reads (the driver's own CUDA version or older). A CUBIN the driver
+ * refuses is replaced by PTX on the same terms. Of several NVRTCs (see
+ * TACK_NVRTC_LIBRARY in the README) the first that fits is used, CUBIN
+ * before PTX; when none fits, TACK_ERUNTIME names the NVRTC to install
+ * for this driver. level_zero: libocloc to SPIR-V for the device; both
+ * cached on disk like host objects, under keys that include what the code
+ * is for (CUBIN or PTX, the architecture, the NVRTC's version). hip:
+ * hipRTC to a code object for the device, once per process.
  * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
  * line numbers of the user's source), for no compiler (the message says how
@@ -94,6 +104,14 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * an unusable cache directory, or for a backend that cannot run kernels;
  * TACK_ENOMEM. Thread-safe. */
 tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
+
+/* What the kernel's code on `device` is, building it there first as
+ * tack_kernel_build does: "cubin sm_90 (CUDA 13.5)" or "ptx compute_121
+ * (PTX ISA 9.5, CUDA 13.5)" on cuda, the kind of code elsewhere ("host",
+ * "SPIR-V"). The text is owned by the kernel and lives as long as
+ * it. On error *out is untouched: TACK_EVALUE for a NULL argument,
+ * otherwise as tack_kernel_build. Thread-safe. */
+tack_status tack_kernel_target(tack_kernel *kernel, tack_device *device, const char **out);
 
 /* create followed by build. On error nothing is kept and *out is untouched. */
 tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out);
