@@ -50,7 +50,7 @@
  *   otherwise: minor version compatibility spans one major version). The
  *   error codes of the last two are this simulator's choice; what a real
  *   driver answers may differ. Loads are counted as modules_ptx and
- *   modules_cubin.
+ *   modules_cubin, refusals as modules_refused.
  * Kernels cannot run here: a launch is queued and counted; a test may install
  * a host implementation with tack_sim_cuda_set_kernel_hook.
  *
@@ -130,7 +130,7 @@ SIM_API void tack_sim_cuda_set_kernel_hook(sim_capture_fn capture, sim_run_fn ru
                 X(memsets) X(copies_htod) X(copies_dtoh) X(copies_dtod) X(vmm_creates) X(vmm_releases)        \
                     X(vmm_maps) X(vmm_unmaps) X(vmm_live) X(exports) X(imports) X(pointer_queries)            \
                         X(host_allocs) X(host_registers) X(managed_allocs) X(modules_loaded) X(modules_ptx)  \
-                            X(modules_cubin) X(launches)      \
+                            X(modules_cubin) X(modules_refused) X(launches)      \
                             X(launches_done) X(pending_ops) X(faults) X(injected_failures)  \
                                 X(events_created) X(events_destroyed) X(event_records) X(event_waits)          \
                                     X(event_waits_done) X(event_syncs)
@@ -1818,8 +1818,10 @@ SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
     int cubin = !memcmp(image, ELFMAG, SELFMAG);
     size_t size = 0;
     CUresult r = cubin ? check_cubin(image, &size) : check_ptx(image);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+        COUNT(modules_refused);
         RETURN(r);
+    }
     if (!cubin)
         size = strlen(image) + 1;
     char *copy = malloc(size);
