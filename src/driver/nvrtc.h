@@ -15,6 +15,11 @@
 #include "library.h"
 #include "tack/status.h"
 
+/* The ABI test (tests/c/test_nvrtc_abi.c) defines TACK_NVRTC_SDK_TYPES
+ * after including the toolkit's nvrtc.h, to check the entry points below
+ * against its own types and declarations. */
+#ifndef TACK_NVRTC_SDK_TYPES
+
 /* nvrtcResult is a C enum in nvrtc.h: int-sized. */
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
@@ -28,6 +33,8 @@ enum {
     NVRTC_ERROR_INVALID_OPTION = 5,
     NVRTC_ERROR_COMPILATION = 6,
 };
+
+#endif /* TACK_NVRTC_SDK_TYPES */
 
 /*
  * The entry points, listed once in the drivers' shape (src/driver/library.h):
