@@ -67,44 +67,48 @@ static void ptx(char *out, size_t cap, const char *version, const char *target)
              version, target);
 }
 
-static void test_ptx_newer_than_the_driver_is_refused(void)
+/* PTX of `version` for `target` on a driver of CUDA `driver` with a GPU of
+ * compute capability `cc`, and what loading it must give. */
+static const struct ptx_case {
+    const char *driver, *cc, *version, *target;
+    CUresult want;
+} ptx_cases[] = {
+    {"13000", "9.0", "9.5", "sm_90", UNSUPPORTED_PTX_VERSION},
+    {"13000", "9.0", "9.1", "sm_90", UNSUPPORTED_PTX_VERSION},
+    {"13000", "9.0", "9.0", "sm_90", CUDA_SUCCESS},
+    {"13050", "9.0", "9.5", "sm_90", CUDA_SUCCESS},
+    /* CUDA 12: 12.6 kept PTX 8.5, 12.8 reads 8.7 and not 8.8. */
+    {"12060", "9.0", "8.5", "sm_90", CUDA_SUCCESS},
+    {"12060", "9.0", "8.6", "sm_90", UNSUPPORTED_PTX_VERSION},
+    {"12080", "9.0", "8.7", "sm_90", CUDA_SUCCESS},
+    {"12080", "9.0", "8.8", "sm_90", UNSUPPORTED_PTX_VERSION},
+    {"12080", "9.0", "9.0", "sm_90", UNSUPPORTED_PTX_VERSION},
+    /* The GPU runs PTX for its architecture and older ones. */
+    {"13000", "9.0", "9.0", "sm_75", CUDA_SUCCESS},
+    {"13000", "9.0", "9.0", "sm_100", CUDA_ERROR_INVALID_PTX},
+    {"13000", "12.0", "9.0", "sm_100", CUDA_SUCCESS},
+};
+
+static void test_ptx_the_driver_and_gpu_run(void)
 {
     char text[512];
-    configure("13000", "9.0");
-    ptx(text, sizeof text, "9.5", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == UNSUPPORTED_PTX_VERSION);
-    ptx(text, sizeof text, "9.1", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == UNSUPPORTED_PTX_VERSION);
-    ptx(text, sizeof text, "9.0", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == CUDA_SUCCESS);
-    configure("13050", "9.0");
-    ptx(text, sizeof text, "9.5", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == CUDA_SUCCESS);
-    /* CUDA 12: 12.6 kept PTX 8.5, 12.8 reads 8.7 and not 8.8. */
-    configure("12060", "9.0");
-    ptx(text, sizeof text, "8.5", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == CUDA_SUCCESS);
-    ptx(text, sizeof text, "8.6", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == UNSUPPORTED_PTX_VERSION);
-    configure("12080", "9.0");
-    ptx(text, sizeof text, "8.7", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == CUDA_SUCCESS);
-    ptx(text, sizeof text, "8.8", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == UNSUPPORTED_PTX_VERSION);
-    ptx(text, sizeof text, "9.0", "sm_90");
-    CHECK(load(text, "tack_kernel_entry") == UNSUPPORTED_PTX_VERSION);
+    for (size_t i = 0; i < sizeof ptx_cases / sizeof *ptx_cases; i++) {
+        const struct ptx_case *c = &ptx_cases[i];
+        configure(c->driver, c->cc);
+        ptx(text, sizeof text, c->version, c->target);
+        CUresult got = load(text, "tack_kernel_entry");
+        if (got != c->want) {
+            fprintf(stderr, "PTX %s for %s on CUDA %s and a %s GPU: %d, not %d\n", c->version, c->target, c->driver,
+                    c->cc, got, c->want);
+            check_failures++;
+        }
+    }
 }
 
-static void test_ptx_runs_on_its_target_and_newer_gpus(void)
+static void test_what_is_not_ptx_a_driver_reads(void)
 {
     char text[512];
     configure("13000", "9.0");
-    ptx(text, sizeof text, "9.0", "sm_75");
-    CHECK(load(text, "tack_kernel_entry") == CUDA_SUCCESS);
-    ptx(text, sizeof text, "9.0", "sm_100");
-    CHECK(load(text, "tack_kernel_entry") == CUDA_ERROR_INVALID_PTX);
-    configure("13000", "12.0");
-    CHECK(load(text, "tack_kernel_entry") == CUDA_SUCCESS);
     /* No .version or no .target: not PTX a driver reads. */
     CHECK(load("// simulated PTX\n.target sm_90\n.visible .entry tack_kernel_entry()\n", "tack_kernel_entry") ==
           CUDA_ERROR_INVALID_PTX);
@@ -116,48 +120,57 @@ static void test_ptx_runs_on_its_target_and_newer_gpus(void)
 
 /* ---- CUBIN ----------------------------------------------------------------- */
 
-static CUresult load_cubin(unsigned arch, int toolkit, int abi, int note)
-{
-    size_t size;
-    unsigned char *image = cubin(arch, toolkit, abi, note, &size);
-    CHECK(image != NULL);
-    CUresult r = image ? load(image, "tack_kernel_entry") : CUDA_ERROR_OUT_OF_MEMORY;
-    free(image);
-    return r;
-}
-
-static void test_cubin_loads_on_its_architecture_only(void)
-{
-    configure("13000", "9.0");
-    long long cubins = cu.stats("modules_cubin"), ptxs = cu.stats("modules_ptx");
-    CHECK(load_cubin(90, 130, 8, 1) == CUDA_SUCCESS);
-    CHECK(cu.stats("modules_cubin") == cubins + 1 && cu.stats("modules_ptx") == ptxs);
-    CHECK(load_cubin(90, 130, 7, 1) == CUDA_SUCCESS);
-    CHECK(load_cubin(80, 130, 8, 1) == NO_BINARY_FOR_GPU);
-    CHECK(load_cubin(100, 130, 8, 1) == NO_BINARY_FOR_GPU);
-    CHECK(load_cubin(86, 130, 8, 1) == NO_BINARY_FOR_GPU);
+/* A CUBIN for sm_<arch> from toolkit `toolkit` (10 * major + minor) in ELF
+ * ABI version `abi`, with the toolkit note or not, on a driver of CUDA
+ * `driver` with a GPU of compute capability `cc`, and what loading it must
+ * give. */
+static const struct cubin_case {
+    const char *driver, *cc;
+    unsigned arch;
+    int toolkit, abi, note;
+    CUresult want;
+} cubin_cases[] = {
+    {"13000", "9.0", 90, 130, 8, 1, CUDA_SUCCESS},
+    {"13000", "9.0", 90, 130, 7, 1, CUDA_SUCCESS},
+    {"13000", "9.0", 80, 130, 8, 1, NO_BINARY_FOR_GPU},
+    {"13000", "9.0", 100, 130, 8, 1, NO_BINARY_FOR_GPU},
+    {"13000", "9.0", 86, 130, 8, 1, NO_BINARY_FOR_GPU},
     /* Binary compatibility: a newer minor of the same major runs it. */
-    configure("13000", "8.6");
-    CHECK(load_cubin(80, 130, 8, 1) == CUDA_SUCCESS);
-    CHECK(load_cubin(86, 130, 7, 1) == CUDA_SUCCESS);
-    CHECK(load_cubin(89, 130, 8, 1) == NO_BINARY_FOR_GPU);
-    CHECK(load_cubin(75, 130, 8, 1) == NO_BINARY_FOR_GPU);
-    configure("13000", "12.0");
-    CHECK(load_cubin(120, 130, 8, 1) == CUDA_SUCCESS);
-}
-
-static void test_cubin_from_a_newer_toolkit(void)
-{
+    {"13000", "8.6", 80, 130, 8, 1, CUDA_SUCCESS},
+    {"13000", "8.6", 86, 130, 7, 1, CUDA_SUCCESS},
+    {"13000", "8.6", 89, 130, 8, 1, NO_BINARY_FOR_GPU},
+    {"13000", "8.6", 75, 130, 8, 1, NO_BINARY_FOR_GPU},
+    {"13000", "12.0", 120, 130, 8, 1, CUDA_SUCCESS},
     /* Minor version compatibility: a CUBIN of CUDA 13.5 loads on a 13.0
      * driver; one of another major does not. */
-    configure("13000", "9.0");
-    CHECK(load_cubin(90, 135, 8, 1) == CUDA_SUCCESS);
-    configure("12080", "9.0");
-    CHECK(load_cubin(90, 130, 8, 1) == CUDA_ERROR_INVALID_IMAGE);
-    CHECK(load_cubin(90, 129, 7, 1) == CUDA_SUCCESS);
-    CHECK(load_cubin(90, 118, 7, 1) == CUDA_SUCCESS);
-    /* Without the note the toolkit is unknown and only the architecture is checked. */
-    CHECK(load_cubin(90, 130, 8, 0) == CUDA_SUCCESS);
+    {"13000", "9.0", 90, 135, 8, 1, CUDA_SUCCESS},
+    {"12080", "9.0", 90, 130, 8, 1, CUDA_ERROR_INVALID_IMAGE},
+    {"12080", "9.0", 90, 129, 7, 1, CUDA_SUCCESS},
+    {"12080", "9.0", 90, 118, 7, 1, CUDA_SUCCESS},
+    /* Without the note the toolkit is unknown: only the architecture counts. */
+    {"12080", "9.0", 90, 130, 8, 0, CUDA_SUCCESS},
+};
+
+static void test_cubins_the_driver_and_gpu_load(void)
+{
+    for (size_t i = 0; i < sizeof cubin_cases / sizeof *cubin_cases; i++) {
+        const struct cubin_case *c = &cubin_cases[i];
+        configure(c->driver, c->cc);
+        size_t size;
+        unsigned char *image = cubin(c->arch, c->toolkit, c->abi, c->note, &size);
+        CHECK(image != NULL);
+        long long cubins = cu.stats("modules_cubin"), ptxs = cu.stats("modules_ptx");
+        CUresult got = image ? load(image, "tack_kernel_entry") : CUDA_ERROR_OUT_OF_MEMORY;
+        free(image);
+        if (got != c->want) {
+            fprintf(stderr, "a CUBIN for sm_%u of CUDA %d.%d (ELF ABI %d%s) on CUDA %s and a %s GPU: %d, not %d\n",
+                    c->arch, c->toolkit / 10, c->toolkit % 10, c->abi, c->note ? "" : ", no note", c->driver, c->cc,
+                    got, c->want);
+            check_failures++;
+        }
+        /* Counted as what it is. */
+        CHECK(cu.stats("modules_cubin") == cubins + (got == CUDA_SUCCESS) && cu.stats("modules_ptx") == ptxs);
+    }
 }
 
 static void test_the_driver_reports_its_version_and_the_gpu_its_architecture(void)
@@ -198,10 +211,9 @@ int main(void)
         fprintf(stderr, "the simulated driver gives no context\n");
         return 2;
     }
-    RUN(test_ptx_newer_than_the_driver_is_refused);
-    RUN(test_ptx_runs_on_its_target_and_newer_gpus);
-    RUN(test_cubin_loads_on_its_architecture_only);
-    RUN(test_cubin_from_a_newer_toolkit);
+    RUN(test_ptx_the_driver_and_gpu_run);
+    RUN(test_what_is_not_ptx_a_driver_reads);
+    RUN(test_cubins_the_driver_and_gpu_load);
     RUN(test_the_driver_reports_its_version_and_the_gpu_its_architecture);
     CHECK_DONE();
 }

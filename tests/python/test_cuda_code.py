@@ -98,6 +98,21 @@ def build(sim, body, nvrtc, driver, cc, tmp_path, **env):
                TACK_SIM_CUDA_COMPUTE_CAPABILITY=cc, TACK_CACHE_DIR=tmp_path, **env)
 
 
+def refusal(sim, nvrtc, driver, cc, tmp_path, before=""):
+    """The RuntimeError of building the kernel as `build` does, after
+    `before`; the driver was given nothing to refuse (injected failures
+    aside, which it does not count)."""
+    return build(sim, before + """
+try:
+    saxpy()
+except RuntimeError as e:
+    print(e)
+else:
+    raise AssertionError("no error")
+assert stat("modules_loaded") == 0 and stat("modules_refused") == 0
+""", nvrtc, driver, cc, tmp_path)
+
+
 # --------------------------------------------------------------------------
 # CUBIN when NVRTC knows the GPU
 
@@ -150,16 +165,7 @@ def test_ptx_newer_than_the_driver_is_never_loaded_and_the_error_says_what_to_in
     if n.minor == 0:
         pytest.skip("needs an NVRTC newer than the first release of its major version")
     driver = n.driver - 10
-    out = build(cuda_sim, """
-        try:
-            saxpy()
-        except RuntimeError as e:
-            print(e)
-        else:
-            raise AssertionError("no error")
-        # Refused before the driver saw it.
-        assert stat("modules_loaded") == 0 and stat("modules_refused") == 0
-    """, n, driver, beyond(n), tmp_path)
+    out = refusal(cuda_sim, n, driver, beyond(n), tmp_path)
     assert f'pip install "nvidia-cuda-nvrtc=={n.major}.{n.minor - 1}.*"' in out, out
     assert "TACK_NVRTC_LIBRARY" in out and n.path in out, out
 
@@ -170,15 +176,7 @@ def test_ptx_newer_than_the_driver_is_never_loaded_and_the_error_says_what_to_in
 
 def test_a_driver_of_an_older_major_version_is_told_its_nvrtc(cuda_sim, tmp_path):
     n = newest()
-    out = build(cuda_sim, """
-        try:
-            saxpy()
-        except RuntimeError as e:
-            print(e)
-        else:
-            raise AssertionError("no error")
-        assert stat("modules_loaded") == 0 and stat("modules_refused") == 0
-    """, n, 12080, "9.0", tmp_path)
+    out = refusal(cuda_sim, n, 12080, "9.0", tmp_path)
     assert 'pip install "nvidia-cuda-nvrtc-cu12==12.8.*"' in out, out
     assert "12.8" in out and f"{n.major}.{n.minor}" in out, out
 
@@ -186,15 +184,7 @@ def test_a_driver_of_an_older_major_version_is_told_its_nvrtc(cuda_sim, tmp_path
 def test_a_gpu_older_than_every_architecture_of_nvrtc_is_told_an_older_nvrtc(cuda_sim, tmp_path):
     n = newest()
     old = n.archs[0] - 5
-    out = build(cuda_sim, """
-        try:
-            saxpy()
-        except RuntimeError as e:
-            print(e)
-        else:
-            raise AssertionError("no error")
-        assert stat("modules_loaded") == 0 and stat("modules_refused") == 0
-    """, n, n.driver, f"{old // 10}.{old % 10}", tmp_path)
+    out = refusal(cuda_sim, n, n.driver, f"{old // 10}.{old % 10}", tmp_path)
     assert f"sm_{old}" in out, out
     assert 'pip install "nvidia-cuda-nvrtc-cu12==12.9.*"' in out, out
 
@@ -236,16 +226,9 @@ def test_a_refused_cubin_with_no_ptx_to_fall_back_to_says_both(cuda_sim, tmp_pat
     n = newest()
     if n.minor == 0:
         pytest.skip("needs an NVRTC newer than the first release of its major version")
-    out = build(cuda_sim, """
-        assert SIM.tack_sim_cuda_fail(b"cuModuleLoadData", 200, 1) == 0
-        try:
-            saxpy()
-        except RuntimeError as e:
-            print(e)
-        else:
-            raise AssertionError("no error")
-        assert stat("modules_loaded") == 0
-    """, n, n.major * 1000, "9.0", tmp_path)
+    # The first load, the CUBIN, is refused as an unreadable image.
+    out = refusal(cuda_sim, n, n.major * 1000, "9.0", tmp_path,
+                  before='assert SIM.tack_sim_cuda_fail(b"cuModuleLoadData", 200, 1) == 0\n')
     assert "CUDA_ERROR_INVALID_IMAGE" in out, out
     assert f'pip install "nvidia-cuda-nvrtc=={n.major}.0.*"' in out, out
 
