@@ -168,9 +168,10 @@ int tack_kernel_first_writable(const tack_kernel *kernel);
  * name, TACK_ENOMEM; *out untouched on error. */
 tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backend, const char **out);
 
-/* PTX for CUDA, compiled by NVRTC from the "cuda" generated source, for the
- * virtual architecture `arch` ("compute_90"; NULL: the oldest NVRTC
- * supports, which every newer GPU can run). The entry point is
+/* PTX for CUDA, compiled by the first NVRTC Tack finds from the "cuda"
+ * generated source, for the virtual architecture `arch` ("compute_90";
+ * NULL: the oldest that NVRTC supports, which every newer GPU can run).
+ * What a launch on a GPU runs may be other code (tack_kernel_target). The entry point is
  * "tack_kernel_entry" with parameters (int64 n, the kernel's parameters);
  * it covers [0, n) with a grid-stride loop. Cached in memory and under
  * TACK_CACHE_DIR. The text (NUL-terminated; *size counts the NUL) is owned

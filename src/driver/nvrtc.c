@@ -262,20 +262,20 @@ static void load_up_to(int want)
     }
 }
 
-static tack_status none_found(void)
+static tack_status none_found(const char *why)
 {
     if (forced)
         return tack_error_set(TACK_ERUNTIME,
                               "NVRTC could not be loaded from TACK_NVRTC_LIBRARY=%s (%s); point it at libnvrtc.so "
                               "of a CUDA toolkit or of the nvidia-cuda-nvrtc Python package",
-                              found[0].path, first_failure);
+                              found[0].path, why);
     return tack_error_set(TACK_ERUNTIME,
                           "NVRTC (libnvrtc) was not found: Tack looked beside its Python package (nvidia/cu13/lib, "
                           "nvidia/cuda_nvrtc/lib), in $CUDA_PATH, $CUDA_HOME, the toolkit of nvcc on PATH, "
                           "/usr/local/cuda and /usr/local/cuda-X.Y, and the dynamic linker's path (%s). Install "
                           "the CUDA toolkit or `pip install nvidia-cuda-nvrtc`, or set TACK_NVRTC_LIBRARY to the "
                           "path of libnvrtc.so",
-                          first_failure[0] ? first_failure : "nothing found");
+                          why[0] ? why : "nothing found");
 }
 
 tack_status tack_nvrtc_api_at(int i, const struct tack_nvrtc_api **out)
@@ -288,13 +288,15 @@ tack_status tack_nvrtc_api_at(int i, const struct tack_nvrtc_api **out)
     if (i >= 0 && i < nloaded)
         api = loaded[i];
     int count = nloaded;
+    char why[sizeof first_failure];
+    memcpy(why, first_failure, sizeof why);
     pthread_mutex_unlock(&load_lock);
     if (api) {
         *out = api;
         return TACK_OK;
     }
     if (count == 0)
-        return none_found();
+        return none_found(why);
     return tack_error_set(TACK_ERUNTIME, "Tack found %d NVRTC librar%s, not %d", count, count == 1 ? "y" : "ies",
                           i + 1);
 }

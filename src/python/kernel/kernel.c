@@ -407,8 +407,9 @@ static PyMethodDef kernel_methods[] = {
     {"generated_source", (PyCFunction)(void (*)(void))kernel_generated_source, METH_VARARGS | METH_KEYWORDS,
      "generated_source($self, /, backend='cpu')\n--\n\nThe source a backend compiles ('cpu', 'cuda', 'hip' or 'level_zero')."},
     {"ptx", (PyCFunction)(void (*)(void))kernel_ptx, METH_VARARGS | METH_KEYWORDS,
-     "ptx($self, /, arch=None)\n--\n\nPTX for CUDA, compiled by NVRTC for the virtual architecture arch ('compute_90'; "
-     "None: the oldest NVRTC supports)."},
+     "ptx($self, /, arch=None)\n--\n\nPTX for CUDA, compiled by the first NVRTC Tack finds for the virtual "
+     "architecture arch ('compute_90'; None: the oldest it supports). A launch on a GPU may run other code: see "
+     "target()."},
     {"target", (PyCFunction)(void (*)(void))kernel_target, METH_VARARGS | METH_KEYWORDS,
      "target($self, /, device=None)\n--\n\nWhat the kernel's code on a device is, built there first: "
      "'cubin sm_90 (CUDA 13.5)' or 'ptx compute_121 (PTX ISA 9.5, CUDA 13.5)' on CUDA, the kind of code elsewhere "
