@@ -90,13 +90,14 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * older one: cuDriverGetVersion); otherwise PTX, for the newest
  * architecture the NVRTC knows up to the GPU's, from an NVRTC whose PTX the
  * driver reads (the driver's own CUDA version or older). A CUBIN the driver
- * refuses is replaced by PTX on the same terms. Of several NVRTCs (see
- * TACK_NVRTC_LIBRARY in the README) the first that fits is used, CUBIN
- * before PTX; when none fits, TACK_ERUNTIME names the NVRTC to install
- * for this driver. level_zero: libocloc to SPIR-V for the device; both
- * cached on disk like host objects, under keys that include what the code
- * is for (CUBIN or PTX, the architecture, the NVRTC's version). hip:
- * hipRTC to a code object for the device, once per process.
+ * refuses is replaced by PTX on the same terms, and the device gets PTX
+ * from then on. Of several NVRTCs (see TACK_NVRTC_LIBRARY in the README)
+ * the first that fits is used, CUBIN before PTX; when none fits,
+ * TACK_ERUNTIME names the NVRTC to install for this driver. The code is
+ * cached on disk like host objects, under a key of what it is for (CUBIN
+ * or PTX, the architecture, the NVRTC's version). level_zero: libocloc to
+ * SPIR-V for the device, cached the same way. hip: hipRTC to a code object
+ * for the device, once per process.
  * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
  * line numbers of the user's source), for no compiler (the message says how
@@ -170,9 +171,9 @@ tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backen
 
 /* PTX for CUDA, compiled by the first NVRTC Tack finds from the "cuda"
  * generated source, for the virtual architecture `arch` ("compute_90";
- * NULL: the oldest that NVRTC supports, which every newer GPU can run).
- * What a launch on a GPU runs may be other code (tack_kernel_target). The entry point is
- * "tack_kernel_entry" with parameters (int64 n, the kernel's parameters);
+ * NULL: the oldest that NVRTC supports, which every newer GPU can run); a
+ * launch on a GPU may run other code (tack_kernel_target). The entry point
+ * is "tack_kernel_entry" with parameters (int64 n, the kernel's parameters);
  * it covers [0, n) with a grid-stride loop. Cached in memory and under
  * TACK_CACHE_DIR. The text (NUL-terminated; *size counts the NUL) is owned
  * by the kernel. On error *ptx and *size are untouched: TACK_ERUNTIME when

@@ -1171,6 +1171,7 @@ static tack_status cuda_kernel_compile(const struct tack_compile *job, struct ta
 /* A CUDA ELF file's header fields Tack reads (ELF64, little-endian). */
 #define ELF_CUDA_MACHINE 190
 #define ELF_NOTE 7
+#define ELF_NOBITS 8
 
 static uint64_t le(const unsigned char *p, int bytes)
 {
@@ -1200,13 +1201,16 @@ static int cubin_facts(const unsigned char *image, size_t size, int *arch, int *
      * (version 7), their second byte from version 8 on. */
     uint64_t flags = le(image + 48, 4);
     *arch = (int)(image[8] < 8 ? flags & 0xff : (flags >> 8) & 0xff);
-    /* The toolkit: .note.nv.cuinfo, owner "NVIDIA Corp", type 1000, whose
-     * description is 16-bit words: note version, architecture, toolkit. */
+    /* Every section with contents lies within the file. The toolkit:
+     * .note.nv.cuinfo, owner "NVIDIA Corp", type 1000, whose description is
+     * 16-bit words: note version, architecture, toolkit. */
     *toolkit = 0;
     for (uint64_t i = 0; i < shnum; i++) {
         const unsigned char *sh = image + shoff + i * shentsize;
-        uint64_t off = le(sh + 24, 8), len = le(sh + 32, 8);
-        if (le(sh + 4, 4) != ELF_NOTE || off > size || len > size - off || len < 12 + 12 + 6)
+        uint64_t type = le(sh + 4, 4), off = le(sh + 24, 8), len = le(sh + 32, 8);
+        if (type != ELF_NOBITS && (off > size || len > size - off))
+            return 0;
+        if (type != ELF_NOTE || len < 12 + 12 + 6)
             continue;
         const unsigned char *note = image + off;
         if (le(note, 4) == 12 && le(note + 4, 4) >= 6 && le(note + 8, 4) == 1000 &&

@@ -793,6 +793,21 @@ static void test_kernel_load_of_cubins(void)
     CHECK(contains(tack_last_error(), "damaged"));
     cut.size = 40;
     CHECK_STATUS(d->ops->kernel_load(d, &cut, &k), TACK_ERUNTIME);
+    /* A section reaching past the end (the third's size, in the table at
+     * the end of the file, grown). */
+    struct tack_kernel_code long_section = code;
+    unsigned char *table = image + size - 4 * sizeof(Elf64_Shdr);
+    Elf64_Shdr third;
+    memcpy(&third, table + 3 * sizeof third, sizeof third);
+    third.sh_size += 4096;
+    unsigned char *grown = malloc(size);
+    bail_if(!grown);
+    memcpy(grown, image, size);
+    memcpy(grown + (table - image) + 3 * sizeof third, &third, sizeof third);
+    long_section.data = grown;
+    CHECK_STATUS(d->ops->kernel_load(d, &long_section, &k), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "damaged"));
+    free(grown);
     memcpy(image, "\177ELX", 4);
     CHECK_STATUS(d->ops->kernel_load(d, &code, &k), TACK_ERUNTIME);
     CHECK(sim_stat("modules_loaded") == loads);
