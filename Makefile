@@ -45,6 +45,11 @@ $(VENV)/.stamp: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
+	@# An older NVRTC beside the newest the requirements bring, for the tests
+	@# of the choice between NVRTCs (tests/python/test_cuda_code.py, which
+	@# skips those cases without it).
+	$(PY) -m pip install -q --no-deps --target $(VENV)/nvrtc-13.0 "nvidia-cuda-nvrtc==13.0.*" || \
+		echo "could not install NVRTC 13.0 into $(VENV)/nvrtc-13.0: the tests that need two NVRTCs skip"
 	touch $@
 
 venv: $(VENV)/.stamp

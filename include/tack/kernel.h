@@ -88,8 +88,19 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * (anything else is compiled again and replaced). The cache directory is
  * made 0700 when missing, and must be the user's and writable by nobody
  * else, with no directory above it through which others could replace it.
- * cuda: NVRTC to PTX (see tack_kernel_ptx); level_zero: libocloc to SPIR-V
- * for the device; both cached on disk like host objects, and checked the
+ * cuda: NVRTC to a CUBIN for the GPU's own architecture (sm_XY: nothing is
+ * compiled when it loads) when an NVRTC knows the architecture and the
+ * driver loads that NVRTC's CUBINs (one of the driver's major version or an
+ * older one: cuDriverGetVersion); otherwise PTX, for the newest
+ * architecture the NVRTC knows up to the GPU's, from an NVRTC whose PTX the
+ * driver reads (the driver's own CUDA version or older). A CUBIN the driver
+ * refuses is replaced by PTX on the same terms, and the device gets PTX
+ * from then on. Of several NVRTCs (see TACK_NVRTC_LIBRARY in the README)
+ * the first that fits is used, CUBIN before PTX; when none fits,
+ * TACK_ERUNTIME names the NVRTC to install for this driver. The code is
+ * cached on disk like host objects and checked the same way, under a key
+ * of what it is for (CUBIN or PTX, the architecture, the NVRTC's version).
+ * level_zero: libocloc to SPIR-V for the device, cached and checked the
  * same way. hip: hipRTC to a code object for the device, once per process.
  * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
@@ -99,6 +110,14 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * names it), or for a backend that cannot run kernels; TACK_ENOMEM.
  * Thread-safe. */
 tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
+
+/* What the kernel's code on `device` is, building it there first as
+ * tack_kernel_build does: "cubin sm_90 (CUDA 13.5)" or "ptx compute_121
+ * (PTX ISA 9.5, CUDA 13.5)" on cuda, the kind of code elsewhere ("host",
+ * "SPIR-V"). The text is owned by the kernel and lives as long as
+ * it. On error *out is untouched: TACK_EVALUE for a NULL argument,
+ * otherwise as tack_kernel_build. Thread-safe. */
+tack_status tack_kernel_target(tack_kernel *kernel, tack_device *device, const char **out);
 
 /* create followed by build. On error nothing is kept and *out is untouched. */
 tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out);
@@ -155,10 +174,11 @@ int tack_kernel_first_writable(const tack_kernel *kernel);
  * name, TACK_ENOMEM; *out untouched on error. */
 tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backend, const char **out);
 
-/* PTX for CUDA, compiled by NVRTC from the "cuda" generated source, for the
- * virtual architecture `arch` ("compute_90"; NULL: the oldest NVRTC
- * supports, which every newer GPU can run). The entry point is
- * "tack_kernel_entry" with parameters (int64 n, the kernel's parameters);
+/* PTX for CUDA, compiled by the first NVRTC Tack finds from the "cuda"
+ * generated source, for the virtual architecture `arch` ("compute_90";
+ * NULL: the oldest that NVRTC supports, which every newer GPU can run); a
+ * launch on a GPU may run other code (tack_kernel_target). The entry point
+ * is "tack_kernel_entry" with parameters (int64 n, the kernel's parameters);
  * it covers [0, n) with a grid-stride loop. Cached in memory and under
  * TACK_CACHE_DIR. The text (NUL-terminated; *size counts the NUL) is owned
  * by the kernel. On error *ptx and *size are untouched: TACK_ERUNTIME when

@@ -16,8 +16,9 @@
  * own stream right after a DLPack export included) without waiting for the
  * launches queued before it.
  *
- * Kernels are CUDA C compiled by NVRTC (src/driver/nvrtc.h) to PTX, loaded
- * as modules and launched on `stream`.
+ * Kernels are CUDA C compiled by NVRTC (src/driver/nvrtc.h) to a CUBIN for
+ * the GPU or to PTX the driver reads, loaded as modules and launched on
+ * `stream`.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -54,6 +55,12 @@ struct cuda_device {
     size_t granularity; /* of exportable allocations; 0: not supported */
     uint8_t uuid[16];
     pthread_mutex_t export_lock;
+    int arch; /* compute capability, 10 * major + minor: 90 is sm_90 */
+    /* Set once the driver refused a CUBIN, with why: later kernels on the
+     * device are PTX. Guarded by code_lock. */
+    int cubin_refused;
+    char refusal[320];
+    pthread_mutex_t code_lock;
 };
 
 enum alloc_kind { ALLOC_POOL, ALLOC_PLAIN, ALLOC_VMM };
@@ -143,6 +150,7 @@ static void leave(struct cuda_device *cd, int pushed)
 static void device_free(struct cuda_device *cd)
 {
     pthread_mutex_destroy(&cd->export_lock);
+    pthread_mutex_destroy(&cd->code_lock);
     free(cd);
 }
 
@@ -221,6 +229,8 @@ static void probe(struct cuda_device *cd)
             cd->granularity = g;
     }
     cd->sm_count = device_attribute(cd, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    cd->arch = 10 * device_attribute(cd, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) +
+               device_attribute(cd, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     CUuuid uuid;
     memset(&uuid, 0, sizeof uuid);
     if (!(cu->cuDeviceGetUuid && cu->cuDeviceGetUuid(&uuid, cd->dev) == CUDA_SUCCESS) && cu->cuDeviceGetUuid_v1)
@@ -252,6 +262,7 @@ static tack_status cuda_open(tack_device *d, const tack_option *options, size_t 
     cd->cu = cu;
     atomic_init(&cd->gone, 0);
     pthread_mutex_init(&cd->export_lock, NULL);
+    pthread_mutex_init(&cd->code_lock, NULL);
     r = cu->cuDeviceGet(&cd->dev, d->ordinal);
     if (r != CUDA_SUCCESS) {
         device_free(cd);
@@ -791,10 +802,16 @@ static tack_status cuda_import_memory(tack_device *d, const tack_exported_memory
 
 /* ---- kernels: the dialect and NVRTC -------------------------------------
  *
- * The generated source is CUDA C, which NVRTC compiles in process to PTX
- * for a virtual architecture: the driver finishes it for whatever GPU it
- * runs on (cuModuleLoadData), so one PTX, kept on disk by the kernel
- * layer, serves every GPU from that architecture on. */
+ * The generated source is CUDA C, which NVRTC compiles in process. For a
+ * device, the code is a CUBIN for the GPU's own architecture when an NVRTC
+ * knows it and makes CUBINs the driver loads: nothing is compiled when it
+ * loads, and a CUBIN has no PTX version for the driver to refuse. Else it
+ * is PTX, which the driver's JIT finishes for the GPU, from an NVRTC whose
+ * PTX the driver reads: a driver refuses PTX newer than itself, whatever
+ * the architecture, so the newest NVRTC's PTX runs only on the newest
+ * drivers. Without a device (tack_kernel_ptx) it is PTX of the first
+ * NVRTC, for the architecture named, or the oldest it knows. The kernel
+ * layer keeps the code on disk under a key that says all of that. */
 
 /* Blocks of threads, each index a thread's; the loop strides over the
  * grid, so any grid covers [0, n). */
@@ -832,64 +849,249 @@ static tack_status nvrtc_error(const struct tack_nvrtc_api *api, nvrtcResult r, 
                           api->nvrtcGetErrorString(r));
 }
 
-/* The oldest architecture this NVRTC targets, so that the PTX runs on every
- * GPU the toolkit supports. */
-static void default_arch(const struct tack_nvrtc_api *api, char *out, size_t cap)
+/* The PTX ISA version (10 * major + minor) the NVRTC of CUDA `version`
+ * writes and the driver of CUDA `version` reads, versions being 1000 *
+ * major + 10 * minor as nvrtcVersion and cuDriverGetVersion tell them. From
+ * NVIDIA's PTX ISA release history: CUDA 11.x brought PTX 7.x; 12.0 to 12.5
+ * brought 8.0 to 8.5, 12.6 kept 8.5, 12.8 and 12.9 brought 8.7 and 8.8;
+ * 13.x brings 9.x. 0 for a release the history does not reach. */
+static int ptx_isa(int version)
 {
-    int n = 0, archs[128];
-    out[0] = 0;
-    if (api->nvrtcGetNumSupportedArchs && api->nvrtcGetSupportedArchs &&
-        api->nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= 128 &&
-        api->nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS) {
-        int lowest = archs[0];
-        for (int i = 1; i < n; i++)
-            lowest = archs[i] < lowest ? archs[i] : lowest;
-        snprintf(out, cap, "compute_%d", lowest);
+    int major = version / 1000, minor = version % 1000 / 10;
+    switch (major) {
+    case 11: return 70 + minor;
+    case 12: return minor <= 5 ? 80 + minor : 79 + minor;
+    case 13: return 90 + minor;
+    default: return 0;
     }
 }
 
-/* What both steps start from: NVRTC, and its options for `target` (NULL:
- * the oldest architecture). */
-struct nvrtc_setup {
+static int nvrtc_version(const struct tack_nvrtc_api *api) { return 1000 * api->major + 10 * api->minor; }
+
+/* Whether a driver of CUDA `driver` reads the PTX `api` writes: no newer
+ * than its own. Past the history, the newer release writes the newer PTX. */
+static int reads_ptx_of(int driver, const struct tack_nvrtc_api *api)
+{
+    int version = nvrtc_version(api), isa = ptx_isa(version), own = ptx_isa(driver);
+    return isa && own ? isa <= own : version <= driver;
+}
+
+/* Whether a driver of CUDA `driver` loads the CUBINs `api` makes. Minor
+ * version compatibility: a driver loads the CUBINs of every toolkit of its
+ * major version, newer minors included, and of older major versions; not
+ * of a newer major version. */
+static int loads_cubin_of(int driver, const struct tack_nvrtc_api *api) { return api->major <= driver / 1000; }
+
+static int lists(const struct tack_nvrtc_api *api, int arch)
+{
+    for (int i = 0; i < api->narchs; i++)
+        if (api->archs[i] == arch)
+            return 1;
+    return 0;
+}
+
+/* The newest architecture `api` targets that a GPU of `arch` runs the PTX
+ * of (none newer than the GPU); 0 if there is none. */
+static int newest_up_to(const struct tack_nvrtc_api *api, int arch)
+{
+    int best = 0;
+    for (int i = 0; i < api->narchs; i++)
+        if (api->archs[i] <= arch && api->archs[i] > best)
+            best = api->archs[i];
+    return best;
+}
+
+static int makes_cubins(const struct tack_nvrtc_api *api) { return api->nvrtcGetCUBINSize && api->nvrtcGetCUBIN; }
+
+/* What to install for a driver of CUDA `driver` and a GPU of `arch`: the
+ * NVRTC of the driver's release, whose CUBINs and PTX it loads; for a GPU
+ * older than that release knows (CUDA 13 starts at sm_75, 12 at sm_50),
+ * the last release that knows it. Returns 1 when a newer driver would do
+ * as well, 0 when it is the GPU's age that decides. */
+static int advise(int driver, int arch, char *out, size_t cap)
+{
+    int major = driver / 1000, minor = driver % 1000 / 10, newer_driver = 1;
+    if (major >= 13 && arch < 75) {
+        major = 12;
+        minor = 9;
+        newer_driver = 0;
+    }
+    if (major == 12 && arch < 50) {
+        major = 11;
+        minor = 8;
+        newer_driver = 0;
+    }
+    if (major >= 13)
+        snprintf(out, cap, "the NVRTC of CUDA %d.%d (pip install \"nvidia-cuda-nvrtc==%d.%d.*\")", major, minor,
+                 major, minor);
+    else if (major >= 11)
+        snprintf(out, cap, "the NVRTC of CUDA %d.%d (pip install \"nvidia-cuda-nvrtc-cu%d==%d.%d.*\")", major,
+                 minor, major, major, minor);
+    else
+        snprintf(out, cap, "an NVRTC that knows sm_%d and a driver of CUDA 11 or newer", arch);
+    return newer_driver;
+}
+
+/* Why `api` makes no code a driver of CUDA `driver` loads on a GPU of
+ * `arch`; `refused`: the driver refused a CUBIN on that GPU. */
+static void why_not(const struct tack_nvrtc_api *api, int driver, int arch, int refused, char *out, size_t cap)
+{
+    if (!api->narchs) {
+        snprintf(out, cap, "lists no architectures (NVRTC before CUDA 11.2)");
+        return;
+    }
+    if (!newest_up_to(api, arch)) {
+        snprintf(out, cap, "knows sm_%d to sm_%d, nothing as old as sm_%d", api->archs[0],
+                 api->archs[api->narchs - 1], arch);
+        return;
+    }
+    char cubin[128];
+    if (!lists(api, arch))
+        snprintf(cubin, sizeof cubin, "knows no sm_%d", arch);
+    else if (refused)
+        snprintf(cubin, sizeof cubin, "makes a CUBIN the driver refused");
+    else if (!makes_cubins(api))
+        snprintf(cubin, sizeof cubin, "makes no CUBINs");
+    else
+        snprintf(cubin, sizeof cubin, "makes CUBINs that need a CUDA %d driver", api->major);
+    int isa = ptx_isa(nvrtc_version(api)), own = ptx_isa(driver);
+    if (isa && own)
+        snprintf(out, cap, "%s, and writes PTX ISA %d.%d, newer than the driver reads (%d.%d)", cubin, isa / 10,
+                 isa % 10, own / 10, own % 10);
+    else
+        snprintf(out, cap, "%s, and writes PTX newer than the driver reads", cubin);
+}
+
+/* Which NVRTC makes what code for a device. */
+struct cuda_choice {
+    int nvrtc; /* its number for tack_nvrtc_api_at */
     const struct tack_nvrtc_api *api;
+    enum tack_code_kind kind;
+};
+
+static tack_status none_fits(const tack_device *d, struct cuda_device *cd, int refused, const char *refusal)
+{
+    int driver = cd->cu->driver_version;
+    char found[1200], why[300], advice[160];
+    size_t used = 0;
+    found[0] = 0;
+    const struct tack_nvrtc_api *api;
+    for (int i = 0; used < sizeof found && tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
+        why_not(api, driver, cd->arch, refused, why, sizeof why);
+        used += (size_t)snprintf(found + used, sizeof found - used, "%sNVRTC %d.%d (%s) %s", i ? "; " : "",
+                                 api->major, api->minor, tack_library_path(&api->library), why);
+    }
+    int update = advise(driver, cd->arch, advice, sizeof advice);
+    return tack_error_set(TACK_ERUNTIME,
+                          "no NVRTC here makes code that %s (compute capability %d.%d) runs with its CUDA %d.%d "
+                          "driver%s%s: %s. %s%s%s%s",
+                          d->name, cd->arch / 10, cd->arch % 10, driver / 1000, driver % 1000 / 10,
+                          refused ? ", which refused " : "", refused ? refusal : "", found,
+                          tack_nvrtc_forced() ? "TACK_NVRTC_LIBRARY names the one NVRTC Tack uses: point it at the "
+                                                "libnvrtc.so of "
+                                              : "Install ",
+                          advice,
+                          tack_nvrtc_forced() ? ", or unset it to let Tack look"
+                                              : ": Tack finds it beside its own Python package, or set "
+                                                "TACK_NVRTC_LIBRARY to its libnvrtc.so",
+                          update ? ". Or update the driver" : "");
+}
+
+/* The code for device `d`: a CUBIN from the first NVRTC that makes one the
+ * driver loads for the GPU, else PTX from the first whose PTX the driver
+ * reads. A driver whose version is unknown (0) is taken to load anything. */
+static tack_status choose(const tack_device *d, struct cuda_device *cd, struct cuda_choice *c)
+{
+    const struct tack_nvrtc_api *api;
+    tack_status st = tack_nvrtc_api_get(&api);
+    if (st != TACK_OK)
+        return st;
+    int driver = cd->cu->driver_version;
+    char refusal[sizeof cd->refusal];
+    pthread_mutex_lock(&cd->code_lock);
+    int refused = cd->cubin_refused;
+    memcpy(refusal, cd->refusal, sizeof refusal);
+    pthread_mutex_unlock(&cd->code_lock);
+    for (int i = 0; !refused && tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
+        if (makes_cubins(api) && lists(api, cd->arch) && (!driver || loads_cubin_of(driver, api))) {
+            *c = (struct cuda_choice){i, api, TACK_CODE_CUBIN};
+            return TACK_OK;
+        }
+    }
+    for (int i = 0; tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
+        if (newest_up_to(api, cd->arch) && (!driver || reads_ptx_of(driver, api))) {
+            *c = (struct cuda_choice){i, api, TACK_CODE_PTX};
+            return TACK_OK;
+        }
+    }
+    return none_fits(d, cd, refused, refusal);
+}
+
+/* The architecture option's value for `job`'s code from `api`: the one
+ * named; for a device, its own (a CUBIN) or the newest the NVRTC knows up
+ * to it (PTX); else the oldest the NVRTC knows, so that the PTX runs on
+ * every GPU it supports ("" when it lists none: NVRTC's default). */
+static void arch_of(const struct tack_compile *job, const struct tack_nvrtc_api *api, char *out, size_t cap)
+{
+    if (job->target && *job->target)
+        snprintf(out, cap, "%s", job->target);
+    else if (job->device && job->kind == TACK_CODE_CUBIN)
+        snprintf(out, cap, "sm_%d", impl_of(job->device)->arch);
+    else if (job->device)
+        snprintf(out, cap, "compute_%d", newest_up_to(api, impl_of(job->device)->arch));
+    else if (api->narchs)
+        snprintf(out, cap, "compute_%d", api->archs[0]);
+    else
+        out[0] = 0;
+}
+
+/* NVRTC's options for `job`'s code from `api`. */
+struct nvrtc_options {
     const char *opts[2];
     int nopts;
     char arch_opt[64];
 };
 
-static tack_status nvrtc_setup(const char *target, struct nvrtc_setup *s)
+static void options_of(const struct tack_compile *job, const struct tack_nvrtc_api *api, struct nvrtc_options *o)
 {
-    tack_status st = tack_nvrtc_api_get(&s->api);
-    if (st != TACK_OK)
-        return st;
-    char chosen[ARCH_MAX];
-    if (target && *target)
-        snprintf(chosen, sizeof chosen, "%s", target);
-    else
-        default_arch(s->api, chosen, sizeof chosen);
-    s->nopts = 0;
+    char arch[ARCH_MAX];
+    arch_of(job, api, arch, sizeof arch);
+    o->nopts = 0;
     /* User functions carry no __device__: NVRTC makes them device code. */
-    s->opts[s->nopts++] = "--device-as-default-execution-space";
-    if (chosen[0]) {
-        snprintf(s->arch_opt, sizeof s->arch_opt, "--gpu-architecture=%s", chosen);
-        s->opts[s->nopts++] = s->arch_opt;
+    o->opts[o->nopts++] = "--device-as-default-execution-space";
+    if (arch[0]) {
+        snprintf(o->arch_opt, sizeof o->arch_opt, "--gpu-architecture=%s", arch);
+        o->opts[o->nopts++] = o->arch_opt;
     }
-    return TACK_OK;
 }
 
-/* PTX depends on NVRTC's version and the options; not on the device. */
+/* The code depends on the NVRTC's version and the options, the
+ * architecture among them; which kind it is, on the device and its driver
+ * (choose). */
 static tack_status cuda_kernel_key(struct tack_compile *job)
 {
     if (job->target && strlen(job->target) >= ARCH_MAX)
         return tack_error_set(TACK_EVALUE, "'%s' is not a CUDA architecture name such as compute_90", job->target);
-    struct nvrtc_setup nv;
-    tack_status st = nvrtc_setup(job->target, &nv);
-    if (st != TACK_OK)
-        return st;
-    int used = snprintf(job->key, sizeof job->key, "nvrtc %d.%d", nv.api->major, nv.api->minor);
-    for (int i = 0; i < nv.nopts && used > 0 && (size_t)used < sizeof job->key; i++)
-        used += snprintf(job->key + used, sizeof job->key - (size_t)used, " %s", nv.opts[i]);
-    job->kind = TACK_CODE_PTX;
+    const struct tack_nvrtc_api *api;
+    tack_status st;
+    if (job->device) {
+        struct cuda_choice c = {0, NULL, TACK_CODE_NONE};
+        if ((st = choose(job->device, impl_of(job->device), &c)) != TACK_OK)
+            return st;
+        api = c.api;
+        job->kind = c.kind;
+        job->compiler = c.nvrtc;
+    } else {
+        if ((st = tack_nvrtc_api_get(&api)) != TACK_OK)
+            return st;
+        job->kind = TACK_CODE_PTX;
+        job->compiler = 0;
+    }
+    struct nvrtc_options o;
+    options_of(job, api, &o);
+    int used = snprintf(job->key, sizeof job->key, "nvrtc %d.%d", api->major, api->minor);
+    for (int i = 0; i < o.nopts && used > 0 && (size_t)used < sizeof job->key; i++)
+        used += snprintf(job->key + used, sizeof job->key - (size_t)used, " %s", o.opts[i]);
     return TACK_OK;
 }
 
@@ -907,18 +1109,48 @@ static char *program_log(const struct tack_nvrtc_api *api, nvrtcProgram prog)
     return log;
 }
 
+/* The compiled program's PTX (NUL-terminated, the NUL counted) or CUBIN. */
+static tack_status program_code(const struct tack_nvrtc_api *api, nvrtcProgram prog, enum tack_code_kind kind,
+                                struct tack_kernel_code *out)
+{
+    int cubin = kind == TACK_CODE_CUBIN;
+    size_t n = 0;
+    char *data = NULL;
+    nvrtcResult r = cubin ? api->nvrtcGetCUBINSize(prog, &n) : api->nvrtcGetPTXSize(prog, &n);
+    if (r == NVRTC_SUCCESS && n == 0)
+        r = NVRTC_ERROR_INVALID_PROGRAM;
+    if (r == NVRTC_SUCCESS && !(data = malloc(n + 1)))
+        return tack_error_set(TACK_ENOMEM, "out of memory holding %zu bytes of %s", n, tack_code_kind_name(kind));
+    if (r == NVRTC_SUCCESS)
+        r = cubin ? api->nvrtcGetCUBIN(prog, data) : api->nvrtcGetPTX(prog, data);
+    if (r != NVRTC_SUCCESS) {
+        free(data);
+        return nvrtc_error(api, r, cubin ? "nvrtcGetCUBIN" : "nvrtcGetPTX");
+    }
+    /* The PTX size NVRTC reports counts the NUL it writes. */
+    data[n] = 0;
+    out->kind = kind;
+    out->data = data;
+    out->size = cubin ? n : strlen(data) + 1;
+    return TACK_OK;
+}
+
 static tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *out)
 {
-    struct nvrtc_setup nv;
-    tack_status st = nvrtc_setup(job->target, &nv);
+    const struct tack_nvrtc_api *api;
+    tack_status st = tack_nvrtc_api_at(job->compiler, &api);
     if (st != TACK_OK)
         return st;
-    const struct tack_nvrtc_api *api = nv.api;
+    if (job->kind == TACK_CODE_CUBIN && !makes_cubins(api))
+        return tack_error_set(TACK_ERUNTIME, "NVRTC %d.%d (%s) makes no CUBINs", api->major, api->minor,
+                              tack_library_path(&api->library));
+    struct nvrtc_options o;
+    options_of(job, api, &o);
     nvrtcProgram prog = NULL;
     nvrtcResult r = api->nvrtcCreateProgram(&prog, job->source, "kernel.cu", 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return nvrtc_error(api, r, "nvrtcCreateProgram");
-    r = api->nvrtcCompileProgram(prog, nv.nopts, nv.opts);
+    r = api->nvrtcCompileProgram(prog, o.nopts, o.opts);
     if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
         out->failed = 1;
         out->log = program_log(api, prog);
@@ -928,34 +1160,104 @@ static tack_status cuda_kernel_compile(const struct tack_compile *job, struct ta
     } else if (r != NVRTC_SUCCESS) {
         st = nvrtc_error(api, r, "nvrtcCompileProgram");
     } else {
-        size_t n = 0;
-        char *text = NULL;
-        r = api->nvrtcGetPTXSize(prog, &n);
-        if (r == NVRTC_SUCCESS && n == 0)
-            r = NVRTC_ERROR_INVALID_PROGRAM;
-        if (r == NVRTC_SUCCESS && !(text = malloc(n + 1)))
-            st = tack_error_set(TACK_ENOMEM, "out of memory holding %zu bytes of PTX", n);
-        else if (r == NVRTC_SUCCESS)
-            r = api->nvrtcGetPTX(prog, text);
-        if (st == TACK_OK && r != NVRTC_SUCCESS)
-            st = nvrtc_error(api, r, "nvrtcGetPTX");
-        if (st == TACK_OK) {
-            /* The size NVRTC reports counts the NUL it writes. */
-            text[n] = 0;
-            out->kind = TACK_CODE_PTX;
-            out->data = text;
-            out->size = strlen(text) + 1;
-        } else {
-            free(text);
-        }
+        st = program_code(api, prog, job->kind == TACK_CODE_CUBIN ? TACK_CODE_CUBIN : TACK_CODE_PTX, out);
     }
     api->nvrtcDestroyProgram(&prog);
     return st;
 }
 
+/* ---- kernels: what the code is ---------------------------------------------- */
+
+/* A CUDA ELF file's header fields Tack reads (ELF64, little-endian). */
+#define ELF_CUDA_MACHINE 190
+#define ELF_NOTE 7
+#define ELF_NOBITS 8
+
+static uint64_t le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The CUBIN's architecture (sm_<arch>) and the CUDA release of the
+ * toolkit that made it (10 * major + minor; 0 when it does not say), read
+ * within its `size` bytes. 0 when it is no whole CUDA ELF file: a driver
+ * reads the headers without a size, so a file shorter than they say must
+ * not reach it. */
+static int cubin_facts(const unsigned char *image, size_t size, int *arch, int *toolkit)
+{
+    if (size < 64 || memcmp(image, "\177ELF", 4) || image[4] != 2 || image[5] != 1 ||
+        le(image + 18, 2) != ELF_CUDA_MACHINE)
+        return 0;
+    uint64_t shoff = le(image + 40, 8), phoff = le(image + 32, 8);
+    uint64_t shentsize = le(image + 58, 2), shnum = le(image + 60, 2);
+    uint64_t phentsize = le(image + 54, 2), phnum = le(image + 56, 2);
+    if (shentsize < 64 || shoff > size || shnum > (size - shoff) / shentsize || phoff > size ||
+        (phentsize && phnum > (size - phoff) / phentsize))
+        return 0;
+    /* The architecture: the flags' low byte in the first CUDA ELF ABI
+     * (version 7), their second byte from version 8 on. */
+    uint64_t flags = le(image + 48, 4);
+    *arch = (int)(image[8] < 8 ? flags & 0xff : (flags >> 8) & 0xff);
+    /* Every section with contents lies within the file. The toolkit:
+     * .note.nv.cuinfo, owner "NVIDIA Corp", type 1000, whose description is
+     * 16-bit words: note version, architecture, toolkit. */
+    *toolkit = 0;
+    for (uint64_t i = 0; i < shnum; i++) {
+        const unsigned char *sh = image + shoff + i * shentsize;
+        uint64_t type = le(sh + 4, 4), off = le(sh + 24, 8), len = le(sh + 32, 8);
+        if (type != ELF_NOBITS && (off > size || len > size - off))
+            return 0;
+        if (type != ELF_NOTE || len < 12 + 12 + 6)
+            continue;
+        const unsigned char *note = image + off;
+        if (le(note, 4) == 12 && le(note + 4, 4) >= 6 && le(note + 8, 4) == 1000 &&
+            !memcmp(note + 12, "NVIDIA Corp", 12))
+            *toolkit = (int)le(note + 24 + 4, 2);
+    }
+    return 1;
+}
+
+/* What `code` is, as tack_kernel_target says it; 0 for a CUBIN that is no
+ * whole CUDA ELF file. */
+static int describe(const struct tack_kernel_code *code, char *out, size_t cap)
+{
+    char made[32] = "";
+    if (code->kind == TACK_CODE_CUBIN) {
+        int arch, toolkit;
+        if (!cubin_facts(code->data, code->size, &arch, &toolkit))
+            return 0;
+        if (toolkit)
+            snprintf(made, sizeof made, " (CUDA %d.%d)", toolkit / 10, toolkit % 10);
+        snprintf(out, cap, "cubin sm_%d%s", arch, made);
+        return 1;
+    }
+    const char *text = code->data, *v = strstr(text, ".version "), *t = strstr(text, ".target sm_"),
+               *r = strstr(text, "compilation tools, release ");
+    int major = 0, minor = 0, arch = 0, cmajor = 0, cminor = 0;
+    if (v)
+        sscanf(v, ".version %d.%d", &major, &minor);
+    if (t)
+        sscanf(t, ".target sm_%d", &arch);
+    if (r && sscanf(r, "compilation tools, release %d.%d", &cmajor, &cminor) == 2)
+        snprintf(made, sizeof made, ", CUDA %d.%d", cmajor, cminor);
+    snprintf(out, cap, "ptx compute_%d (PTX ISA %d.%d%s)", arch, major, minor, made);
+    return 1;
+}
+
+/* A load that failed for what the code is, not for a fault of the driver or
+ * the context, nor for memory. */
+static int refuses_code(CUresult r)
+{
+    return r != CUDA_ERROR_OUT_OF_MEMORY && r != CUDA_ERROR_NOT_INITIALIZED && r != CUDA_ERROR_DEINITIALIZED &&
+           r != CUDA_ERROR_INVALID_CONTEXT && r != CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
 /* ---- kernels: modules and launches ---------------------------------------- */
 
-/* A loaded kernel: the module holding the PTX, its entry point, and the
+/* A loaded kernel: the module holding the code, its entry point, and the
  * parameter count of the entry (n, then the kernel's parameters). */
 struct cuda_kernel {
     CUmodule module;
@@ -965,15 +1267,44 @@ struct cuda_kernel {
     unsigned long long ctx_id;
 };
 
+/* The driver refused the code in `code`, described as `what`, with `r`. */
+static tack_status refused(tack_device *d, struct cuda_device *cd, struct tack_kernel_code *code, const char *what,
+                           CUresult r)
+{
+    char text[200], advice[160];
+    tack_cuda_error_text(r, text, sizeof text);
+    if (code->kind == TACK_CODE_CUBIN) {
+        /* Later kernels on the device are PTX; this one is tried again so. */
+        pthread_mutex_lock(&cd->code_lock);
+        cd->cubin_refused = 1;
+        snprintf(cd->refusal, sizeof cd->refusal, "a %s with %s", what, text);
+        pthread_mutex_unlock(&cd->code_lock);
+        code->refused = 1;
+        return tack_error_set(TACK_ERUNTIME, "%s refused the kernel's code, a %s: %s", d->name, what, text);
+    }
+    int driver = cd->cu->driver_version;
+    int update = advise(driver, cd->arch, advice, sizeof advice);
+    return tack_error_set(TACK_ERUNTIME,
+                          "%s (compute capability %d.%d, CUDA %d.%d driver) refused the kernel's code, %s: %s. "
+                          "Install %s%s",
+                          d->name, cd->arch / 10, cd->arch % 10, driver / 1000, driver % 1000 / 10, what, text,
+                          advice, update ? ", or update the driver" : "");
+}
+
 static tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *code, void **out)
 {
     struct cuda_device *cd = impl_of(d);
-    if (!code || code->kind != TACK_CODE_PTX || !code->data || !code->entry)
-        return tack_error_set(TACK_ERUNTIME, "%s runs PTX kernels; it was given %s code", d->name,
+    char what[sizeof code->target];
+    if (!code || (code->kind != TACK_CODE_PTX && code->kind != TACK_CODE_CUBIN) || !code->data || !code->entry)
+        return tack_error_set(TACK_ERUNTIME, "%s runs PTX and CUBIN kernels; it was given %s code", d->name,
                               tack_code_kind_name(code ? code->kind : TACK_CODE_NONE));
     if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
         return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
                               code->nargs);
+    if ((code->kind == TACK_CODE_PTX && (!code->size || ((const char *)code->data)[code->size - 1])) ||
+        !describe(code, what, sizeof what))
+        return tack_error_set(TACK_ERUNTIME, "the kernel's %s (%zu bytes) is damaged; nothing was loaded",
+                              tack_code_kind_name(code->kind), code->size);
     struct cuda_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
@@ -984,16 +1315,9 @@ static tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *cod
         return st;
     }
     CUresult r = cd->cu->cuModuleLoadData(&k->module, code->data);
-    if (r != CUDA_SUCCESS) {
-        char text[200];
-        /* PTX newer than the driver: NVRTC from a newer toolkit than the
-         * driver supports. */
-        st = tack_error_set(TACK_ERUNTIME,
-                            "loading the kernel's PTX on %s failed: %s (a driver older than the NVRTC that "
-                            "compiled it cannot load its PTX; update the driver or use an older NVRTC through "
-                            "TACK_NVRTC_LIBRARY)",
-                            d->name, tack_cuda_error_text(r, text, sizeof text));
-    } else if ((r = cd->cu->cuModuleGetFunction(&k->function, k->module, code->entry)) != CUDA_SUCCESS) {
+    if (r != CUDA_SUCCESS)
+        st = refuses_code(r) ? refused(d, cd, code, what, r) : driver_error(TACK_ERUNTIME, r, "loading a kernel", d);
+    else if ((r = cd->cu->cuModuleGetFunction(&k->function, k->module, code->entry)) != CUDA_SUCCESS) {
         st = driver_error(TACK_ERUNTIME, r, "finding the kernel's entry point", d);
         cd->cu->cuModuleUnload(k->module);
     }
@@ -1005,6 +1329,7 @@ static tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *cod
     k->nargs = code->nargs;
     k->ctx = cd->ctx;
     k->ctx_id = cd->ctx_id;
+    snprintf(code->target, sizeof code->target, "%s", what);
     *out = k;
     return TACK_OK;
 }

@@ -131,6 +131,15 @@ struct tack_kernel_code {
     int failed;
     char *log;
     size_t log_size;
+    /* Set by a load the driver refused for what the code is (its kind, its
+     * version, its architecture): not a fault, and not the source's doing.
+     * The kernel layer then asks kernel_key once more, which chooses other
+     * code after such a refusal, and loads that. */
+    int refused;
+    /* Written by a load that succeeds: what the code is, as
+     * tack_kernel_target says it ("cubin sm_90 (CUDA 13.5)"); left empty,
+     * the kind's name says it. */
+    char target[96];
 };
 
 /* One compile, as the kernel layer asks a backend for it. */
@@ -149,6 +158,10 @@ struct tack_compile {
      * version, the options, the target), as text. */
     enum tack_code_kind kind;
     char key[1024];
+    /* Filled by kernel_key for kernel_compile: which of the backend's
+     * compilers makes the code (the backend's own numbering), so that the
+     * compile is the one the key describes. */
+    int compiler;
 };
 
 /* ---- the dialect ------------------------------------------------------ */

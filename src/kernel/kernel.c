@@ -301,7 +301,8 @@ static void drop_unkept(tack_kernel *k, struct tack_built *b)
 }
 
 /* Compiles for the device's backend and loads the code there, once per
- * device. */
+ * device. A load the driver refuses for what the code is (code->refused)
+ * is tried once more with the code the backend chooses instead. */
 static tack_status build_locked(tack_kernel *k, tack_device *d, struct tack_loaded **loaded)
 {
     *loaded = NULL;
@@ -314,27 +315,46 @@ static tack_status build_locked(tack_kernel *k, tack_device *d, struct tack_load
             return TACK_OK;
         }
     }
-    struct tack_built *b;
-    tack_status st = code_locked(k, ops, d, NULL, &b);
-    if (st != TACK_OK)
-        return st;
-    struct tack_kernel_code code = b->code;
-    code.entry = TACK_ENTRY_NAME;
-    code.nargs = k->sig.nparams;
-    code.arg_sizes = k->arg_sizes;
-    code.name = k->sig.name;
-    code.uses_f64 = k->uses_f64;
     struct tack_loaded *l = calloc(1, sizeof *l);
-    if (!l) {
-        drop_unkept(k, b);
+    if (!l)
         return tack_error_set(TACK_ENOMEM, "out of memory loading kernel '%s'", k->sig.name);
+    struct tack_built *b;
+    struct tack_kernel_code code;
+    char *refused = NULL; /* the key of the code the driver refused */
+    tack_status st;
+    for (;;) {
+        st = code_locked(k, ops, d, NULL, &b);
+        if (st != TACK_OK)
+            break;
+        if (refused && b->key && !strcmp(b->key, refused)) {
+            st = tack_error_set(TACK_ERUNTIME, "%s refused the code of kernel '%s', and the %s backend has no other",
+                                d->name, k->sig.name, ops->name);
+            break;
+        }
+        code = b->code;
+        code.entry = TACK_ENTRY_NAME;
+        code.nargs = k->sig.nparams;
+        code.arg_sizes = k->arg_sizes;
+        code.name = k->sig.name;
+        code.uses_f64 = k->uses_f64;
+        code.refused = 0;
+        code.target[0] = 0;
+        st = report(ops->kernel_load(d, &code, &l->handle), &code);
+        int again = st != TACK_OK && code.refused && !refused;
+        if (again && !(refused = strdup(b->key ? b->key : ""))) {
+            st = tack_error_set(TACK_ENOMEM, "out of memory loading kernel '%s'", k->sig.name);
+            again = 0;
+        }
+        drop_unkept(k, b);
+        if (!again)
+            break;
     }
-    st = report(ops->kernel_load(d, &code, &l->handle), &code);
-    drop_unkept(k, b);
+    free(refused);
     if (st != TACK_OK) {
         free(l);
         return st;
     }
+    snprintf(l->target, sizeof l->target, "%s", code.target[0] ? code.target : tack_code_kind_name(code.kind));
     l->device = tack_device_retain(d);
     l->next = k->loaded;
     k->loaded = l;
@@ -352,6 +372,21 @@ tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
     pthread_mutex_unlock(&k->lock);
     if (st == TACK_OK)
         atomic_store_explicit(&k->last, l, memory_order_release);
+    return st;
+}
+
+tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
+{
+    if (!k || !d || !out)
+        return tack_error_set(TACK_EVALUE, "tack_kernel_target: kernel, device and out must not be NULL");
+    struct tack_loaded *l;
+    pthread_mutex_lock(&k->lock);
+    tack_status st = build_locked(k, d, &l);
+    pthread_mutex_unlock(&k->lock);
+    if (st == TACK_OK) {
+        atomic_store_explicit(&k->last, l, memory_order_release);
+        *out = l->target;
+    }
     return st;
 }
 

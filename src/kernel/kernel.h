@@ -44,6 +44,7 @@ struct tack_built {
 struct tack_loaded {
     tack_device *device; /* retained */
     void *handle;
+    char target[96]; /* what the loaded code is (tack_kernel_target) */
     struct tack_loaded *next;
 };
 

@@ -16,7 +16,7 @@
 #include "backend.h"
 #include "check.h"
 
-static const char fake_ptx[] = "// simulated PTX\n.visible .entry tack_kernel_entry(...)\n";
+static const char fake_ptx[] = "// simulated PTX\n.version 9.0\n.target sm_75\n.visible .entry tack_kernel_entry(...)\n";
 
 struct fill_closure {
     int64_t n;

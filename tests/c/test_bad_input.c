@@ -300,6 +300,9 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_kernel_compile(NULL, NULL, e->cpu, &e->ko))                                               \
     X(TACK_EVALUE, tack_kernel_build(NULL, e->cpu))                                                               \
     X(TACK_EVALUE, tack_kernel_build(e->k, NULL))                                                                 \
+    X(TACK_EVALUE, tack_kernel_target(NULL, e->cpu, &e->text))                                                    \
+    X(TACK_EVALUE, tack_kernel_target(e->k, NULL, &e->text))                                                      \
+    X(TACK_EVALUE, tack_kernel_target(e->k, e->cpu, NULL))                                                        \
     X(TACK_EVALUE, tack_kernel_launch(NULL, e->cpu, 1, &(tack_arg){TACK_ARG_ARRAY, TACK_F32, {.array = e->a}}, 1)) \
     X(TACK_EVALUE, tack_kernel_launch(e->k, NULL, 1, NULL, 1))                                                    \
     X(TACK_ETYPE, tack_kernel_launch(e->k, NULL, 1, NULL, 0))                                                     \

@@ -26,6 +26,7 @@
 #include "../../src/driver/cuda.h"
 #include "backend.h"
 #include "check.h"
+#include "cubin.h"
 #include "cuda_fill.h"
 #include "sim.h"
 #include "tack/tack.h"
@@ -763,6 +764,77 @@ static void test_kernel_load_errors(void)
     tack_device_release(d);
 }
 
+/* A CUBIN goes to the driver whole, and says what it is; one the driver
+ * refuses is marked refused (the kernel layer then asks for other code),
+ * and PTX the driver refuses says which NVRTC would do. The simulated
+ * driver is CUDA 13.0 on a 9.0 GPU. */
+static void test_kernel_load_of_cubins(void)
+{
+    sim_open();
+    tack_device *d = open_device("cuda");
+    void *k = NULL;
+    size_t size = 0;
+    unsigned char *image = cubin(90, 135, 8, 1, &size);
+    bail_if(!image);
+    struct tack_kernel_code code = {TACK_CODE_CUBIN, image, size, "tack_kernel_entry", NULL, 0, NULL};
+    CHECK_OK(d->ops->kernel_load(d, &code, &k));
+    CHECK(sim_stat("modules_cubin") == 1 && sim_stat("modules_ptx") == 0);
+    CHECK(!strcmp(code.target, "cubin sm_90 (CUDA 13.5)"));
+    CHECK(!code.refused);
+    d->ops->kernel_unload(d, k);
+    k = NULL;
+
+    /* Shorter than its headers say: a driver, which takes no size, would
+     * read past it. */
+    long long loads = sim_stat("modules_loaded");
+    struct tack_kernel_code cut = code;
+    cut.size = size - 1;
+    CHECK_STATUS(d->ops->kernel_load(d, &cut, &k), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "damaged"));
+    cut.size = 40;
+    CHECK_STATUS(d->ops->kernel_load(d, &cut, &k), TACK_ERUNTIME);
+    /* A section reaching past the end (the third's size, in the table at
+     * the end of the file, grown). */
+    struct tack_kernel_code long_section = code;
+    unsigned char *table = image + size - 4 * sizeof(Elf64_Shdr);
+    Elf64_Shdr third;
+    memcpy(&third, table + 3 * sizeof third, sizeof third);
+    third.sh_size += 4096;
+    unsigned char *grown = malloc(size);
+    bail_if(!grown);
+    memcpy(grown, image, size);
+    memcpy(grown + (table - image) + 3 * sizeof third, &third, sizeof third);
+    long_section.data = grown;
+    CHECK_STATUS(d->ops->kernel_load(d, &long_section, &k), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "damaged"));
+    free(grown);
+    memcpy(image, "\177ELX", 4);
+    CHECK_STATUS(d->ops->kernel_load(d, &code, &k), TACK_ERUNTIME);
+    CHECK(sim_stat("modules_loaded") == loads);
+    CHECK(!cut.refused && !code.refused && k == NULL);
+    free(image);
+
+    /* Another architecture: the driver refuses it, for what it is. */
+    bail_if(!(image = cubin(80, 130, 8, 1, &size)));
+    struct tack_kernel_code other = {TACK_CODE_CUBIN, image, size, "tack_kernel_entry", NULL, 0, NULL};
+    CHECK_STATUS(d->ops->kernel_load(d, &other, &k), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "CUDA_ERROR_NO_BINARY_FOR_GPU"));
+    CHECK(contains(tack_last_error(), "cubin sm_80 (CUDA 13.0)"));
+    CHECK(other.refused == 1 && k == NULL);
+    free(image);
+
+    /* PTX newer than the driver: refused, and nothing else to try. */
+    static const char newer[] = "// Cuda compilation tools, release 13.5, V13.5.37\n.version 9.5\n.target sm_90\n"
+                                ".visible .entry tack_kernel_entry()\n";
+    struct tack_kernel_code ptx = {TACK_CODE_PTX, newer, sizeof newer, "tack_kernel_entry", NULL, 0, NULL};
+    CHECK_STATUS(d->ops->kernel_load(d, &ptx, &k), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"));
+    CHECK(contains(tack_last_error(), "ptx compute_90 (PTX ISA 9.5, CUDA 13.5)"));
+    CHECK(contains(tack_last_error(), "pip install \"nvidia-cuda-nvrtc==13.0.*\""));
+    CHECK(!ptx.refused && k == NULL);
+    tack_device_release(d);
+}
+
 static void test_dlpack_export_waits_for_queued_launches(void)
 {
     sim_open();
@@ -1032,6 +1104,7 @@ int main(void)
     RUN_CHILD(test_launches_are_queued_and_ordered);
     RUN_CHILD(test_launch_geometry_strides_over_large_ranges);
     RUN_CHILD(test_kernel_load_errors);
+    RUN_CHILD(test_kernel_load_of_cubins);
     RUN_CHILD(test_dlpack_export_waits_for_queued_launches);
     RUN_CHILD(test_exportable_array_exports_its_memory);
     RUN_CHILD(test_plain_array_exports_a_copy);

@@ -1,6 +1,6 @@
 /*
  * Kernels on the CUDA backend, end to end, against the simulated driver:
- * real NVRTC makes the PTX, the simulator loads it and queues launches.
+ * real NVRTC makes a CUBIN, the simulator loads it and queues launches.
  * The simulator cannot run PTX, so a host implementation of the test's one
  * kernel, installed as the simulator's kernel hook, stands in for the GPU
  * when the stream reaches the launch; what is checked is what Tack does:
@@ -198,6 +198,12 @@ int main(void)
     if (!saxpy_open("cuda", &cuda, &saxpy))
         CHECK_DONE();
     CHECK(sim_stats("modules_loaded") == 1);
+    /* The simulated GPU is sm_90 under a CUDA 13.0 driver, which NVRTC 12
+     * and 13 both make CUBINs for: no PTX to compile at load. */
+    const char *target = NULL;
+    CHECK_OK(tack_kernel_target(saxpy, cuda, &target));
+    CHECK(target && !strncmp(target, "cubin sm_90 (CUDA 1", 19));
+    CHECK(sim_stats("modules_cubin") == 1 && sim_stats("modules_ptx") == 0);
     RUN(test_launch_is_queued_with_its_arguments);
     RUN(test_launches_run_in_order);
     RUN(test_export_sees_queued_launches_complete);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA backend on a real NVIDIA GPU: builds Tack, runs the CUDA cases
+# The CUDA backend on a real NVIDIA GPU: builds Tack, says what its kernels
+# are built as there (a CUBIN for the GPU, or PTX), runs the CUDA cases
 # against PyTorch and CuPy (tests/python/test_cuda_gpu.py: zero-copy exchange
 # both ways, deleters, kernels over imported arrays checked against PyTorch,
 # queued launches seen complete by a consumer, export_memory read back by a
@@ -157,72 +158,24 @@ cp "$BUILD"/src/python/_tack*.so "$BUILD/pkg/tack/"
 export PYTHONPATH="$BUILD/pkg${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c 'import tack; print("Tack", tack.__version__, "from", tack.__file__)'
 
-# NVRTC: Tack loads the PTX it makes with the driver, which refuses PTX from
-# an NVRTC newer than itself. So, unless told: of the NVRTCs of the Python
-# packages (PyTorch's nvidia-cuda-nvrtc) and of the CUDA toolkits here, the
-# newest the driver supports.
-if [ -z "${TACK_NVRTC_LIBRARY:-}" ]; then
-    NVRTC=$("$PY" - <<'PYEOF'
-import ctypes, glob, os, shutil, site, sys, sysconfig
-
-# Versions as CUDA writes them: 1000 * major + 10 * minor.
-def driver_version():
-    v = ctypes.c_int()
-    try:
-        return v.value if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v)) == 0 else 0
-    except OSError:
-        return 0
-
-def nvrtc_version(path):
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    try:
-        ok = ctypes.CDLL(path).nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0
-    except (OSError, AttributeError):
-        return 0
-    return major.value * 1000 + minor.value * 10 if ok else 0
-
-def show(v):
-    return f"{v // 1000}.{v % 1000 // 10}" if v else "unknown"
-
-driver = driver_version()
-roots = site.getsitepackages() + [site.getusersitepackages(), sysconfig.get_paths()["purelib"]]
-patterns = [os.path.join(r, "nvidia", "*", "lib", "libnvrtc.so*") for r in roots]
-toolkits = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
-if shutil.which("nvcc"):
-    toolkits.append(os.path.dirname(os.path.dirname(os.path.realpath(shutil.which("nvcc")))))
-toolkits += sorted(glob.glob("/usr/local/cuda-*"))
-for t in filter(None, toolkits):
-    patterns += [os.path.join(t, d, "libnvrtc.so*") for d in ("lib64", "lib", "targets/*/lib")]
-patterns.append("/usr/lib/*-linux-gnu/libnvrtc.so*")
-found, seen = [], set()
-for pattern in patterns:
-    for path in sorted(glob.glob(pattern)):
-        name = os.path.basename(path)
-        real = os.path.realpath(path)
-        if "builtins" in name or ".alt." in name or real in seen:
-            continue
-        seen.add(real)
-        v = nvrtc_version(path)
-        if v:
-            found.append((v, path))
-usable = [f for f in found if not driver or f[0] <= driver]
-say = lambda text: print(text, file=sys.stderr)
-say(f"CUDA driver {show(driver)}; NVRTC found: " + (", ".join(f"{show(v)} {p}" for v, p in found) or "none"))
-if usable:
-    # The newest usable; the first found (the Python packages') among equals.
-    best = max(usable, key=lambda f: f[0])
-    print(best[1])
-elif found:
-    say("tests/gpu/run.sh: every NVRTC found is newer than the driver: kernels will not load")
-PYEOF
-) || NVRTC=
-    if [ -n "$NVRTC" ]; then
-        export TACK_NVRTC_LIBRARY="$NVRTC"
-        echo "NVRTC: $NVRTC"
-    fi
-fi
 export TACK_CACHE_DIR="$BUILD/cache"
 mkdir -p "$TACK_CACHE_DIR"
+
+# What kernels are built as here: a CUBIN for the GPU when an NVRTC Tack
+# finds knows it and the driver loads that NVRTC's CUBINs, else PTX the
+# driver reads, else an error naming the NVRTC to install (the cases below
+# then fail with it).
+echo "== kernel code"
+timeout -k 10 60 "$PY" - <<'PYEOF' || echo "tests/gpu/run.sh: no kernel could be built (above)" >&2
+import ctypes, os
+import tack
+v = ctypes.c_int()
+ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v))
+print(f"CUDA driver {v.value // 1000}.{v.value % 1000 // 10}; TACK_NVRTC_LIBRARY="
+      f"{os.environ.get('TACK_NVRTC_LIBRARY') or '(unset: Tack looks)'}")
+k = tack.Kernel("void fill(tack_index i, float v, float *y) { y[i] = v; }", device="cuda")
+print(f"kernels on {tack.device('cuda').name} are {k.target('cuda')}")
+PYEOF
 
 # Runs "$PY" on a script or -m module for at most $1 seconds. A hang shows
 # where: faulthandler prints every thread's stack when timeout's SIGTERM

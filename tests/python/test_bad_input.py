@@ -277,6 +277,8 @@ KERNEL_CASES = [
     ("launch-read-only", lambda: bump()(1, tack.array_from_ptr(ADDRESS, tack.i32, 4)), ValueError),
     ("call-keyword", lambda: bump()(1, x=i32()), TypeError),
     ("build-device-int", lambda: bump().build(device=5), TypeError),
+    ("target-device-int", lambda: bump().target(device=5), TypeError),
+    ("target-device-unknown", lambda: bump().target("tpu"), ValueError),
     ("generated-source-unknown", lambda: bump().generated_source(backend="tpu"), ValueError),
 ]
 if HAS_KERNEL:

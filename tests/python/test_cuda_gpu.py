@@ -172,6 +172,31 @@ def test_kernel_over_imported_torch_arrays_matches_torch():
     assert torch.equal(yi, 3 * xi + torch.arange(4096, dtype=torch.int32, device="cuda"))
 
 
+@simulated_too
+def test_kernels_are_built_for_this_gpu(capsys):
+    # A CUBIN for the GPU's own architecture where an NVRTC here knows it and
+    # the driver loads its CUBINs; PTX otherwise. The simulated GPU is 9.0
+    # unless the environment says otherwise.
+    if SIMULATED:
+        major, minor = map(int, os.environ.get("TACK_SIM_CUDA_COMPUTE_CAPABILITY", "9.0").split("."))
+    else:
+        major, minor = torch.cuda.get_device_capability()
+    try:
+        target = tack.Kernel(SAXPY, device="cuda").target("cuda")
+    except RuntimeError as e:
+        # Where the simulated driver runs without any NVRTC (a Python with
+        # NumPy alone), the error says what to install.
+        if SIMULATED and "NVRTC (libnvrtc) was not found" in str(e):
+            assert "pip install nvidia-cuda-nvrtc" in str(e), e
+            return
+        raise
+    with capsys.disabled():
+        print(f"\nkernels on sm_{major}{minor}: {target}")
+    assert target.startswith((f"cubin sm_{major}{minor} (CUDA ", "ptx compute_")), target
+    if target.startswith("ptx"):
+        assert int(target.split()[1].split("_")[1]) <= major * 10 + minor, target
+
+
 def test_queued_launches_are_complete_when_exported():
     n = 1 << 26
     ramp = tack.Kernel("void ramp(tack_index i, float *y) { y[i] += (float)(i % 1000); }", device="cuda")

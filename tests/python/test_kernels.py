@@ -218,6 +218,8 @@ def test_introspection(saxpy):
     )
     assert "tack_kernel_entry" in saxpy.generated_source()
     assert "__global__" in saxpy.generated_source("cuda")
+    # What the CPU runs is host code (CUDA's is a CUBIN or PTX: test_cuda_code.py).
+    assert saxpy.target() == saxpy.target("cpu") == "host"
 
 
 # --------------------------------------------------------------------------

@@ -36,6 +36,21 @@
  *   cuMemImportFromShareableHandle, by another process and shows the same
  *   bytes; sizes must be multiples of the granularity (2 MiB unless
  *   TACK_SIM_CUDA_GRANULARITY says otherwise).
+ * - a driver of one CUDA version (TACK_SIM_CUDA_DRIVER_VERSION, as
+ *   cuDriverGetVersion reports it: 13000 is CUDA 13.0, the default) and GPUs
+ *   of one compute capability (TACK_SIM_CUDA_COMPUTE_CAPABILITY, "9.0" by
+ *   default), both read at every call. cuModuleLoadData checks what it is
+ *   given as the real driver does before it runs anything: PTX must declare
+ *   a `.version` the driver's JIT reads (CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+ *   for a newer one: PTX from an NVRTC newer than the driver) and a
+ *   `.target` the GPU is not older than; a CUBIN (a CUDA ELF image) must be
+ *   for the GPU's architecture (same major, minor not above the GPU's;
+ *   CUDA_ERROR_NO_BINARY_FOR_GPU otherwise) and made by a toolkit of the
+ *   driver's major version or an older one (CUDA_ERROR_INVALID_IMAGE
+ *   otherwise: minor version compatibility spans one major version). The
+ *   error codes of the last two are this simulator's choice; what a real
+ *   driver answers may differ. Loads are counted as modules_ptx and
+ *   modules_cubin, refusals as modules_refused.
  * Kernels cannot run here: a launch is queued and counted; a test may install
  * a host implementation with tack_sim_cuda_set_kernel_hook.
  *
@@ -47,6 +62,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -100,6 +116,8 @@ SIM_API void tack_sim_cuda_set_kernel_hook(sim_capture_fn capture, sim_run_fn ru
 #define STACK_DEPTH 32
 #define HOST_MEMORY_ALREADY_REGISTERED 712
 #define HOST_MEMORY_NOT_REGISTERED 713
+#define NO_BINARY_FOR_GPU 209
+#define UNSUPPORTED_PTX_VERSION 222
 #define STREAM_LEGACY ((CUstream)0x1)
 #define STREAM_PER_THREAD ((CUstream)0x2)
 
@@ -111,7 +129,8 @@ SIM_API void tack_sim_cuda_set_kernel_hook(sim_capture_fn capture, sim_run_fn ru
             X(ctx_syncs) X(allocs) X(async_allocs) X(frees) X(async_frees) X(invalid_frees) X(live_allocs)    \
                 X(memsets) X(copies_htod) X(copies_dtoh) X(copies_dtod) X(vmm_creates) X(vmm_releases)        \
                     X(vmm_maps) X(vmm_unmaps) X(vmm_live) X(exports) X(imports) X(pointer_queries)            \
-                        X(host_allocs) X(host_registers) X(managed_allocs) X(modules_loaded) X(launches)      \
+                        X(host_allocs) X(host_registers) X(managed_allocs) X(modules_loaded) X(modules_ptx)  \
+                            X(modules_cubin) X(modules_refused) X(launches)      \
                             X(launches_done) X(pending_ops) X(faults) X(injected_failures)  \
                                 X(events_created) X(events_destroyed) X(event_records) X(event_waits)          \
                                     X(event_waits_done) X(event_syncs)
@@ -203,6 +222,7 @@ struct sim_module {
     struct sim_object o;
     struct sim_ctx *ctx;
     char *image;
+    size_t size; /* of image: the text and its NUL, or the ELF file */
 };
 
 struct sim_function {
@@ -631,12 +651,47 @@ SIM_API CUresult cuInit(unsigned int flags)
     LEAVE();
 }
 
+/* ---- the driver's version and the GPU's architecture ----------------------- */
+
+/* The CUDA version of this driver, as cuDriverGetVersion reports it. */
+static int driver_version(void) { return (int)env_size("TACK_SIM_CUDA_DRIVER_VERSION", 13000); }
+
+/* The GPUs' compute capability, 10 * major + minor (90 for 9.0). */
+static int compute_capability(void)
+{
+    const char *v = getenv("TACK_SIM_CUDA_COMPUTE_CAPABILITY");
+    int major, minor;
+    char tail;
+    if (v && sscanf(v, "%d.%d%c", &major, &minor, &tail) == 2 && major > 0 && major < 100 && minor >= 0 &&
+        minor < 10)
+        return 10 * major + minor;
+    return 90;
+}
+
+/* The newest PTX ISA (10 * major + minor) the JIT of a driver of CUDA
+ * version `driver` reads: PTX 7.x came with CUDA 11.x, 8.0 to 8.5 with 12.0
+ * to 12.5 (12.6 kept 8.5), then 8.6, 8.7 and 8.8 with 12.7, 12.8 and 12.9,
+ * and 9.x with 13.x. Later majors are taken to go on as 13 does. */
+static int newest_ptx_isa(int driver)
+{
+    int major = driver / 1000, minor = driver % 1000 / 10;
+    if (major >= 13)
+        return (major - 4) * 10 + minor;
+    if (major == 12)
+        return minor <= 5 ? 80 + minor : 79 + minor;
+    if (major == 11)
+        return 70 + minor;
+    if (major == 10)
+        return 63 + minor;
+    return 0;
+}
+
 SIM_API CUresult cuDriverGetVersion(int *version)
 {
     ENTER();
     if (!version)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    *version = 12080;
+    *version = driver_version();
     LEAVE();
 }
 
@@ -654,7 +709,10 @@ static const struct {
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
     {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+     "the provided PTX was compiled with an unsupported toolchain."},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
@@ -734,8 +792,8 @@ SIM_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUd
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 4; break;
     case 10: /* CU_DEVICE_ATTRIBUTE_WARP_SIZE */ *value = 32; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = compute_capability() / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = compute_capability() % 10; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
         *value = !(no_vmm && *no_vmm == '1');
@@ -1682,25 +1740,105 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
 
 /* ---- modules and launches ---------------------------------------------- */
 
+/* What a driver checks in PTX before it JITs it: the `.version` its JIT
+ * reads, a `.target` (sm_NN, maybe with a suffix) the GPU can run. */
+static CUresult check_ptx(const char *text)
+{
+    if (strstr(text, "tack-sim: invalid"))
+        return CUDA_ERROR_INVALID_PTX;
+    const char *v = strstr(text, ".version"), *t = strstr(text, ".target");
+    int major, minor, target;
+    if (!v || sscanf(v, ".version %d.%d", &major, &minor) != 2 || !t || sscanf(t, ".target sm_%d", &target) != 1)
+        return CUDA_ERROR_INVALID_PTX;
+    if (10 * major + minor > newest_ptx_isa(driver_version()))
+        return UNSUPPORTED_PTX_VERSION;
+    return target > compute_capability() ? CUDA_ERROR_INVALID_PTX : CUDA_SUCCESS;
+}
+
+/* The CUDA version, 10 * major + minor, of the toolkit that made a CUBIN,
+ * from its .note.nv.cuinfo (owner "NVIDIA Corp", type 1000; the description
+ * is 16-bit words: note version, architecture, toolkit version); 0 when it
+ * has none. */
+static int cubin_toolkit(const unsigned char *image, const Elf64_Ehdr *eh)
+{
+    for (unsigned i = 0; i < eh->e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, image + eh->e_shoff + (size_t)i * eh->e_shentsize, sizeof sh);
+        if (sh.sh_type != SHT_NOTE || sh.sh_size < sizeof(Elf64_Nhdr))
+            continue;
+        Elf64_Nhdr nh;
+        memcpy(&nh, image + sh.sh_offset, sizeof nh);
+        size_t name = (nh.n_namesz + 3u) & ~3u;
+        if (nh.n_type != 1000 || nh.n_namesz != 12 || memcmp(image + sh.sh_offset + sizeof nh, "NVIDIA Corp", 12) ||
+            nh.n_descsz < 6 || sizeof nh + name + nh.n_descsz > sh.sh_size)
+            continue;
+        uint16_t words[3];
+        memcpy(words, image + sh.sh_offset + sizeof nh + name, sizeof words);
+        return words[2];
+    }
+    return 0;
+}
+
+/* What a driver checks in a CUBIN before it loads it; *size is set to the
+ * file's length, which the ELF headers tell (the API passes no size). */
+static CUresult check_cubin(const unsigned char *image, size_t *size)
+{
+    Elf64_Ehdr eh;
+    memcpy(&eh, image, sizeof eh);
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_CUDA || eh.e_shentsize != sizeof(Elf64_Shdr))
+        return CUDA_ERROR_INVALID_IMAGE;
+    size_t end = eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize;
+    if (eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize > end)
+        end = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, image + eh.e_shoff + (size_t)i * eh.e_shentsize, sizeof sh);
+        if (sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > end)
+            end = sh.sh_offset + sh.sh_size;
+    }
+    *size = end;
+    /* The architecture sits in the flags' low byte in the first CUDA ELF
+     * ABI (version 7), in their second byte from version 8 on. */
+    unsigned arch = eh.e_ident[EI_ABIVERSION] < 8 ? eh.e_flags & 0xffu : (eh.e_flags >> 8) & 0xffu;
+    int cc = compute_capability();
+    if ((int)arch / 10 != cc / 10 || (int)arch % 10 > cc % 10)
+        return NO_BINARY_FOR_GPU;
+    int toolkit = cubin_toolkit(image, &eh);
+    return toolkit / 10 > driver_version() / 1000 ? CUDA_ERROR_INVALID_IMAGE : CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     ENTER();
     CURRENT_CONTEXT(c);
     if (!image)
         RETURN(CUDA_ERROR_INVALID_VALUE);
-    /* PTX is text; the simulator cannot compile it, but a test can ask for
-     * the failure a broken module gives. */
-    if (strstr(image, "tack-sim: invalid"))
-        RETURN(CUDA_ERROR_INVALID_PTX);
-    char *copy = strdup(image);
+    /* The simulator cannot compile or run either kind; it checks what the
+     * driver would refuse, and keeps the image to find entry points in. */
+    int cubin = !memcmp(image, ELFMAG, SELFMAG);
+    size_t size = 0;
+    CUresult r = cubin ? check_cubin(image, &size) : check_ptx(image);
+    if (r != CUDA_SUCCESS) {
+        COUNT(modules_refused);
+        RETURN(r);
+    }
+    if (!cubin)
+        size = strlen(image) + 1;
+    char *copy = malloc(size);
     struct sim_module *m = copy ? sim_object_new(&modules, sizeof *m) : NULL;
     if (!m) {
         free(copy);
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     }
+    memcpy(copy, image, size);
     m->ctx = c;
     m->image = copy;
+    m->size = size;
     COUNT(modules_loaded);
+    if (cubin)
+        COUNT(modules_cubin);
+    else
+        COUNT(modules_ptx);
     *module = (CUmodule)m;
     LEAVE();
 }
@@ -1723,7 +1861,7 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, cons
     struct sim_module *m = find_module(module);
     if (!m)
         RETURN(CUDA_ERROR_INVALID_HANDLE);
-    if (!name || !*name || strlen(name) >= sizeof functions->name || !strstr(m->image, name))
+    if (!name || !*name || strlen(name) >= sizeof functions->name || !memmem(m->image, m->size, name, strlen(name)))
         RETURN(CUDA_ERROR_NOT_FOUND);
     struct sim_function *f = calloc(1, sizeof *f);
     if (!f)

@@ -392,6 +392,26 @@ static PyObject *kernel_build(PyObject *op, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *kernel_target(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"device", NULL};
+    PyObject *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:target", kwlist, &device_obj))
+        return NULL;
+    tack_device *device = NULL;
+    if (!tack_py_device_converter(device_obj, &device))
+        return NULL;
+    const char *text = NULL;
+    tack_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_kernel_target(((KernelObject *)op)->kernel, device, &text);
+    Py_END_ALLOW_THREADS
+    tack_device_release(device);
+    if (st != TACK_OK)
+        return raise_status(st);
+    return PyUnicode_FromString(text);
+}
+
 static PyMethodDef kernel_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))kernel_launch, METH_FASTCALL,
      "launch($self, n, /, *args)\n--\n\nRuns the kernel for every index i in [0, n). Arrays must be tack.Arrays on one "
@@ -399,8 +419,13 @@ static PyMethodDef kernel_methods[] = {
     {"generated_source", (PyCFunction)(void (*)(void))kernel_generated_source, METH_VARARGS | METH_KEYWORDS,
      "generated_source($self, /, backend='cpu')\n--\n\nThe source a backend compiles ('cpu', 'cuda', 'hip' or 'level_zero')."},
     {"ptx", (PyCFunction)(void (*)(void))kernel_ptx, METH_VARARGS | METH_KEYWORDS,
-     "ptx($self, /, arch=None)\n--\n\nPTX for CUDA, compiled by NVRTC for the virtual architecture arch ('compute_90'; "
-     "None: the oldest NVRTC supports)."},
+     "ptx($self, /, arch=None)\n--\n\nPTX for CUDA, compiled by the first NVRTC Tack finds for the virtual "
+     "architecture arch ('compute_90'; None: the oldest it supports). A launch on a GPU may run other code: see "
+     "target()."},
+    {"target", (PyCFunction)(void (*)(void))kernel_target, METH_VARARGS | METH_KEYWORDS,
+     "target($self, /, device=None)\n--\n\nWhat the kernel's code on a device is, built there first: "
+     "'cubin sm_90 (CUDA 13.5)' or 'ptx compute_121 (PTX ISA 9.5, CUDA 13.5)' on CUDA, the kind of code elsewhere "
+     "('host')."},
     {"build", (PyCFunction)(void (*)(void))kernel_build, METH_VARARGS | METH_KEYWORDS,
      "build($self, /, device=None)\n--\n\nCompiles and loads the kernel for a device ahead of its first launch there."},
     {NULL, NULL, 0, NULL},
