@@ -809,3 +809,57 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
         return st;
     return load(final, handle, entry);
 }
+
+tack_status tack_kernel_cache_dir(char *out, size_t cap)
+{
+    char dir[4096];
+    int unsafe;
+    tack_status st = tack_cache_dir(dir, sizeof dir, &unsafe);
+    if (st != TACK_OK)
+        return st;
+    size_t len = strlen(dir);
+    if (!out || len >= cap)
+        return tack_error_set(TACK_EVALUE, "the kernel cache directory's path %s does not fit in %zu bytes", dir,
+                              cap);
+    memcpy(out, dir, len + 1);
+    return TACK_OK;
+}
+
+void tack_host_compiler_describe(tack_component_report *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "C compiler");
+    struct compiler c;
+    if (find_compiler(&c) != TACK_OK) {
+        snprintf(out->note, sizeof out->note, "%s", tack_last_error());
+        return;
+    }
+    out->found = 1;
+    snprintf(out->note, sizeof out->note, "%.*s", (int)sizeof out->note - 1, c.how);
+    /* The file that runs, through the links a system keeps (cc ->
+     * /etc/alternatives/cc -> gcc-12), then the command's other words. */
+    char real[PATH_MAX];
+    size_t used = (size_t)snprintf(out->path, sizeof out->path, "%s", realpath(c.path, real) ? real : c.path);
+    for (int i = 1; i < c.argc && used < sizeof out->path; i++)
+        used += (size_t)snprintf(out->path + used, sizeof out->path - used, " %s", c.argv[i]);
+
+    char *argv[MAX_WORDS + 2];
+    int n = 0;
+    argv[n++] = c.path;
+    for (int i = 1; i < c.argc; i++)
+        argv[n++] = c.argv[i];
+    char dash_version[] = "--version";
+    argv[n++] = dash_version;
+    argv[n] = NULL;
+    char *text = NULL, line[sizeof out->version];
+    size_t len = 0;
+    int err = 0;
+    line[0] = 0;
+    if (run(argv, &text, &len, &err) == 0 && text)
+        first_line(text, line, sizeof line);
+    free(text);
+    if (c.identity[0])
+        snprintf(out->version, sizeof out->version, "%.40s%s%.80s", c.identity, line[0] ? ", " : "", line);
+    else
+        snprintf(out->version, sizeof out->version, "%s", line);
+}
