@@ -122,3 +122,31 @@ def test_tack_cc_is_obeyed_even_where_zig_would_do(tmp_path):
     assert child.returncode == 3, child.stdout + child.stderr
     assert f"'{missing}' (from TACK_CC) cannot be run" in child.stdout, child.stdout
     assert not built(cache)
+
+
+def c_compiler_line(python, env):
+    """The cpu block's C compiler entry of `python -m tack`, on one line."""
+    child = subprocess.run([python, "-m", "tack"], env=env, capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stdout + child.stderr
+    cpu = next(block for block in child.stdout.split("\n\n") if block.startswith("cpu "))
+    text = " ".join(cpu.split())
+    assert "C compiler " in text, cpu
+    return text[text.index("C compiler "):]
+
+
+@needs_zig
+def test_show_config_names_zig_where_it_serves(tmp_path):
+    line = c_compiler_line(sys.executable, no_compiler_env(tmp_path, tmp_path / "cache"))
+    version = subprocess.run([sys.executable, "-m", "ziglang", "version"], capture_output=True, text=True,
+                             timeout=120).stdout.strip()
+    python = os.path.normpath(sys.executable)
+    assert line.startswith(f"C compiler zig {version}, clang version "), line
+    assert f"{python} -m ziglang cc" in line, line
+    assert "no C compiler on PATH" in line, line
+
+
+def test_show_config_without_any_compiler_names_both_remedies(tmp_path):
+    python, shown = interpreter_without_zig(tmp_path)
+    line = c_compiler_line(python, no_compiler_env(tmp_path, tmp_path / "cache", PYTHONPATH=shown))
+    assert line.startswith("C compiler not found: no C compiler found"), line
+    assert "apt-get install gcc" in line and "pip install tack-arrays[cc]" in line, line
