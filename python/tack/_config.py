@@ -3,29 +3,36 @@
 The facts about Tack's own parts -- each backend's driver, where the
 dynamic loader found it, its devices, each backend's kernel compiler and the
 kernel cache -- are gathered in C by the code that loads and uses them
-(tack_backend_report_get, tack_kernel_cache_dir); this module adds what only
+(tack_backend_describe, tack_kernel_cache_dir); this module adds what only
 Python knows (the interpreter, NumPy) and lays it out.
 """
+
+from __future__ import annotations
 
 import os
 import sys
 
-from tack import _tack
+# typing, platform and textwrap would double the time import tack takes:
+# the first is for type checkers only, the others are imported when a
+# report is made.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
 
-# platform and textwrap are imported when a report is made: import tack
-# should not pay for them.
+# The extension's private half, which the stub does not declare.
+_tack = __import__("tack._tack", fromlist=["_config"])
 
 WIDTH = 100
 LABEL = 18
 
 
-def _lines(label, value, indent):
+def _lines(label: str, value: str, indent: int) -> list[str]:
     """`label` and `value` in two columns, the value wrapped under itself."""
     import textwrap
 
     column = WIDTH - indent - LABEL
-    lines = []
-    for part in str(value).split("\n"):
+    lines: list[str] = []
+    for part in value.split("\n"):
         lines += textwrap.wrap(part, column, break_on_hyphens=False, break_long_words=False) or [""]
     head = " " * indent + f"{label:<{LABEL}}"
     if len(label) >= LABEL:
@@ -33,7 +40,7 @@ def _lines(label, value, indent):
     return [head + lines[0]] + [" " * (indent + LABEL) + line for line in lines[1:]]
 
 
-def _numpy():
+def _numpy() -> str:
     try:
         import numpy
     except ImportError as exc:
@@ -41,7 +48,7 @@ def _numpy():
     return f"{numpy.__version__}  {os.path.dirname(numpy.__file__)}"
 
 
-def _component(part):
+def _component(part: dict[str, Any]) -> str:
     """One driver or compiler: its version and where it is, or why not."""
     if not part["found"]:
         return f"not found: {part['note']}"
@@ -51,7 +58,7 @@ def _component(part):
     return text
 
 
-def _backend(report):
+def _backend(report: dict[str, Any]) -> list[str]:
     name = report["backend"]
     count = report["device_count"]
     usable = report["driver"]["found"] and count > 0
@@ -67,7 +74,7 @@ def _backend(report):
     return out
 
 
-def config_text():
+def config_text() -> str:
     """The report that show_config() prints, as one string."""
     import platform
 
@@ -87,7 +94,7 @@ def config_text():
     return "\n".join(out) + "\n"
 
 
-def show_config(file=None):
+def show_config(file: IO[str] | None = None) -> None:
     """Prints what a bug report about Tack needs: Tack's, Python's and NumPy's
     versions; for each backend whether its driver was found, where and which
     version, and its devices; each backend's kernel compiler (the C
