@@ -347,12 +347,16 @@ def c_library(root):
     if not shutil.which("make"):
         return "no libtack installed and no make to build one (make install-c PREFIX=<dir> installs it)"
     prefix = os.path.join(root, C_PREFIX, "prefix")
+    # Meson is a Python program of its own environment: this interpreter's
+    # module path is not for it.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     build = subprocess.run(["make", "--no-print-directory", "install-c", f"PREFIX={prefix}",
-                            f"C_BUILD={os.path.join(root, C_PREFIX, 'build')}"], cwd=root, capture_output=True,
-                           text=True, timeout=600)
+                            f"C_BUILD={os.path.join(root, C_PREFIX, 'build')}"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=600)
     if build.returncode != 0:
-        last = (build.stdout + build.stderr).strip().splitlines() or ["no output"]
-        return f"make install-c failed ({last[-1]})"
+        said = [line for line in (build.stdout + build.stderr).strip().splitlines()
+                if line.strip() and not line.startswith(("make:", "make["))] or ["no output"]
+        return f"make install-c failed ({said[-1].strip()})"
     lib = os.path.join(prefix, "lib")
     shown = os.path.join(C_PREFIX, "prefix")
     return ([f"-I{os.path.join(prefix, 'include')}", f"-L{lib}", "-ltack", f"-Wl,-rpath,{lib}"],
