@@ -189,7 +189,8 @@ uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device,
 /* Names the Python interpreter Tack runs in: where TACK_CC is unset and no
  * C compiler is on PATH, CPU kernels are built with zig's C compiler from
  * that interpreter's ziglang package (pip install tack-arrays[cc]), run as
- * `<executable> -m ziglang cc`. The Python extension calls it with
+ * `<executable> -P -m ziglang cc` (-P: not a module of the working
+ * directory's by that name). The Python extension calls it with
  * sys.executable when it is imported; NULL or "" forgets the interpreter.
  * Never fails. Thread-safe. */
 void tack_kernel_set_python(const char *executable);

@@ -541,7 +541,7 @@ static int run(char *const *argv, char **output, size_t *output_len, int *err)
 }
 
 /* Without a system C compiler, zig's serves: the ziglang package (pip
- * install tack-arrays[cc]) run as `<python> -m ziglang cc` by the
+ * install tack-arrays[cc]) run as `<python> -P -m ziglang cc` by the
  * interpreter Tack runs in, which the Python extension names here; a C
  * program has none. zig's version, once an interpreter has shown it can run
  * zig, is kept for the process; a failure is not, so that a package
@@ -584,7 +584,10 @@ static void last_line(const char *text, size_t len, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(len - start < cap ? len - start : cap - 1), text + start);
 }
 
-static char arg_m[] = "-m", arg_ziglang[] = "ziglang", arg_cc[] = "cc", arg_version[] = "version";
+/* -P: python -m puts the working directory first on the module path, so a
+ * directory holding a "ziglang" of someone else's would run in its place. */
+static char arg_safe[] = "-P", arg_m[] = "-m", arg_ziglang[] = "ziglang", arg_cc[] = "cc",
+            arg_version[] = "version";
 
 /* zig's C compiler as c, if the interpreter can run it; 0 with why (if
  * there is an interpreter) otherwise. */
@@ -599,7 +602,7 @@ static int find_zig(struct compiler *c, char *why, size_t cap)
     if (!python[0])
         return 0;
     if (!version[0]) {
-        char *argv[] = {python, arg_m, arg_ziglang, arg_version, NULL};
+        char *argv[] = {python, arg_safe, arg_m, arg_ziglang, arg_version, NULL};
         char *out = NULL;
         size_t len = 0;
         int err = 0;
@@ -612,7 +615,7 @@ static int find_zig(struct compiler *c, char *why, size_t cap)
                 snprintf(said, sizeof said, "%s", strerror(err));
             else if (out)
                 last_line(out, len, said, sizeof said);
-            snprintf(why, cap, "%s -m ziglang cannot run zig (%s)", python, said[0] ? said : "no output");
+            snprintf(why, cap, "%s -P -m ziglang cannot run zig (%s)", python, said[0] ? said : "no output");
             free(out);
             return 0;
         }
@@ -626,14 +629,16 @@ static int find_zig(struct compiler *c, char *why, size_t cap)
     if (stat(c->path, &c->st) != 0)
         memset(&c->st, 0, sizeof c->st);
     c->argv[0] = c->path;
-    c->argv[1] = arg_m;
-    c->argv[2] = arg_ziglang;
-    c->argv[3] = arg_cc;
-    c->argc = 4;
+    c->argv[1] = arg_safe;
+    c->argv[2] = arg_m;
+    c->argv[3] = arg_ziglang;
+    c->argv[4] = arg_cc;
+    c->argc = 5;
     snprintf(c->identity, sizeof c->identity, "zig %s", version);
     c->display = "zig cc";
     snprintf(c->how, sizeof c->how,
-             "no C compiler on PATH: zig %s's, from the ziglang package, run as %s -m ziglang cc", version, python);
+             "no C compiler on PATH: zig %s's, from the ziglang package, run as %s -P -m ziglang cc", version,
+             python);
     return 1;
 }
 

@@ -69,6 +69,24 @@ def test_without_a_system_compiler_zig_builds_the_kernel(tmp_path):
 
 
 @needs_zig
+def test_a_ziglang_in_the_working_directory_is_not_run(tmp_path):
+    # python -m would find it first; a directory someone else filled (a
+    # download, a shared checkout) must not choose the compiler.
+    planted = tmp_path / "work" / "ziglang"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-code-ran"
+    (planted / "__init__.py").write_text("")
+    (planted / "__main__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    cache = tmp_path / "cache"
+    child = subprocess.run([sys.executable, "-c", KERNEL], cwd=planted.parent, env=no_compiler_env(tmp_path, cache),
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert not marker.exists(), "the working directory's ziglang ran"
+    objects = built(cache)
+    assert len(objects) == 1 and all(objects.values()), objects
+
+
+@needs_zig
 def test_the_cache_tells_the_compilers_apart(tmp_path):
     cache = tmp_path / "cache"
     env = {k: v for k, v in os.environ.items() if k not in ("TACK_CC", "TACK_CFLAGS")}
@@ -141,7 +159,7 @@ def test_show_config_names_zig_where_it_serves(tmp_path):
                              timeout=120).stdout.strip()
     python = os.path.normpath(sys.executable)
     assert line.startswith(f"C compiler zig {version}, clang version "), line
-    assert f"{python} -m ziglang cc" in line, line
+    assert f"{python} -P -m ziglang cc" in line, line
     assert "no C compiler on PATH" in line, line
 
 
