@@ -79,8 +79,9 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
 /* Compiles the kernel for `device`'s backend, if not done yet, and loads it
  * there; a launch does this on first use, so calling it is only a way to
  * pay (and see the errors of) compilation early.
- * cpu: the system C compiler (TACK_CC, default "cc", with -O2 -fPIC -shared
- * and TACK_CFLAGS), into a shared object cached under TACK_CACHE_DIR
+ * cpu: a C compiler (TACK_CC when set; else the first of cc, gcc and clang
+ * on PATH; else zig's, see tack_kernel_set_python), with -O2 -fPIC -shared
+ * and TACK_CFLAGS, into a shared object cached under TACK_CACHE_DIR
  * (default ~/.cache/tack) keyed by a hash of the generated source, the
  * compiler, the flags and Tack's version; a cached object is loaded without
  * running the compiler once it is checked: its recorded size and SHA-256
@@ -104,11 +105,11 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * same way. hip: hipRTC to a code object for the device, once per process.
  * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
- * line numbers of the user's source), for no compiler (the message says how
- * to set TACK_CC, or what to install for the GPU's compiler library), for
- * an unusable cache directory or one that is not private (the message
- * names it), or for a backend that cannot run kernels; TACK_ENOMEM.
- * Thread-safe. */
+ * line numbers of the user's source), for no compiler (the message says
+ * what to install, or how to set TACK_CC; for a GPU, what to install for
+ * its compiler library), for an unusable cache directory or one that is
+ * not private (the message names it), or for a backend that cannot run
+ * kernels; TACK_ENOMEM. Thread-safe. */
 tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
 
 /* What the kernel's code on `device` is, building it there first as
@@ -204,6 +205,15 @@ const char *tack_kernel_compile_log(void);
  * enough to let other threads run meanwhile (Python: to release the GIL).
  * Never fails; thread-safe. */
 uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device, int64_t n);
+
+/* Names the Python interpreter Tack runs in: where TACK_CC is unset and no
+ * C compiler is on PATH, CPU kernels are built with zig's C compiler from
+ * that interpreter's ziglang package (pip install tack-arrays[cc]), run as
+ * `<executable> -P -m ziglang cc` (-P: not a module of the working
+ * directory's by that name). The Python extension calls it with
+ * sys.executable when it is imported; NULL or "" forgets the interpreter.
+ * Never fails. Thread-safe. */
+void tack_kernel_set_python(const char *executable);
 
 /* Threads the cpu backend splits a launch over (TACK_NUM_THREADS, default
  * the cores this process may run on). Never fails. */

@@ -15,5 +15,6 @@
 #include "tack/array.h"
 #include "tack/exchange.h"
 #include "tack/kernel.h"
+#include "tack/report.h"
 
 #endif

@@ -32,6 +32,7 @@ from tack._tack import (  # noqa: F401
     zeros,
 )
 from tack import _tack
+from tack._config import show_config  # noqa: F401
 
 if hasattr(_tack, "Kernel"):
     from tack._tack import Kernel  # noqa: F401

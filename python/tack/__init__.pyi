@@ -1,14 +1,14 @@
 from types import EllipsisType, TracebackType
 from typing import Any, Final, Literal, Protocol, Sequence, SupportsIndex, Union, final
 
-from _typeshed import structseq
+from _typeshed import SupportsWrite, structseq
 
 __version__: str
 
 __all__ = [
     "Array", "DType", "Device", "ExportedMemory", "Kernel",
     "array", "array_from_ptr", "asarray", "device", "empty", "from_dlpack", "get_default_device",
-    "import_memory", "receive_array", "send_array", "set_default_device", "zeros",
+    "import_memory", "receive_array", "send_array", "set_default_device", "show_config", "zeros",
     "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64",
 ]
 
@@ -155,6 +155,7 @@ def import_memory(exported: ExportedMemory, dtype: _DTypeLike, shape: _ShapeLike
                   device: _DeviceLike = None) -> Array: ...
 def send_array(sock: _HasFileno | int, array: Array) -> None: ...
 def receive_array(sock: _HasFileno | int, *, device: _DeviceLike = None) -> Array: ...
+def show_config(file: SupportsWrite[str] | None = None) -> None: ...
 
 @final
 class Kernel:

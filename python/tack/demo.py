@@ -328,13 +328,78 @@ def mpi_exchange():
     say("mpirun -n 2", run.stdout.strip())
 
 
+C_EXAMPLE = os.path.join("examples", "c", "exchange.c")
+C_PREFIX = os.path.join("build", "demo-c")
+
+
+def c_library(root):
+    """(cflags and libs, how to say them, where the library came from) for a
+    libtack of this version: an installed one pkg-config knows, else one
+    built from this source tree into build/demo-c (make install-c; a few
+    seconds, once). A str says why there is none."""
+    pkg_config = shutil.which("pkg-config")
+    if pkg_config:
+        found = subprocess.run([pkg_config, "--modversion", "tack"], capture_output=True, text=True, timeout=60)
+        if found.returncode == 0 and found.stdout.strip() == tack.__version__:
+            flags = subprocess.run([pkg_config, "--cflags", "--libs", "tack"], capture_output=True, text=True,
+                                   timeout=60, check=True).stdout.split()
+            return flags, "$(pkg-config --cflags --libs tack)", f"installed: pkg-config finds tack {tack.__version__}"
+    if not shutil.which("make"):
+        return "no libtack installed and no make to build one (make install-c PREFIX=<dir> installs it)"
+    prefix = os.path.join(root, C_PREFIX, "prefix")
+    # Meson is a Python program of its own environment: this interpreter's
+    # module path is not for it.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    build = subprocess.run(["make", "--no-print-directory", "install-c", f"PREFIX={prefix}",
+                            f"C_BUILD={os.path.join(root, C_PREFIX, 'build')}"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=600)
+    if build.returncode != 0:
+        said = [line for line in (build.stdout + build.stderr).strip().splitlines()
+                if line.strip() and not line.startswith(("make:", "make["))] or ["no output"]
+        return f"make install-c failed ({said[-1].strip()})"
+    lib = os.path.join(prefix, "lib")
+    shown = os.path.join(C_PREFIX, "prefix")
+    return ([f"-I{os.path.join(prefix, 'include')}", f"-L{lib}", "-ltack", f"-Wl,-rpath,{lib}"],
+            f"-I{shown}/include -L{shown}/lib -ltack -Wl,-rpath,{shown}/lib",
+            f"built from this tree by make install-c PREFIX={shown}")
+
+
 def c_api():
-    # The place for the C example (examples/c/exchange.c): built against an
-    # installed libtack (make install-c) and run here, showing its output.
-    # Until the tour does that, this section says only what is true now.
-    section("The C API")
-    say("include/tack/tack.h", "the same arrays, devices, kernels and DLPack exchange from C; "
-        "this tour has no C example yet")
+    """examples/c/exchange.c, built against libtack and run: the same arrays,
+    kernel and DLPack exchange from C. It lives in the source tree, which
+    the installed package does not carry."""
+    title = "The C API (examples/c/exchange.c)"
+    root = os.getcwd()
+    if not os.path.isfile(os.path.join(root, C_EXAMPLE)):
+        skipped(title, f"{C_EXAMPLE} is in Tack's source tree, not in the package: run make demo there")
+        return
+    cc = shutil.which("cc")
+    if cc is None:
+        skipped(title, f"no C compiler (cc) on PATH to build {C_EXAMPLE}")
+        return
+    library = c_library(root)
+    if isinstance(library, str):
+        skipped(title, library)
+        return
+    flags, shown, origin = library
+    with tempfile.TemporaryDirectory(prefix="tack-demo-c-") as folder:
+        program = os.path.join(folder, "exchange")
+        built = subprocess.run([cc, "-std=c11", os.path.join(root, C_EXAMPLE), *flags, "-o", program],
+                               capture_output=True, text=True, timeout=300)
+        if built.returncode != 0:
+            skipped(title, f"{C_EXAMPLE} does not build: {(built.stderr.strip().splitlines() or ['?'])[-1]}")
+            return
+        ran = subprocess.run([program], capture_output=True, text=True, timeout=300)
+    if ran.returncode != 0:
+        raise SystemExit(f"{C_EXAMPLE} failed (exit status {ran.returncode}):\n{ran.stdout}{ran.stderr}")
+    section(title)
+    say("libtack", origin)
+    say("built with", f"cc -std=c11 {C_EXAMPLE} {shown}")
+    lines = ran.stdout.strip().splitlines()
+    for i, line in enumerate(lines):
+        say("./exchange prints" if i == 0 else "", line)
+    if lines[-1:] != ["ok"]:
+        raise SystemExit(f"{C_EXAMPLE} did not check out:\n{ran.stdout}")
 
 
 SECTIONS = [numpy_exchange, torch_exchange, lifetime, kernel_in_place, vtk_exchange, jax_exchange, warp_exchange,

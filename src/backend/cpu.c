@@ -779,10 +779,37 @@ static void cpu_kernel_unload(tack_device *device, void *kernel)
 
 static const DLDeviceType cpu_wraps[] = {kDLCPU, kDLCUDAHost, kDLROCMHost, 0};
 
+/* No driver; one device, the host: its processor as the kernel sees it
+ * and the threads a launch is split over. */
+static void cpu_describe(tack_backend_report *out)
+{
+    out->driver.found = 1;
+    snprintf(out->driver.note, sizeof out->driver.note, "none needed: kernels run on the host");
+    out->device_count = 1;
+    char model[96] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && !model[0] && fgets(line, sizeof line, f)) {
+        const char *colon = strchr(line, ':');
+        if (colon && !strncmp(line, "model name", 10)) {
+            colon++;
+            while (*colon == ' ' || *colon == '\t')
+                colon++;
+            snprintf(model, sizeof model, "%.*s", (int)strcspn(colon, "\n"), colon);
+        }
+    }
+    if (f)
+        fclose(f);
+    int threads = pool_threads();
+    snprintf(out->devices[0], sizeof out->devices[0], "%s%s%d thread%s", model, model[0] ? ", " : "", threads,
+             threads == 1 ? "" : "s");
+}
+
 const struct tack_backend_ops tack_cpu_backend = {
     .name = "cpu",
     .dl_type = kDLCPU,
     .wraps = cpu_wraps,
+    .describe = cpu_describe,
     .open = cpu_open,
     .alloc = cpu_alloc,
     .free = cpu_free,

@@ -1555,10 +1555,49 @@ done:
 
 static const DLDeviceType cuda_wraps[] = {kDLCUDA, kDLCUDAManaged, 0};
 
+/* ---- describe ----------------------------------------------------------- */
+
+static void cuda_describe(tack_backend_report *out)
+{
+    const struct tack_cuda_api *cu;
+    tack_status st = tack_cuda_api_get(&cu);
+    char version[32] = "";
+    /* cuDriverGetVersion's 12080 is CUDA 12.8. */
+    if (st == TACK_OK && cu->driver_version > 0)
+        snprintf(version, sizeof version, "%d.%d", cu->driver_version / 1000, cu->driver_version % 1000 / 10);
+    tack_report_component(&out->driver, "driver", st, st == TACK_OK ? tack_library_path(&cu->library) : NULL,
+                          version);
+    int count = 0;
+    if (st != TACK_OK || cu->cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 0)
+        count = 0;
+    out->device_count = count;
+    for (int i = 0; i < count && i < TACK_REPORT_DEVICES; i++) {
+        CUdevice dev;
+        char name[96] = "";
+        int major = 0, minor = 0;
+        if (cu->cuDeviceGet(&dev, i) != CUDA_SUCCESS)
+            continue;
+        if (cu->cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
+            name[0] = 0;
+        name[sizeof name - 1] = 0;
+        cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+        cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+        snprintf(out->devices[i], sizeof out->devices[i], "%s, compute capability %d.%d",
+                 name[0] ? name : "(no name)", major, minor);
+    }
+    const struct tack_nvrtc_api *nvrtc;
+    st = tack_nvrtc_api_get(&nvrtc);
+    if (st == TACK_OK)
+        snprintf(version, sizeof version, "%d.%d", nvrtc->major, nvrtc->minor);
+    tack_report_component(&out->compiler, "NVRTC", st, st == TACK_OK ? tack_library_path(&nvrtc->library) : NULL,
+                          version);
+}
+
 const struct tack_backend_ops tack_cuda_backend = {
     .name = "cuda",
     .dl_type = kDLCUDA,
     .wraps = cuda_wraps,
+    .describe = cuda_describe,
     .open = cuda_open,
     .close = cuda_close,
     .alloc = cuda_alloc,

@@ -335,6 +335,37 @@ static tack_status hip_kernel_compile(const struct tack_compile *job, struct tac
     return st;
 }
 
+static void hip_describe(tack_backend_report *out)
+{
+    const struct tack_hip_api *hip;
+    tack_status st = tack_hip_load(&hip);
+    char version[32] = "";
+    int v = 0;
+    /* HIP_VERSION is major * 10000000 + minor * 100000 + patch. */
+    if (st == TACK_OK && hip->hipRuntimeGetVersion(&v) == TACK_HIP_SUCCESS && v > 0)
+        snprintf(version, sizeof version, "%d.%d.%d", v / 10000000, v / 100000 % 100, v % 100000);
+    tack_report_component(&out->driver, "driver", st, st == TACK_OK ? tack_library_path(&hip->library) : NULL,
+                          version);
+    int count = 0;
+    if (st != TACK_OK || hip->hipGetDeviceCount(&count) != TACK_HIP_SUCCESS || count < 0)
+        count = 0;
+    out->device_count = count;
+    for (int i = 0; i < count && i < TACK_REPORT_DEVICES; i++) {
+        char name[sizeof out->devices[i]] = "";
+        if (hip->hipDeviceGetName && hip->hipDeviceGetName(name, (int)sizeof name, i) == TACK_HIP_SUCCESS)
+            name[sizeof name - 1] = 0;
+        else
+            snprintf(name, sizeof name, "(no name)");
+        memcpy(out->devices[i], name, sizeof name);
+    }
+    const struct tack_hiprtc_api *rtc;
+    st = tack_hiprtc_load(&rtc);
+    if (st == TACK_OK)
+        snprintf(version, sizeof version, "%d.%d", rtc->major, rtc->minor);
+    tack_report_component(&out->compiler, "hipRTC", st, st == TACK_OK ? tack_library_path(&rtc->library) : NULL,
+                          version);
+}
+
 /* Launches go on the null stream: hipMemcpy and hipMemset, which Tack's
  * copies and zero-fills use, are ordered with it, and hipDeviceSynchronize
  * (synchronize) waits for it. */
@@ -425,6 +456,7 @@ const struct tack_backend_ops tack_hip_backend = {
     .name = "hip",
     .dl_type = kDLROCM,
     .wraps = hip_wraps,
+    .describe = hip_describe,
     .open = hip_open,
     .close = hip_close,
     .alloc = hip_alloc,

@@ -14,3 +14,14 @@ const struct tack_backend_ops *const tack_backends[] = {
 #undef TACK_BACKEND_ENTRY
     NULL,
 };
+
+const char *const *tack_backend_names(void)
+{
+    static const char *const names[] = {
+#define TACK_BACKEND_NAME(name) #name,
+        TACK_BACKENDS(TACK_BACKEND_NAME)
+#undef TACK_BACKEND_NAME
+            NULL,
+    };
+    return names;
+}

@@ -37,7 +37,7 @@ const char *const *tack_backend_options(const char *backend)
     return ops->options ? ops->options : none;
 }
 
-static void backend_list(char *buf, size_t cap)
+void tack_backend_list(char *buf, size_t cap)
 {
     size_t used = 0;
     buf[0] = 0;
@@ -54,7 +54,7 @@ static tack_status parse_name(const char *name, const struct tack_backend_ops **
     size_t len = colon ? (size_t)(colon - name) : strlen(name);
     const struct tack_backend_ops *found = tack_backend_find(name, len);
     if (!found) {
-        backend_list(known, sizeof known);
+        tack_backend_list(known, sizeof known);
         return tack_error_set(TACK_EVALUE, "unknown device '%s'; known backends: %s", name, known);
     }
     long ord = 0;

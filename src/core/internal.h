@@ -51,6 +51,14 @@ struct tack_backend_ops {
     const DLDeviceType *wraps;
     /* Option names accepted by open, NULL-terminated; optional: none. */
     const char *const *options;
+    /* optional: the backend needs no driver and has one device, named as
+     * the backend. For tack_backend_describe, fills out->driver (where the
+     * loader found it and its version, or why not), out->device_count and
+     * out->devices, and out->compiler when the backend compiles its own
+     * kernels (kernel_compile): loads the libraries as open and a build
+     * would, creates no context and allocates nothing. What is missing is
+     * written down; never fails. */
+    void (*describe)(tack_backend_report *out);
 
     /* Makes the backend state for `device` (ordinal and options already
      * validated by name). Sets device->impl, device->domain and
@@ -211,6 +219,13 @@ struct tack_array {
 /* The registered backends, NULL-terminated. */
 extern const struct tack_backend_ops *const tack_backends[];
 const struct tack_backend_ops *tack_backend_find(const char *name, size_t len);
+/* For a backend's describe: the component `name`, found at `path` with
+ * `version` when `loaded` is TACK_OK, else missing for the reason the
+ * failed load left in the thread's message. */
+void tack_report_component(tack_component_report *c, const char *name, tack_status loaded, const char *path,
+                           const char *version);
+/* The backends' names for messages: "'cpu', 'cuda', ..." (truncated to cap). */
+void tack_backend_list(char *buf, size_t cap);
 
 /* The one rule on a number of dimensions, for every shape Tack is given:
  * 0 to TACK_MAX_NDIM, and a shape array unless there are none. Inline, as

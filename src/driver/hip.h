@@ -69,11 +69,13 @@ typedef struct tack_hip_function_object *tack_hip_function;
 typedef struct tack_hip_stream_object *tack_hip_stream;
 
 /* Every entry point Tack calls, listed once in the drivers' shape
- * (src/driver/library.h); each is required. */
+ * (src/driver/library.h); each is required but hipDeviceGetName, which
+ * only reports name (a device without one is reported without). */
 #define TACK_HIP_FUNCTIONS(X)                                                                                 \
     X(tack_hip_error, hipInit, hipInit, 1, (unsigned int flags))                                              \
     X(tack_hip_error, hipRuntimeGetVersion, hipRuntimeGetVersion, 1, (int *version))                          \
     X(tack_hip_error, hipGetDeviceCount, hipGetDeviceCount, 1, (int *count))                                  \
+    X(tack_hip_error, hipDeviceGetName, hipDeviceGetName, 0, (char *name, int len, int device))               \
     X(tack_hip_error, hipGetDevice, hipGetDevice, 1, (int *device))                                           \
     X(tack_hip_error, hipSetDevice, hipSetDevice, 1, (int device))                                            \
     X(tack_hip_error, hipMalloc, hipMalloc, 1, (void **ptr, size_t size))                                     \

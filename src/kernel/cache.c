@@ -432,11 +432,16 @@ static int seal_object(const char *path)
 #define MAX_WORDS 32
 
 struct compiler {
-    char spec[1024]; /* TACK_CC as given (or "cc"), split in place into argv */
+    char spec[1024]; /* TACK_CC as given (or a compiler's name), split in place into argv */
     char *argv[MAX_WORDS];
     int argc;
-    char path[4096]; /* argv[0] found on PATH */
+    char path[4096]; /* argv[0] as run: found on PATH, or the interpreter that runs zig */
     struct stat st;
+    /* What else tells this compiler from another that the key must: zig's
+     * version, run by an interpreter whose file says nothing of it. */
+    char identity[96];
+    const char *display; /* its name in messages */
+    char how[PATH_MAX + 160]; /* how it was chosen, for reports */
 };
 
 static int split(char *s, char **argv, int max)
@@ -466,23 +471,6 @@ static int find_on_path(const char *name, char *out, size_t cap)
         path += len + (colon ? 1 : 0);
     }
     return 0;
-}
-
-static tack_status find_compiler(struct compiler *c)
-{
-    const char *cc = getenv("TACK_CC");
-    int from_env = cc && *cc;
-    snprintf(c->spec, sizeof c->spec, "%s", from_env ? cc : "cc");
-    char copy[sizeof c->spec];
-    memcpy(copy, c->spec, sizeof copy);
-    c->argc = split(c->spec, c->argv, MAX_WORDS);
-    if (c->argc == 0 || !find_on_path(c->argv[0], c->path, sizeof c->path) || stat(c->path, &c->st) != 0)
-        return tack_error_set(TACK_ERUNTIME,
-                              "no C compiler found to build kernels for the cpu backend: '%s' %s. Install one "
-                              "(gcc or clang) or set TACK_CC to a compiler command, e.g. TACK_CC=gcc or "
-                              "TACK_CC=/usr/bin/clang",
-                              copy, from_env ? "(from TACK_CC) cannot be run" : "is not on PATH");
-    return TACK_OK;
 }
 
 static const char *const flags[] = {"-O2", "-fPIC", "-shared"};
@@ -550,6 +538,149 @@ static int run(char *const *argv, char **output, size_t *output_len, int *err)
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* Without a system C compiler, zig's serves: the ziglang package (pip
+ * install tack-arrays[cc]) run as `<python> -P -m ziglang cc` by the
+ * interpreter Tack runs in, which the Python extension names here; a C
+ * program has none. zig's version, once an interpreter has shown it can run
+ * zig, is kept for the process; a failure is not, so that a package
+ * installed meanwhile serves the next compile. */
+static char zig_python[PATH_MAX];
+static char zig_version[64];
+static pthread_mutex_t zig_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tack_kernel_set_python(const char *executable)
+{
+    pthread_mutex_lock(&zig_lock);
+    if (executable && strlen(executable) < sizeof zig_python)
+        snprintf(zig_python, sizeof zig_python, "%s", executable);
+    else
+        zig_python[0] = 0;
+    zig_version[0] = 0;
+    pthread_mutex_unlock(&zig_lock);
+}
+
+/* The first line of `text`, without surrounding blanks, into out. */
+static void first_line(const char *text, char *out, size_t cap)
+{
+    while (text && (*text == ' ' || *text == '\n' || *text == '\r' || *text == '\t'))
+        text++;
+    size_t n = text ? strcspn(text, "\r\n") : 0;
+    while (n && (text[n - 1] == ' ' || text[n - 1] == '\t'))
+        n--;
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), n ? text : "");
+}
+
+/* The last non-empty line of `text` (what an interpreter says last is why
+ * it failed). */
+static void last_line(const char *text, size_t len, char *out, size_t cap)
+{
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+        len--;
+    size_t start = len;
+    while (start && text[start - 1] != '\n')
+        start--;
+    snprintf(out, cap, "%.*s", (int)(len - start < cap ? len - start : cap - 1), text + start);
+}
+
+/* -P: python -m puts the working directory first on the module path, so a
+ * directory holding a "ziglang" of someone else's would run in its place. */
+static char arg_safe[] = "-P", arg_m[] = "-m", arg_ziglang[] = "ziglang", arg_cc[] = "cc",
+            arg_version[] = "version";
+
+/* zig's C compiler as c, if the interpreter can run it; 0 with why (if
+ * there is an interpreter) otherwise. */
+static int find_zig(struct compiler *c, char *why, size_t cap)
+{
+    char python[sizeof zig_python], version[sizeof zig_version];
+    pthread_mutex_lock(&zig_lock);
+    memcpy(python, zig_python, sizeof python);
+    memcpy(version, zig_version, sizeof version);
+    pthread_mutex_unlock(&zig_lock);
+    why[0] = 0;
+    if (!python[0])
+        return 0;
+    if (!version[0]) {
+        char *argv[] = {python, arg_safe, arg_m, arg_ziglang, arg_version, NULL};
+        char *out = NULL;
+        size_t len = 0;
+        int err = 0;
+        int status = run(argv, &out, &len, &err);
+        if (status == 0 && out)
+            first_line(out, version, sizeof version);
+        if (status != 0 || version[0] < '0' || version[0] > '9') {
+            char said[256] = "";
+            if (status < 0)
+                snprintf(said, sizeof said, "%s", strerror(err));
+            else if (out)
+                last_line(out, len, said, sizeof said);
+            snprintf(why, cap, "%s -P -m ziglang cannot run zig (%s)", python, said[0] ? said : "no output");
+            free(out);
+            return 0;
+        }
+        free(out);
+        pthread_mutex_lock(&zig_lock);
+        if (!strcmp(zig_python, python))
+            memcpy(zig_version, version, sizeof version);
+        pthread_mutex_unlock(&zig_lock);
+    }
+    snprintf(c->path, sizeof c->path, "%s", python);
+    if (stat(c->path, &c->st) != 0)
+        memset(&c->st, 0, sizeof c->st);
+    c->argv[0] = c->path;
+    c->argv[1] = arg_safe;
+    c->argv[2] = arg_m;
+    c->argv[3] = arg_ziglang;
+    c->argv[4] = arg_cc;
+    c->argc = 5;
+    snprintf(c->identity, sizeof c->identity, "zig %s", version);
+    c->display = "zig cc";
+    snprintf(c->how, sizeof c->how,
+             "no C compiler on PATH: zig %s's, from the ziglang package, run as %s -P -m ziglang cc", version,
+             python);
+    return 1;
+}
+
+/* Compilers a system has, by the names they are installed under. */
+static const char *const system_compilers[] = {"cc", "gcc", "clang", NULL};
+
+static tack_status find_compiler(struct compiler *c)
+{
+    memset(c, 0, sizeof *c);
+    const char *cc = getenv("TACK_CC");
+    if (cc && *cc) {
+        snprintf(c->spec, sizeof c->spec, "%s", cc);
+        c->argc = split(c->spec, c->argv, MAX_WORDS);
+        if (c->argc == 0 || !find_on_path(c->argv[0], c->path, sizeof c->path) || stat(c->path, &c->st) != 0)
+            return tack_error_set(TACK_ERUNTIME,
+                                  "no C compiler found to build kernels for the cpu backend: '%s' (from TACK_CC) "
+                                  "cannot be run. Set TACK_CC to a compiler command, e.g. TACK_CC=gcc or "
+                                  "TACK_CC=/usr/bin/clang, or unset it to use the system's",
+                                  cc);
+        c->display = c->argv[0];
+        snprintf(c->how, sizeof c->how, "TACK_CC=%s", cc);
+        return TACK_OK;
+    }
+    for (int i = 0; system_compilers[i]; i++) {
+        if (!find_on_path(system_compilers[i], c->path, sizeof c->path) || stat(c->path, &c->st) != 0)
+            continue;
+        snprintf(c->spec, sizeof c->spec, "%s", system_compilers[i]);
+        c->argc = split(c->spec, c->argv, MAX_WORDS);
+        c->display = c->argv[0];
+        snprintf(c->how, sizeof c->how, "%s on PATH", system_compilers[i]);
+        return TACK_OK;
+    }
+    char why[600];
+    if (find_zig(c, why, sizeof why))
+        return TACK_OK;
+    memset(c, 0, sizeof *c);
+    return tack_error_set(TACK_ERUNTIME,
+                          "no C compiler found to build kernels for the cpu backend: none of cc, gcc and clang is "
+                          "on PATH%s%s. Install one (gcc or clang; Debian and Ubuntu: apt-get install gcc), or "
+                          "zig's for Python: pip install tack-arrays[cc] (the ziglang package, in the environment "
+                          "of the Python that runs Tack); or set TACK_CC to a compiler command",
+                          why[0] ? ", and " : "", why);
 }
 
 /* Loads a cached object after checking it is trusted and whole. Between
@@ -627,7 +758,7 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
         /* The message carries the start of the log; the whole of it is
          * kept for tack_kernel_compile_log(). */
         st = tack_compile_failed(log, log_len, "kernel '%s' failed to compile (%s exited with status %d):\n", name,
-                                 c->argv[0], status);
+                                 c->display, status);
     } else if (!seal_object(obj)) {
         st = tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel %s: %s", obj, strerror(errno));
     } else if (rename(obj, final) != 0) {
@@ -661,8 +792,8 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
         tack_sha256_field(&h, c.argv[i]);
     /* The compiler itself: an upgrade in place changes its size or time. */
     char ident[4400];
-    snprintf(ident, sizeof ident, "%s %lld %lld.%09ld", c.path, (long long)c.st.st_size,
-             (long long)c.st.st_mtim.tv_sec, (long)c.st.st_mtim.tv_nsec);
+    snprintf(ident, sizeof ident, "%s %lld %lld.%09ld %s", c.path, (long long)c.st.st_size,
+             (long long)c.st.st_mtim.tv_sec, (long)c.st.st_mtim.tv_nsec, c.identity);
     tack_sha256_field(&h, ident);
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         tack_sha256_field(&h, flags[i]);
@@ -682,4 +813,58 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
     if (st != TACK_OK)
         return st;
     return load(final, handle, entry);
+}
+
+tack_status tack_kernel_cache_dir(char *out, size_t cap)
+{
+    char dir[4096];
+    int unsafe;
+    tack_status st = tack_cache_dir(dir, sizeof dir, &unsafe);
+    if (st != TACK_OK)
+        return st;
+    size_t len = strlen(dir);
+    if (!out || len >= cap)
+        return tack_error_set(TACK_EVALUE, "the kernel cache directory's path %s does not fit in %zu bytes", dir,
+                              cap);
+    memcpy(out, dir, len + 1);
+    return TACK_OK;
+}
+
+void tack_host_compiler_describe(tack_component_report *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "C compiler");
+    struct compiler c;
+    if (find_compiler(&c) != TACK_OK) {
+        snprintf(out->note, sizeof out->note, "%s", tack_last_error());
+        return;
+    }
+    out->found = 1;
+    snprintf(out->note, sizeof out->note, "%.*s", (int)sizeof out->note - 1, c.how);
+    /* The file that runs, through the links a system keeps (cc ->
+     * /etc/alternatives/cc -> gcc-12), then the command's other words. */
+    char real[PATH_MAX];
+    size_t used = (size_t)snprintf(out->path, sizeof out->path, "%s", realpath(c.path, real) ? real : c.path);
+    for (int i = 1; i < c.argc && used < sizeof out->path; i++)
+        used += (size_t)snprintf(out->path + used, sizeof out->path - used, " %s", c.argv[i]);
+
+    char *argv[MAX_WORDS + 2];
+    int n = 0;
+    argv[n++] = c.path;
+    for (int i = 1; i < c.argc; i++)
+        argv[n++] = c.argv[i];
+    char dash_version[] = "--version";
+    argv[n++] = dash_version;
+    argv[n] = NULL;
+    char *text = NULL, line[sizeof out->version];
+    size_t len = 0;
+    int err = 0;
+    line[0] = 0;
+    if (run(argv, &text, &len, &err) == 0 && text)
+        first_line(text, line, sizeof line);
+    free(text);
+    if (c.identity[0])
+        snprintf(out->version, sizeof out->version, "%.40s%s%.80s", c.identity, line[0] ? ", " : "", line);
+    else
+        snprintf(out->version, sizeof out->version, "%s", line);
 }

@@ -85,6 +85,12 @@ char *tack_cache_load(const char *path, size_t *size);
  * rename, so that a reader sees either no file or all of it. */
 tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
 
+/* The C compiler host kernels would be built with now, as
+ * tack_backend_describe reports it: its file, version and how it was
+ * chosen, or why there is none (cache.c). Sets the thread's message when
+ * there is none. */
+void tack_host_compiler_describe(tack_component_report *out);
+
 /* Per-thread compile log (cache.c). */
 void tack_compile_log_set(const char *text, size_t len);
 /* A failed compilation: the message formatted from `fmt`, then the

@@ -144,5 +144,8 @@ int tack_py_ipc_init(PyObject *module);
 PyObject *tack_py_export_memory(PyObject *array);
 /* Kernels (src/python/kernel/); registers tack.Kernel. */
 int tack_py_kernel_init(PyObject *module);
+/* The interpreter's name for the C library, and the facts of
+ * tack.show_config() (src/python/config.c). */
+int tack_py_config_init(PyObject *module);
 
 #endif

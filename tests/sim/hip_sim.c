@@ -237,6 +237,17 @@ SIM_API tack_hip_error hipGetDeviceCount(int *count)
     LEAVE();
 }
 
+SIM_API tack_hip_error hipDeviceGetName(char *name, int len, int device)
+{
+    ENTER();
+    if (!name || len <= 0)
+        RETURN(TACK_HIP_ERROR_INVALID_VALUE);
+    if (device < 0 || device >= n_devices)
+        RETURN(TACK_HIP_ERROR_INVALID_DEVICE);
+    snprintf(name, (size_t)len, "Tack simulated HIP GPU %d", device);
+    LEAVE();
+}
+
 SIM_API tack_hip_error hipGetDevice(int *device)
 {
     ENTER();

@@ -10,6 +10,8 @@
  * directives); anything else "compiles" to "<name>.spv": the SPIR-V magic
  * number, then the source, which the simulated Level Zero driver
  * (level_zero_sim.c) accepts and searches for kernel names.
+ * "query OCL_DRIVER_VERSION" answers 0.0.0-tack-sim in an output of that
+ * name, as ocloc answers it.
  *
  * Test hooks: tack_sim_ocloc_stats(name) returns a counter ("invocations",
  * "failed", "freed"); tack_sim_ocloc_last_args() the last command line,
@@ -81,7 +83,7 @@ SIM_API int oclocInvoke(unsigned int numArgs, const char *argv[], const uint32_t
     *lenOutputs = NULL;
     *nameOutputs = NULL;
     const char *file = NULL;
-    int compile = 0;
+    int compile = 0, query_version = 0;
     COUNT(invocations);
     pthread_mutex_lock(&lock);
     size_t used = 0;
@@ -95,6 +97,8 @@ SIM_API int oclocInvoke(unsigned int numArgs, const char *argv[], const uint32_t
             used = sizeof last_args - 1;
         if (!strcmp(argv[i], "compile"))
             compile = 1;
+        if (!strcmp(argv[i], "query") && i + 1 < numArgs && argv[i + 1] && !strcmp(argv[i + 1], "OCL_DRIVER_VERSION"))
+            query_version = 1;
         if (!strcmp(argv[i], "-file") && i + 1 < numArgs)
             file = argv[i + 1];
     }
@@ -106,6 +110,14 @@ SIM_API int oclocInvoke(unsigned int numArgs, const char *argv[], const uint32_t
             src = dataSources[i];
             src_len = (size_t)lenSources[i];
         }
+    }
+    if (query_version) {
+        /* As ocloc query writes it: one output named after the query. */
+        static const char version[] = "0.0.0-tack-sim\n";
+        const char *names[] = {"OCL_DRIVER_VERSION"};
+        const void *data[] = {version};
+        const uint64_t sizes[] = {sizeof version - 1};
+        return outputs(1, names, data, sizes, numOutputs, dataOutputs, lenOutputs, nameOutputs) ? -6 : 0;
     }
     if (!compile || !src) {
         static const char msg[] = "Error: no compile command, or -file names no given source\n";

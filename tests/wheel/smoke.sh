@@ -3,7 +3,8 @@
 # wheel installed from its file. First without its dependencies, so NumPy
 # is really absent: tack imports, runs a kernel on its own arrays, and
 # tack.array says to install NumPy. Then with them (NumPy): zero-copy both
-# ways with NumPy and a CPU kernel (smoke.py).
+# ways with NumPy, a CPU kernel and python -m tack (smoke.py). Last with the
+# [cc] extra and no C compiler on PATH: zig's builds the kernel.
 #
 #   tests/wheel/smoke.sh PYTHON WHEEL
 #
@@ -25,4 +26,8 @@ export TACK_CACHE_DIR=$work/cache
 "$work/venv/bin/python" "$root/tests/wheel/smoke.py" --without-numpy
 install "$wheel"
 "$work/venv/bin/python" "$root/tests/wheel/smoke.py"
+# pip install tack-arrays[cc] on a machine whose PATH has no C compiler.
+install "$wheel[cc]"
+mkdir "$work/no-compiler"
+env -u TACK_CC PATH="$work/no-compiler" "$work/venv/bin/python" "$root/tests/wheel/smoke.py" --zig
 echo "wheel: $(basename "$wheel") installs and works in a new venv"

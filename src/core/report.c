@@ -1,0 +1,57 @@
+/* What this machine offers each backend, for bug reports. Each backend
+ * describes its own driver and devices (describe in its table); the
+ * compiler of host kernels is the kernel layer's, as the kernel layer
+ * chooses it for a backend that compiles none itself. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernel/kernel.h"
+#include "internal.h"
+#include "toolchain.h"
+
+void tack_report_component(tack_component_report *c, const char *name, tack_status loaded, const char *path,
+                           const char *version)
+{
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->found = loaded == TACK_OK;
+    if (!c->found) {
+        snprintf(c->note, sizeof c->note, "%s", tack_last_error());
+        return;
+    }
+    snprintf(c->path, sizeof c->path, "%s", path ? path : "");
+    snprintf(c->version, sizeof c->version, "%s", version ? version : "");
+}
+
+tack_status tack_backend_describe(const char *backend, tack_backend_report *out)
+{
+    const struct tack_backend_ops *ops = backend ? tack_backend_find(backend, strlen(backend)) : NULL;
+    if (!ops) {
+        char known[256];
+        tack_backend_list(known, sizeof known);
+        return tack_error_set(TACK_EVALUE, "no backend is called '%s'; the backends are %s",
+                              backend ? backend : "(null)", known);
+    }
+    /* A report is not a failure: whatever the lookups leave in the
+     * thread's message is put back as it was. */
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", tack_last_error());
+
+    tack_backend_report r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.backend, sizeof r.backend, "%s", ops->name);
+    snprintf(r.driver.name, sizeof r.driver.name, "driver");
+    if (ops->describe) {
+        ops->describe(&r);
+    } else {
+        r.driver.found = 1;
+        snprintf(r.driver.note, sizeof r.driver.note, "none needed");
+        r.device_count = 1;
+        snprintf(r.devices[0], sizeof r.devices[0], "%s", ops->name);
+    }
+    if (ops->dialect && !ops->kernel_compile && ops->dialect->offline == TACK_CODE_HOST)
+        tack_host_compiler_describe(&r.compiler);
+
+    tack_error_set(TACK_OK, "%s", saved);
+    *out = r;
+    return TACK_OK;
+}
