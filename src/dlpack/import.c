@@ -7,7 +7,7 @@
 #include "../core/internal.h"
 #include "import.h"
 
-static const char *device_type_name(int type)
+static const char *device_type_name(DLDeviceType type)
 {
     switch (type) {
     case kDLCPU: return "kDLCPU";
