@@ -945,11 +945,23 @@ static void test_writes_are_seen_across_processes(void)
     tack_device_release(d);
 }
 
+/* Each case runs in a child that starts with these counts; it must end
+ * with them too. */
+static long arrays_at_start, buffers_at_start;
+
+static void nothing_left(void)
+{
+    CHECK(tack_array_live_count() == arrays_at_start);
+    CHECK(tack_buffer_live_count() == buffers_at_start);
+}
+
 int main(void)
 {
     /* A peer that goes away must be an error, never a signal. */
     signal(SIGPIPE, SIG_DFL);
-    long arrays = tack_array_live_count(), buffers = tack_buffer_live_count();
+    arrays_at_start = tack_array_live_count();
+    buffers_at_start = tack_buffer_live_count();
+    check_after_each = nothing_left;
     RUN(test_exportable_host_memory_exports_a_memfd);
     RUN(test_import_memory_in_one_process);
     RUN(test_read_only_descriptor_gives_a_read_only_array);
@@ -961,14 +973,10 @@ int main(void)
     RUN(test_stream_stays_in_step_after_a_future_header);
     RUN(test_read_only_arrays_arrive_read_only);
     RUN(test_writes_are_seen_across_processes);
-    /* Each in a child of its own, under alarm(): a fault kills the child,
-     * a hang its alarm. */
-    RUN_CHILD(test_memory_that_can_shrink_is_refused);
-    RUN_CHILD(test_memory_sealed_against_shrinking_is_mapped);
-    RUN_CHILD(test_the_deadline_holds_for_the_whole_message);
-    RUN_CHILD(test_a_listening_socket_fails_at_once);
-    RUN_CHILD(test_messages_say_what_was_wrong);
-    CHECK(tack_array_live_count() == arrays);
-    CHECK(tack_buffer_live_count() == buffers);
+    RUN(test_memory_that_can_shrink_is_refused);
+    RUN(test_memory_sealed_against_shrinking_is_mapped);
+    RUN(test_the_deadline_holds_for_the_whole_message);
+    RUN(test_a_listening_socket_fails_at_once);
+    RUN(test_messages_say_what_was_wrong);
     CHECK_DONE();
 }
