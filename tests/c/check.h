@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tack/tack.h"
+
 static int check_failures;
 static int check_passed;
 static int check_failed_tests;
@@ -69,6 +71,35 @@ static int check_failed_tests;
 /* Optional: runs in each case's child after the case (a file's check that
  * the case left nothing behind); its failures are the case's. */
 static void (*check_after_each)(void);
+
+/* The live arrays, buffers and DLPack exports, for leak checks. */
+static inline void check_live_counts(long counts[3])
+{
+    counts[0] = tack_array_live_count();
+    counts[1] = tack_buffer_live_count();
+    counts[2] = tack_dlpack_live_exports();
+}
+
+/* The counts when main began: a child starts with them, and every case
+ * must end with them too. */
+static long check_live_at_start[3];
+
+static inline void check_nothing_left(void)
+{
+    long now[3];
+    check_live_counts(now);
+    CHECK(now[0] == check_live_at_start[0]); /* arrays */
+    CHECK(now[1] == check_live_at_start[1]); /* buffers */
+    CHECK(now[2] == check_live_at_start[2]); /* DLPack exports */
+}
+
+/* For main, before the cases of a file whose cases must leave no array,
+ * buffer or export behind. */
+static inline void check_each_leaves_nothing(void)
+{
+    check_live_counts(check_live_at_start);
+    check_after_each = check_nothing_left;
+}
 
 /* Seconds a case may run: CHECK_TIMEOUT from the environment (slow runs,
  * valgrind, raise it), else 30, well inside meson's limit for a file. */

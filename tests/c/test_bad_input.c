@@ -37,13 +37,6 @@ static int is_known(const char *call)
 
 static long counts[3];
 
-static void snapshot(long *c)
-{
-    c[0] = tack_array_live_count();
-    c[1] = tack_buffer_live_count();
-    c[2] = tack_dlpack_live_exports();
-}
-
 struct call {
     tack_status (*fn)(void *);
     void *ctx;
@@ -102,9 +95,9 @@ static void refused(const char *file, int line, const char *text, tack_status (*
         return;
     }
     long before[3], after[3];
-    snapshot(before);
+    check_live_counts(before);
     tack_status st = call(ctx);
-    snapshot(after);
+    check_live_counts(after);
     if (st != want) {
         fprintf(stderr, "%s:%d: %s returned %s here but %s in a child\n", file, line, text, tack_status_name(st),
                 tack_status_name(want));
@@ -409,7 +402,7 @@ static void test_error_message_is_per_thread(void)
 int main(void)
 {
     long start[3];
-    snapshot(start);
+    check_live_counts(start);
     setup();
     RUN(test_every_bad_call_is_refused);
     RUN(test_statuses_never_fail);
@@ -418,7 +411,7 @@ int main(void)
     tack_array_release(env.ro);
     tack_array_release(env.a);
     tack_device_release(env.cpu);
-    snapshot(counts);
+    check_live_counts(counts);
     CHECK(!memcmp(start, counts, sizeof start));
     CHECK_DONE();
 }

@@ -196,21 +196,10 @@ static void test_dtypes(void)
     CHECK(d == TACK_I8);
 }
 
-/* Each case runs in a child that starts with these counts; it must end
- * with them too. */
-static long arrays_at_start, buffers_at_start;
-
-static void nothing_left(void)
-{
-    CHECK(tack_array_live_count() == arrays_at_start);
-    CHECK(tack_buffer_live_count() == buffers_at_start);
-}
 
 int main(void)
 {
-    arrays_at_start = tack_array_live_count();
-    buffers_at_start = tack_buffer_live_count();
-    check_after_each = nothing_left;
+    check_each_leaves_nothing();
     RUN(test_device_registry);
     RUN(test_device_errors);
     RUN(test_empty_is_zeroed);

@@ -291,22 +291,10 @@ static void test_round_trip(void)
     tack_device_release(d);
 }
 
-/* Each case runs in a child that starts with these counts; it must end
- * with them too. */
-static long arrays_at_start, buffers_at_start;
-
-static void nothing_left(void)
-{
-    CHECK(tack_array_live_count() == arrays_at_start);
-    CHECK(tack_buffer_live_count() == buffers_at_start);
-    CHECK(tack_dlpack_live_exports() == 0);
-}
 
 int main(void)
 {
-    arrays_at_start = tack_array_live_count();
-    buffers_at_start = tack_buffer_live_count();
-    check_after_each = nothing_left;
+    check_each_leaves_nothing();
     RUN(test_export_legacy_fields);
     RUN(test_export_versioned_readonly);
     RUN(test_import_lifetime_over_reshapes);

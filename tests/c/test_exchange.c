@@ -312,22 +312,10 @@ static void test_import_refusals_keep_nothing(void)
     CHECK_STATUS(tack_import_array(&im, NULL, NULL, NULL), TACK_EVALUE);
 }
 
-/* Each case runs in a child that starts with these counts; it must end
- * with them too. */
-static long arrays_at_start, buffers_at_start;
-
-static void nothing_left(void)
-{
-    CHECK(tack_array_live_count() == arrays_at_start);
-    CHECK(tack_buffer_live_count() == buffers_at_start);
-    CHECK(tack_dlpack_live_exports() == 0);
-}
 
 int main(void)
 {
-    arrays_at_start = tack_array_live_count();
-    buffers_at_start = tack_buffer_live_count();
-    check_after_each = nothing_left;
+    check_each_leaves_nothing();
     RUN(test_dltensor_view_is_the_arrays_own_record);
     RUN(test_allocator_makes_zeroed_exports);
     RUN(test_allocator_refusals_allocate_nothing);

@@ -945,23 +945,12 @@ static void test_writes_are_seen_across_processes(void)
     tack_device_release(d);
 }
 
-/* Each case runs in a child that starts with these counts; it must end
- * with them too. */
-static long arrays_at_start, buffers_at_start;
-
-static void nothing_left(void)
-{
-    CHECK(tack_array_live_count() == arrays_at_start);
-    CHECK(tack_buffer_live_count() == buffers_at_start);
-}
 
 int main(void)
 {
     /* A peer that goes away must be an error, never a signal. */
     signal(SIGPIPE, SIG_DFL);
-    arrays_at_start = tack_array_live_count();
-    buffers_at_start = tack_buffer_live_count();
-    check_after_each = nothing_left;
+    check_each_leaves_nothing();
     RUN(test_exportable_host_memory_exports_a_memfd);
     RUN(test_import_memory_in_one_process);
     RUN(test_read_only_descriptor_gives_a_read_only_array);
