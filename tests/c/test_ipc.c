@@ -602,7 +602,6 @@ static int shrinkable(int kind)
  * lost pages and die of SIGBUS (this runs in a child of its own). */
 static void test_memory_that_can_shrink_is_refused(void)
 {
-    alarm(20);
     tack_device *d = cpu();
     for (int kind = 0; kind < 3; kind++) {
         int sv[2];
@@ -721,7 +720,6 @@ static tack_status stalled_receive(int type, const void *buf, size_t len, tack_i
  * asks the caller, and a time limit of 0 takes only what is there. */
 static void test_the_deadline_holds_for_the_whole_message(void)
 {
-    alarm(20);
     tack_ipc_header h = forged(16);
     tack_ipc_header future = h;
     future.version = 2;
@@ -786,7 +784,6 @@ static void test_the_deadline_holds_for_the_whole_message(void)
  * gave, as send(2) and recv(2) would. */
 static void test_a_listening_socket_fails_at_once(void)
 {
-    alarm(20);
     tack_device *d = cpu();
     tack_array *a = exportable(d, 0);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -817,7 +814,6 @@ static void test_a_listening_socket_fails_at_once(void)
  * one names EMFILE. */
 static void test_messages_say_what_was_wrong(void)
 {
-    alarm(20);
     tack_device *d = cpu();
     tack_array *a = exportable(d, 0);
     tack_ipc_header good;
