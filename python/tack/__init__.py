@@ -7,6 +7,7 @@ from tack._tack import (  # noqa: F401
     Device,
     DType,
     ExportedMemory,
+    Kernel,
     __version__,
     array,
     array_from_ptr,
@@ -31,10 +32,6 @@ from tack._tack import (  # noqa: F401
     u64,
     zeros,
 )
-from tack import _tack
 from tack._config import show_config  # noqa: F401
-
-if hasattr(_tack, "Kernel"):
-    from tack._tack import Kernel  # noqa: F401
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -163,7 +163,7 @@ static void cpu_free(tack_device *device, void *data, void *ctx)
  * ownership of a descriptor must import a duplicate (dup(2), os.dup). */
 static tack_status cpu_export_memory(tack_buffer *b, tack_exported_memory *out)
 {
-    struct cpu_shared *rec = b->owned ? b->alloc_ctx : NULL;
+    struct cpu_shared *rec = b->alloc_ctx;
     if (!rec)
         return tack_error_set(TACK_ERUNTIME,
                               "Backend cpu does not support memory export of this array: only host memory "

@@ -673,7 +673,7 @@ static tack_status export_locked(tack_buffer *b, struct cuda_export **out)
     if (!rec)
         return tack_error_set(TACK_ENOMEM, "out of memory exporting a buffer");
     rec->handle = -1;
-    struct cuda_alloc *a = b->owned ? b->alloc_ctx : NULL;
+    struct cuda_alloc *a = b->alloc_ctx;
     tack_status st = a && a->kind == ALLOC_VMM ? export_vmm(b, a, rec) : export_copy(b, rec);
     if (st != TACK_OK) {
         free(rec);

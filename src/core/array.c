@@ -100,10 +100,12 @@ tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int n
 }
 
 tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
-                                   size_t size, size_t nbytes, int writable, tack_array **out)
+                                   size_t size, size_t nbytes, int writable, tack_release_fn release, void *context,
+                                   tack_array **out)
 {
     tack_buffer *b;
-    tack_status st = tack_buffer_wrap_extra(device, data, nbytes, sizeof(tack_array) + (size_t)ndim * sizeof *shape, &b);
+    tack_status st = tack_buffer_wrap_extra(device, data, nbytes, release, context,
+                                            sizeof(tack_array) + (size_t)ndim * sizeof *shape, &b);
     if (st != TACK_OK)
         return st;
     *out = array_init((tack_array *)(void *)(b + 1), 1, b, data, dtype, ndim, shape, size, nbytes, writable);
@@ -166,7 +168,8 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
     if (address % itemsize)
         return tack_error_set(TACK_EVALUE, "address 0x%llx is not aligned to its %zu-byte elements",
                               (unsigned long long)address, itemsize);
-    return tack_array_wrap_memory(device, (void *)(uintptr_t)address, dtype, ndim, shape, size, nbytes, writable, out);
+    return tack_array_wrap_memory(device, (void *)(uintptr_t)address, dtype, ndim, shape, size, nbytes, writable, NULL,
+                                  NULL, out);
 }
 
 tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *shape, tack_array **out)

@@ -6,58 +6,102 @@
 
 long tack_buffer_live_count(void) { return tack_count_total(TACK_COUNT_BUFFERS); }
 
-/* A buffer record with `extra` bytes after it, for an array record made in
- * the same allocation (see tack_array_wrap_memory). */
-static tack_buffer *buffer_new(tack_device *device, size_t extra)
+/* The four kinds of buffer. Memory Tack made goes back to the backend that
+ * made it; memory someone else owns is never freed here, and an importer's
+ * deleter runs instead where there is one. */
+static void free_backend_memory(tack_buffer *b) { b->device->ops->free(b->device, b->data, b->alloc_ctx); }
+static void call_deleter(tack_buffer *b) { b->release(b->release_ctx); }
+
+static const struct tack_buffer_kind owned = {.owned = 1, .shared = 0, .free = free_backend_memory};
+static const struct tack_buffer_kind mapped = {.owned = 1, .shared = 1, .free = free_backend_memory};
+static const struct tack_buffer_kind wrapped = {.owned = 0, .shared = 1, .free = NULL};
+static const struct tack_buffer_kind imported = {.owned = 0, .shared = 1, .free = call_deleter};
+
+/* A buffer record of `kind` with `extra` bytes after it, for an array record
+ * made in the same allocation (see tack_array_wrap_memory). */
+static tack_buffer *buffer_new(tack_device *device, const struct tack_buffer_kind *kind, void *data, size_t nbytes,
+                               size_t extra)
 {
     tack_buffer *b = malloc(sizeof *b + extra);
     if (!b)
         return NULL;
-    *b = (tack_buffer){.device = tack_device_retain(device)};
+    /* Field by field: a compound literal of the whole record compiles to a
+     * `rep stos`, whose start-up cost is a measurable part of an import. */
     atomic_init(&b->refs, 1);
-    atomic_init(&b->shared, 0);
+    b->kind = kind;
+    b->device = tack_device_retain(device);
+    b->data = data;
+    b->nbytes = nbytes;
+    atomic_init(&b->shared, kind->shared);
     atomic_init(&b->last_launch, 0);
+    b->alloc_ctx = NULL;
+    b->release = NULL;
+    b->release_ctx = NULL;
+    b->export_ctx = NULL;
     tack_count_add(TACK_COUNT_BUFFERS, 1);
     return b;
+}
+
+/* Undoes buffer_new for a record whose memory was never made. */
+static void buffer_discard(tack_buffer *b)
+{
+    tack_device *d = b->device;
+    tack_count_add(TACK_COUNT_BUFFERS, -1);
+    free(b);
+    tack_device_release(d);
 }
 
 tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable, tack_buffer **out)
 {
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "tack_buffer_alloc: device and out must not be NULL");
-    tack_buffer *b = buffer_new(device, 0);
+    tack_buffer *b = buffer_new(device, &owned, NULL, nbytes, 0);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
     /* Zero-size arrays still get a distinct, valid address to export. */
     tack_status st = device->ops->alloc(device, nbytes ? nbytes : 1, exportable, &b->data, &b->alloc_ctx);
     if (st != TACK_OK) {
-        b->data = NULL;
-        tack_buffer_release(b);
+        buffer_discard(b);
         return st;
     }
-    b->nbytes = nbytes;
-    b->owned = 1;
     *out = b;
     return TACK_OK;
 }
 
-tack_status tack_buffer_wrap_extra(tack_device *device, void *data, size_t nbytes, size_t extra, tack_buffer **out)
+/* A buffer of `kind` over memory that is already there, once the backend
+ * accepts its address. */
+static tack_status wrap_new(tack_device *device, const struct tack_buffer_kind *kind, void *data, size_t nbytes,
+                            size_t extra, tack_buffer **out)
 {
     if (device->ops->check_pointer) {
         tack_status st = device->ops->check_pointer(device, (uint64_t)(uintptr_t)data);
         if (st != TACK_OK)
             return st;
     }
-    tack_buffer *b = buffer_new(device, extra);
+    tack_buffer *b = buffer_new(device, kind, data, nbytes, extra);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
-    b->data = data;
-    b->nbytes = nbytes;
-    /* The owner may touch the memory at any moment with no Tack call in
-     * between, so launches over it must complete before returning. */
-    atomic_store_explicit(&b->shared, 1, memory_order_relaxed);
     *out = b;
     return TACK_OK;
+}
+
+tack_status tack_buffer_wrap_extra(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
+                                   void *context, size_t extra, tack_buffer **out)
+{
+    tack_status st = wrap_new(device, release ? &imported : &wrapped, data, nbytes, extra, out);
+    if (st == TACK_OK) {
+        (*out)->release = release;
+        (*out)->release_ctx = context;
+    }
+    return st;
+}
+
+tack_status tack_buffer_map(tack_device *device, void *data, size_t nbytes, void *alloc_ctx, tack_buffer **out)
+{
+    tack_status st = wrap_new(device, &mapped, data, nbytes, 0, out);
+    if (st == TACK_OK)
+        (*out)->alloc_ctx = alloc_ctx;
+    return st;
 }
 
 tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
@@ -65,12 +109,7 @@ tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tac
 {
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: device and out must not be NULL");
-    tack_status st = tack_buffer_wrap_extra(device, data, nbytes, 0, out);
-    if (st == TACK_OK) {
-        (*out)->release = release;
-        (*out)->release_ctx = context;
-    }
-    return st;
+    return tack_buffer_wrap_extra(device, data, nbytes, release, context, 0, out);
 }
 
 tack_buffer *tack_buffer_retain(tack_buffer *b)
@@ -92,10 +131,8 @@ void tack_buffer_release(tack_buffer *b)
     tack_device *d = b->device;
     if (b->export_ctx && d->ops->release_export)
         d->ops->release_export(b);
-    if (b->owned && b->data)
-        d->ops->free(d, b->data, b->alloc_ctx);
-    if (b->release)
-        b->release(b->release_ctx);
+    if (b->kind->free)
+        b->kind->free(b);
     tack_count_add(TACK_COUNT_BUFFERS, -1);
     free(b);
     tack_device_release(d);
@@ -104,7 +141,7 @@ void tack_buffer_release(tack_buffer *b)
 void *tack_buffer_data(const tack_buffer *b) { return b->data; }
 size_t tack_buffer_size(const tack_buffer *b) { return b->nbytes; }
 tack_device *tack_buffer_device(const tack_buffer *b) { return b->device; }
-int tack_buffer_is_owned(const tack_buffer *b) { return b->owned; }
+int tack_buffer_is_owned(const tack_buffer *b) { return b->kind->owned; }
 int tack_buffer_is_shared(const tack_buffer *b) { return atomic_load(&b->shared); }
 
 tack_status tack_buffer_wait(tack_buffer *b)

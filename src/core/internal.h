@@ -184,16 +184,34 @@ struct tack_device {
     char name[40];
 };
 
+/* What a buffer's memory is and what its last reference does with it: one
+ * table per kind (src/core/buffer.c), chosen when the buffer is made. Memory
+ * someone else owns is a table without free, as ggml's borrowed buffers are,
+ * so that no path asks a flag whose memory it is. */
+struct tack_buffer_kind {
+    /* tack_buffer_is_owned: Tack made the memory (allocated or mapped). */
+    int owned;
+    /* Shared from the start: another party may touch the memory at any
+     * moment with no Tack call in between (see tack_buffer_share). */
+    int shared;
+    /* optional: nothing, the memory is someone else's to free. Undoes what
+     * made the memory, exactly once, when the last reference goes. */
+    void (*free)(tack_buffer *buffer);
+};
+
 struct tack_buffer {
     atomic_long refs;
+    const struct tack_buffer_kind *kind;
     tack_device *device;
     void *data;
     size_t nbytes;
-    int owned;
     atomic_int shared;
     /* Sequence number of the last queued launch that used this buffer. */
     atomic_uint_fast64_t last_launch;
+    /* The backend's record of memory it made (allocated or mapped), handed
+     * back to its free; NULL for memory the backend did not make. */
     void *alloc_ctx;
+    /* The deleter of imported memory and its context; NULL otherwise. */
     tack_release_fn release;
     void *release_ctx;
     /* Backend's export record (an exported descriptor, a lazily made
@@ -249,15 +267,28 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
 tack_status tack_layout_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *itemsize, size_t *size,
                               size_t *nbytes);
 
-/* A wrapped buffer (check_pointer applied) with `extra` bytes reserved after
- * its record; shared from the start, no release function. */
-tack_status tack_buffer_wrap_extra(tack_device *device, void *data, size_t nbytes, size_t extra, tack_buffer **out);
+/* A buffer over memory that is already there (check_pointer applied),
+ * shared from the start, with `extra` bytes reserved after its record:
+ * wrapped when `release` is NULL, else imported (release(context) runs
+ * exactly once, when the buffer goes). On error nothing is kept and
+ * release is not called. */
+tack_status tack_buffer_wrap_extra(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
+                                   void *context, size_t extra, tack_buffer **out);
 
-/* A wrapped buffer and an array over all of it, made in one allocation:
- * the common shape of array_from_ptr and of every DLPack import. The array
- * holds the only reference to the buffer. On error nothing is kept. */
+/* A buffer over memory the backend mapped (its import_memory), shared from
+ * the start: `alloc_ctx` is the backend's record, and its free undoes the
+ * mapping when the buffer goes. On error nothing is kept and the mapping is
+ * still the caller's to undo. */
+tack_status tack_buffer_map(tack_device *device, void *data, size_t nbytes, void *alloc_ctx, tack_buffer **out);
+
+/* A wrapped or imported buffer (as tack_buffer_wrap_extra) and an array
+ * over all of it, made in one allocation: the common shape of
+ * array_from_ptr and of every DLPack import. The array holds the only
+ * reference to the buffer. On error nothing is kept and release is not
+ * called. */
 tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
-                                   size_t size, size_t nbytes, int writable, tack_array **out);
+                                   size_t size, size_t nbytes, int writable, tack_release_fn release, void *context,
+                                   tack_array **out);
 
 /* An array over all of `buffer`, taking over the caller's reference (also
  * on failure). The shape must already be checked: size and nbytes are its. */

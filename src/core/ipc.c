@@ -68,16 +68,13 @@ static tack_status import_on(tack_device *d, const tack_exported_memory *e, tack
     if (st != TACK_OK)
         return st;
     tack_buffer *b;
-    st = tack_buffer_wrap_extra(d, data, e->size, 0, &b);
+    /* Tack made the mapping and the buffer undoes it; the exporter may touch
+     * the memory at any moment, so it is shared from the start. */
+    st = tack_buffer_map(d, data, e->size, ctx, &b);
     if (st != TACK_OK) {
         ops->free(d, data, ctx);
         return st;
     }
-    /* Tack made the mapping and undoes it: an owned buffer whose free is the
-     * backend's (wrap already marked it shared: the exporter may touch the
-     * memory at any moment). */
-    b->owned = 1;
-    b->alloc_ctx = ctx;
     return tack_array_adopt_buffer(b, dtype, ndim, shape, size, nbytes, writable, out);
 }
 

@@ -7,7 +7,7 @@
 #include "../core/internal.h"
 #include "import.h"
 
-static const char *device_type_name(int type)
+static const char *device_type_name(DLDeviceType type)
 {
     switch (type) {
     case kDLCPU: return "kDLCPU";
@@ -164,21 +164,20 @@ uint64_t tack_dlpack_consumer_stream(DLDevice dl, tack_device *asked, tack_devic
     return handle;
 }
 
-/* Wraps checked memory on `device` (released here when `owned`) and adopts
- * `release`: the last array over the memory calls it. */
+/* Wraps checked memory on `device` (released here when `owned`) in an
+ * imported buffer that adopts `release`: the last array over the memory
+ * calls it. A failed wrap adopts nothing and leaves it to the caller. */
 static tack_status wrap_and_adopt(tack_device *device, int owned, void *data, tack_dtype dtype, int ndim,
                                   const int64_t *shape, size_t size, size_t nbytes, int writable,
                                   tack_release_fn release, void *ctx, tack_array **out)
 {
     tack_array *a;
-    tack_status st = tack_array_wrap_memory(device, data, dtype, ndim, shape, size, nbytes, writable, &a);
+    tack_status st =
+        tack_array_wrap_memory(device, data, dtype, ndim, shape, size, nbytes, writable, release, ctx, &a);
     if (owned)
         tack_device_release(device);
     if (st != TACK_OK)
         return st;
-    /* Adopt only now that nothing else can fail. */
-    a->buffer->release = release;
-    a->buffer->release_ctx = ctx;
     *out = a;
     return TACK_OK;
 }

@@ -8,11 +8,8 @@
  * there is repeated here, where its effect on the live counters and on
  * *out is checked. */
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "tack/kernel.h"
@@ -40,67 +37,55 @@ static int is_known(const char *call)
 
 static long counts[3];
 
-static void snapshot(long *c)
-{
-    c[0] = tack_array_live_count();
-    c[1] = tack_buffer_live_count();
-    c[2] = tack_dlpack_live_exports();
-}
+struct call {
+    tack_status (*fn)(void *);
+    void *ctx;
+    tack_status want;
+    int quiet;
+};
 
-/* 0: the child returned `want` with a message; 1: another status (in
- * *got); 2: it crashed (signal in *got). */
-static int in_child(tack_status (*call)(void *), void *ctx, tack_status want, int *got, int quiet)
+/* Exits 0 when the call returned `want` with a message, 10 + the status
+ * otherwise; exit statuses below 10 are a sanitizer's or Tack's own. */
+static void call_in_child(void *p)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (quiet && !freopen("/dev/null", "w", stderr))
-            _exit(3);
-        tack_status st = call(ctx);
-        _exit(st == want && tack_last_error()[0] ? 0 : 10 + (int)st);
-    }
-    int ws = 0;
-    if (pid < 0 || waitpid(pid, &ws, 0) != pid) {
-        *got = -1;
-        return 2;
-    }
-    if (WIFSIGNALED(ws)) {
-        *got = WTERMSIG(ws);
-        return 2;
-    }
-    int code = WEXITSTATUS(ws);
-    if (code == 0)
-        return 0;
-    if (code < 10 || code > 10 + TACK_ENOMEM) {
-        *got = -code; /* a sanitizer's report, or an exit from inside Tack */
-        return 2;
-    }
-    *got = code - 10;
-    return 1;
+    const struct call *c = p;
+    if (c->quiet && !freopen("/dev/null", "w", stderr))
+        _exit(3);
+    tack_status st = c->fn(c->ctx);
+    _exit(st == c->want && tack_last_error()[0] ? 0 : 10 + (int)st);
 }
 
 static void refused(const char *file, int line, const char *text, tack_status (*call)(void *), void *ctx,
                     tack_status want)
 {
-    int got = 0;
     int known_defect = is_known(text);
-    int outcome = in_child(call, ctx, want, &got, known_defect);
-    if (outcome != 0) {
+    struct call c = {call, ctx, want, known_defect};
+    /* A third of a case's limit: a call that hangs is named before the
+     * case around it is killed. */
+    double timeout = check_timeout() / 3;
+    int detail = 0;
+    enum check_end end = check_in_child(call_in_child, &c, timeout, &detail);
+    if (end != CHECK_EXITED || detail != 0) {
         if (known_defect) {
             printf("known defect: %s\n", text);
             return;
         }
-        if (outcome == 2 && got >= 0)
-            fprintf(stderr, "%s:%d: %s crashed (signal %d); expected %s\n", file, line, text, got,
+        if (end == CHECK_SIGNALLED)
+            fprintf(stderr, "%s:%d: %s crashed (signal %d); expected %s\n", file, line, text, detail,
                     tack_status_name(want));
-        else if (outcome == 2)
+        else if (end == CHECK_TIMED_OUT)
+            fprintf(stderr, "%s:%d: %s did not return within %g s; expected %s\n", file, line, text, timeout,
+                    tack_status_name(want));
+        else if (end == CHECK_NO_CHILD)
+            fprintf(stderr, "%s:%d: %s could not run in a child: %s\n", file, line, text, strerror(detail));
+        else if (detail < 10 || detail > 10 + TACK_ENOMEM)
             fprintf(stderr, "%s:%d: %s ended the process (exit status %d, a sanitizer report above?); expected %s\n",
-                    file, line, text, -got, tack_status_name(want));
-        else if (got == TACK_OK)
+                    file, line, text, detail, tack_status_name(want));
+        else if (detail == 10 + TACK_OK)
             fprintf(stderr, "%s:%d: %s succeeded; expected %s\n", file, line, text, tack_status_name(want));
         else
             fprintf(stderr, "%s:%d: %s returned %s (or no message); expected %s\n", file, line, text,
-                    tack_status_name((tack_status)got), tack_status_name(want));
+                    tack_status_name((tack_status)(detail - 10)), tack_status_name(want));
         check_failures++;
         return;
     }
@@ -110,9 +95,9 @@ static void refused(const char *file, int line, const char *text, tack_status (*
         return;
     }
     long before[3], after[3];
-    snapshot(before);
+    check_live_counts(before);
     tack_status st = call(ctx);
-    snapshot(after);
+    check_live_counts(after);
     if (st != want) {
         fprintf(stderr, "%s:%d: %s returned %s here but %s in a child\n", file, line, text, tack_status_name(st),
                 tack_status_name(want));
@@ -417,7 +402,7 @@ static void test_error_message_is_per_thread(void)
 int main(void)
 {
     long start[3];
-    snapshot(start);
+    check_live_counts(start);
     setup();
     RUN(test_every_bad_call_is_refused);
     RUN(test_statuses_never_fail);
@@ -426,7 +411,7 @@ int main(void)
     tack_array_release(env.ro);
     tack_array_release(env.a);
     tack_device_release(env.cpu);
-    snapshot(counts);
+    check_live_counts(counts);
     CHECK(!memcmp(start, counts, sizeof start));
     CHECK_DONE();
 }

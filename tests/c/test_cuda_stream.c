@@ -452,19 +452,19 @@ int main(void)
         fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
         return 1;
     }
-    RUN_CHILD(test_the_consumer_stream_waits_for_an_event_not_the_host);
-    RUN_CHILD(test_later_launches_complete_before_returning);
-    RUN_CHILD(test_nothing_queued_needs_no_event);
-    RUN_CHILD(test_the_legacy_export_takes_a_stream_too);
-    RUN_CHILD(test_minus_one_synchronises_nothing);
-    RUN_CHILD(test_legacy_default_stream);
-    RUN_CHILD(test_per_thread_default_stream);
-    RUN_CHILD(test_invalid_stream_values_are_refused);
-    RUN_CHILD(test_sim_only_unknown_and_destroyed_streams_are_refused);
-    RUN_CHILD(test_a_stream_of_another_device_is_refused);
-    RUN_CHILD(test_a_stream_of_another_context_on_the_device_is_ordered);
-    RUN_CHILD(test_a_driver_failure_keeps_nothing);
-    RUN_CHILD(test_a_destroyed_context_is_a_runtime_error);
-    RUN_CHILD(test_other_backends_wait_on_the_host);
+    RUN(test_the_consumer_stream_waits_for_an_event_not_the_host);
+    RUN(test_later_launches_complete_before_returning);
+    RUN(test_nothing_queued_needs_no_event);
+    RUN(test_the_legacy_export_takes_a_stream_too);
+    RUN(test_minus_one_synchronises_nothing);
+    RUN(test_legacy_default_stream);
+    RUN(test_per_thread_default_stream);
+    RUN(test_invalid_stream_values_are_refused);
+    RUN(test_sim_only_unknown_and_destroyed_streams_are_refused);
+    RUN(test_a_stream_of_another_device_is_refused);
+    RUN(test_a_stream_of_another_context_on_the_device_is_ordered);
+    RUN(test_a_driver_failure_keeps_nothing);
+    RUN(test_a_destroyed_context_is_a_runtime_error);
+    RUN(test_other_backends_wait_on_the_host);
     CHECK_DONE();
 }

@@ -291,9 +291,10 @@ static void test_round_trip(void)
     tack_device_release(d);
 }
 
+
 int main(void)
 {
-    long arrays = tack_array_live_count(), buffers = tack_buffer_live_count();
+    check_each_leaves_nothing();
     RUN(test_export_legacy_fields);
     RUN(test_export_versioned_readonly);
     RUN(test_import_lifetime_over_reshapes);
@@ -304,8 +305,5 @@ int main(void)
     RUN(test_deleter_on_another_thread);
     RUN(test_export_null_out_changes_nothing);
     RUN(test_round_trip);
-    CHECK(tack_array_live_count() == arrays);
-    CHECK(tack_buffer_live_count() == buffers);
-    CHECK(tack_dlpack_live_exports() == 0);
     CHECK_DONE();
 }

@@ -312,9 +312,10 @@ static void test_import_refusals_keep_nothing(void)
     CHECK_STATUS(tack_import_array(&im, NULL, NULL, NULL), TACK_EVALUE);
 }
 
+
 int main(void)
 {
-    long arrays = tack_array_live_count(), buffers = tack_buffer_live_count();
+    check_each_leaves_nothing();
     RUN(test_dltensor_view_is_the_arrays_own_record);
     RUN(test_allocator_makes_zeroed_exports);
     RUN(test_allocator_refusals_allocate_nothing);
@@ -324,8 +325,5 @@ int main(void)
     RUN(test_other_spellings_have_no_dtype);
     RUN(test_import_takes_byte_strides_and_releases_once);
     RUN(test_import_refusals_keep_nothing);
-    CHECK(tack_array_live_count() == arrays);
-    CHECK(tack_buffer_live_count() == buffers);
-    CHECK(tack_dlpack_live_exports() == 0);
     CHECK_DONE();
 }

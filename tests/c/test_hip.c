@@ -70,7 +70,7 @@ static long long stat(const char *name)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-#define RUN_ISOLATED(test) RUN_CHILD_AFTER(sim_open, test)
+#define RUN_ISOLATED(test) RUN_AFTER(sim_open, test)
 
 static int current_device(void)
 {

@@ -71,7 +71,7 @@ static long long stat(const char *name)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-#define RUN_ISOLATED(test) RUN_CHILD_AFTER(sim_open, test)
+#define RUN_ISOLATED(test) RUN_AFTER(sim_open, test)
 
 /* Another library's context on device `index`: its three handles. */
 static void other_library(int index, uint64_t h[3])

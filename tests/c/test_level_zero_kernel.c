@@ -247,6 +247,9 @@ static void test_missing_libocloc_says_what_to_install(void)
                            "apt-get install intel-opencl-icd");
 }
 
+/* Tack destroys no Level Zero object, kernels included. */
+static void nothing_destroyed(void) { CHECK(sim_stats("destroys") == 0); }
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-ze-kernel-XXXXXX";
@@ -256,6 +259,7 @@ int main(void)
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
     if (!saxpy_open("level_zero", &ze, &saxpy))
         CHECK_DONE();
+    check_after_each = nothing_destroyed;
     RUN(test_generated_source_is_opencl);
     RUN(test_launch_binds_arguments_in_order);
     RUN(test_compile_is_memoised_by_source_and_device);
@@ -267,8 +271,7 @@ int main(void)
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_libocloc_says_what_to_install);
     saxpy_close(ze, saxpy);
-    /* Tack destroys no Level Zero object, kernels included. */
-    CHECK(sim_stats("destroys") == 0);
+    nothing_destroyed();
     remove_tree(cache);
     CHECK_DONE();
 }

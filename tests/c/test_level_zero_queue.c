@@ -316,6 +316,14 @@ static void test_a_failed_submission_leaves_the_next_launch_working(void)
     tack_array_release(y);
 }
 
+/* Tack destroys no Level Zero object: not its queue, lists or fences; and
+ * no case leaves a fault or a list reset while in flight. */
+static void nothing_destroyed_or_faulted(void)
+{
+    CHECK(stat("destroys") == 0);
+    CHECK(stat("resets_in_flight") == 0 && stat("faults") == 0);
+}
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-ze-queue-XXXXXX";
@@ -325,6 +333,7 @@ int main(void)
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
     if (!saxpy_open("level_zero", &ze, &saxpy))
         CHECK_DONE();
+    check_after_each = nothing_destroyed_or_faulted;
     RUN(test_a_launch_returns_before_it_has_run);
     RUN(test_many_launches_run_in_order);
     RUN(test_a_copy_into_an_array_waits_for_its_launches);
@@ -335,9 +344,7 @@ int main(void)
     RUN(test_freeing_an_array_a_launch_still_uses);
     RUN(test_a_failed_submission_leaves_the_next_launch_working);
     saxpy_close(ze, saxpy);
-    /* Tack destroys no Level Zero object: not its queue, lists or fences. */
-    CHECK(stat("destroys") == 0);
-    CHECK(stat("resets_in_flight") == 0 && stat("faults") == 0);
+    nothing_destroyed_or_faulted();
     remove_tree(cache);
     CHECK_DONE();
 }

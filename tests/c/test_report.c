@@ -144,11 +144,11 @@ int main(void)
 {
     RUN(test_backend_names);
     RUN(test_unknown_backend_changes_nothing);
-    RUN_CHILD(test_cpu);
-    RUN_CHILD(test_cuda_on_the_simulator);
-    RUN_CHILD(test_hip_on_the_simulator);
-    RUN_CHILD(test_level_zero_on_the_simulator);
-    RUN_CHILD_AFTER(no_cuda_driver, test_missing_driver_says_why);
-    RUN_CHILD_AFTER(private_cache, test_cache_dir);
+    RUN(test_cpu);
+    RUN(test_cuda_on_the_simulator);
+    RUN(test_hip_on_the_simulator);
+    RUN(test_level_zero_on_the_simulator);
+    RUN_AFTER(no_cuda_driver, test_missing_driver_says_why);
+    RUN_AFTER(private_cache, test_cache_dir);
     CHECK_DONE();
 }

@@ -1,5 +1,10 @@
 """Arrays, dtypes, devices and raw pointers, without DLPack."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -367,11 +372,34 @@ def test_unknown_backend_is_a_value_error():
 
 
 def test_cuda_without_a_driver_is_a_runtime_error():
-    try:
-        dev = tack.device("cuda")
-    except RuntimeError:
-        return
-    pytest.skip(f"a CUDA driver is present ({dev!r})")
+    # The default driver library, in a fresh interpreter (a process loads
+    # the driver once) with no TACK_CUDA_LIBRARY; a machine that has the
+    # driver cannot show this.
+    code = textwrap.dedent("""
+        import ctypes, sys
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            pass
+        else:
+            sys.exit(77)
+        import tack
+        try:
+            tack.device("cuda")
+        except RuntimeError as e:
+            message = str(e)
+        else:
+            raise AssertionError("tack.device('cuda') succeeded without a driver")
+        assert "CUDA is not available" in message and "libcuda.so.1" in message, message
+        assert "Install the NVIDIA driver" in message, message
+        assert tack.zeros(3).device.backend == "cpu"
+    """)
+    environ = {k: v for k, v in os.environ.items() if k != "TACK_CUDA_LIBRARY"}
+    environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    r = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=120)
+    if r.returncode == 77:
+        pytest.skip("a CUDA driver (libcuda.so.1) is installed")
+    assert r.returncode == 0, r.stderr
 
 
 def test_set_default_device(restore_default_device):

@@ -5,7 +5,6 @@ import gc
 import itertools
 import sys
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -328,10 +327,7 @@ def test_export_import_cycles_do_not_grow():
     gc.collect()
     before_counts = live_counts()
     before = rss_kib()
-    start = time.perf_counter()
     cycle(20000)
-    elapsed = time.perf_counter() - start
     growth = rss_kib() - before
     assert live_counts() == before_counts
     assert growth < 1024, f"resident memory grew {growth} KiB over 20000 cycles"
-    assert elapsed < 10
