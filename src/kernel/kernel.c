@@ -590,3 +590,24 @@ tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
         n = (int64_t)args[w].value.array->size;
     return tack_kernel_launch(k, NULL, n, args, nargs);
 }
+
+int tack_kernel_ndim(const tack_kernel *k)
+{
+    (void)k;
+    return 1;
+}
+
+const char *tack_kernel_dim_name(const tack_kernel *k, int d) { return d == 0 ? k->sig.index_name : NULL; }
+
+tack_status tack_kernel_launch_nd(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
+                                  const tack_arg *args, size_t nargs)
+{
+    if (!k || !shape)
+        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_nd: kernel and shape must not be NULL");
+    int want = tack_kernel_ndim(k);
+    if (ndim != want)
+        return tack_error_set(TACK_EVALUE,
+                              "kernel '%s' takes %d ind%s; launch it over a shape of %d extent%s, not %d",
+                              k->sig.name, want, want == 1 ? "ex" : "ices", want, want == 1 ? "" : "s", ndim);
+    return tack_kernel_launch(k, device, shape[0], args, nargs);
+}
