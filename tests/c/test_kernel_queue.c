@@ -71,7 +71,7 @@ static tack_status q_synchronize(tack_device *d)
         void *args[TACK_KERNEL_MAX_PARAMS];
         for (int a = 0; a < l->k->nargs; a++)
             args[a] = &l->vals[a];
-        l->k->entry(0, l->n, args);
+        l->k->entry(0, l->n, &l->n, args);
         s->ran++;
     }
     s->len = 0;
@@ -94,8 +94,10 @@ static tack_status q_kernel_load(tack_device *d, struct tack_kernel_code *code, 
     return TACK_OK;
 }
 
-static tack_status q_kernel_launch(tack_device *d, void *kernel, int64_t n, void *const *args)
+static tack_status q_kernel_launch(tack_device *d, void *kernel, const struct tack_launch *launch)
 {
+    int64_t n = launch->n;
+    void *const *args = launch->args;
     struct qstream *s = d->impl;
     struct qkernel *k = kernel;
     if (s->len == QMAX)
