@@ -387,7 +387,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller problems, fewer repeats")
     parser.add_argument("cases", nargs="*", help="run only the cases whose name contains one of these words")
     args = parser.parse_args(argv)
-    repeat = 3 if args.quick else 7
+    repeat = 3 if args.quick else 11
     print(
         f"tack {tack.__version__}, numba {numba.__version__}, numpy {np.__version__}, {os.cpu_count()} cores; "
         f"threads: tack {os.environ.get('TACK_NUM_THREADS', 'all cores')}, numba {numba.get_num_threads()}; "
