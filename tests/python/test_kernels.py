@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tack
-from conftest import DTYPE_NAMES
+from conftest import DTYPE_NAMES, nvrtc_or_skip
 
 C_TYPES = {
     "int8": "int8_t",
@@ -42,20 +42,7 @@ def assert_multiply_add(got, product, addend):
     assert np.all(np.abs(got.astype(np.float64) - want) <= bound)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def private_cache(tmp_path_factory):
-    """Kernels compile into a cache of this test run's own, with the
-    system compiler, whatever the environment says."""
-    saved = {k: os.environ.get(k) for k in ("TACK_CACHE_DIR", "TACK_CC", "TACK_CFLAGS")}
-    os.environ["TACK_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
-    os.environ.pop("TACK_CC", None)
-    os.environ.pop("TACK_CFLAGS", None)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 @pytest.fixture(scope="module")
@@ -434,16 +421,6 @@ def test_two_processes_compile_the_same_kernel_at_once(tmp_path):
 
 # --------------------------------------------------------------------------
 # CUDA source through NVRTC (no GPU needed)
-
-
-def nvrtc_or_skip():
-    probe = tack.Kernel("void probe(tack_index i, float *y) { y[i] = 0; }")
-    try:
-        probe.ptx()
-    except RuntimeError as exc:
-        if "NVRTC" in str(exc) and "not" in str(exc):
-            pytest.skip(f"NVRTC is not available: {exc}")
-        raise
 
 
 @pytest.mark.parametrize("name", DTYPE_NAMES)

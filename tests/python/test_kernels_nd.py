@@ -12,20 +12,10 @@ import numpy as np
 import pytest
 
 import tack
+from conftest import nvrtc_or_skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def private_cache(tmp_path_factory):
-    saved = {k: os.environ.get(k) for k in ("TACK_CACHE_DIR", "TACK_CC", "TACK_CFLAGS")}
-    os.environ["TACK_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache-nd"))
-    os.environ.pop("TACK_CC", None)
-    os.environ.pop("TACK_CFLAGS", None)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 def run_child(script, env=None, args=(), timeout=120):
@@ -380,16 +370,6 @@ void scatter(tack_index i, tack_index j, int64_t w, const float *v, int32_t *a, 
     tack_atomic_max(&d[2], (uint64_t)i);
 }
 """
-
-
-def nvrtc_or_skip():
-    probe = tack.Kernel("void probe(tack_index i, float *y) { y[i] = 0; }")
-    try:
-        probe.ptx()
-    except RuntimeError as exc:
-        if "NVRTC" in str(exc) and "not" in str(exc):
-            pytest.skip(f"NVRTC is not available: {exc}")
-        raise
 
 
 @pytest.mark.parametrize("arch", [None, "compute_90"])
