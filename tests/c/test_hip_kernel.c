@@ -15,6 +15,7 @@
 #include "arrays.h"
 #include "check.h"
 #include "kernels.h"
+#include "grid2d.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -167,6 +168,43 @@ static void test_release_unloads_the_module(void)
     CHECK(sim_stats("modules_unloaded") == unloaded + 1);
 }
 
+/* ---- a 2-D domain: the entry's extents, the grid, and its coverage -------- */
+
+static struct grid2d_launch seen2;
+
+static void *grid2d_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
+{
+    struct grid2d_launch *c = malloc(sizeof *c);
+    if (!c || strcmp(name, "tack_kernel_entry")) {
+        free(c);
+        return NULL;
+    }
+    c->n0 = *(int64_t *)params[0];
+    c->n1 = *(int64_t *)params[1];
+    c->w = *(int64_t *)params[2];
+    uint64_t y = (uint64_t)(uintptr_t) * (void **)params[3];
+    c->y = sim_host_address(y, (size_t)(c->n0 * c->n1) * sizeof(float));
+    memcpy(c->grid, grid, sizeof c->grid);
+    memcpy(c->block, block, sizeof c->block);
+    seen2 = *c;
+    return c;
+}
+
+static void grid2d_run_and_free(void *p)
+{
+    grid2d_run(p);
+    free(p);
+}
+
+static void test_2d_launch_geometry_covers_the_domain(void)
+{
+    sim_set_kernel_hook(grid2d_capture, grid2d_run_and_free);
+    grid2d_check(hip, 1000, 70, &seen2);
+    CHECK(seen2.block[0] == 32 && seen2.block[1] == 8 && seen2.block[2] == 1);
+    CHECK(seen2.grid[0] == 3 && seen2.grid[1] == 125 && seen2.grid[2] == 1);
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+}
+
 int main(void)
 {
     sim_open();
@@ -180,6 +218,7 @@ int main(void)
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_hiprtc_says_what_to_install);
     RUN(test_release_unloads_the_module);
+    RUN(test_2d_launch_geometry_covers_the_domain);
     saxpy_close(hip, saxpy);
     CHECK_DONE();
 }
