@@ -37,6 +37,36 @@ static inline void grid2d_run(const struct grid2d_launch *c)
                             c->y[i * c->w + j] += (float)(i * 1000 + j);
 }
 
+/* A hook's capture: the launch of the entry `name` (NULL for another, or
+ * out of memory), also recorded in *seen. `y_of` turns the device array's
+ * address into its host storage. */
+static inline struct grid2d_launch *grid2d_capture_values(const char *name, const void *n0, const void *n1,
+                                                          const void *w, uint64_t y, void *(*y_of)(uint64_t, size_t),
+                                                          const unsigned grid[3], const unsigned block[3],
+                                                          struct grid2d_launch *seen)
+{
+    struct grid2d_launch *c = calloc(1, sizeof *c);
+    if (!c || strcmp(name, "tack_kernel_entry")) {
+        free(c);
+        return NULL;
+    }
+    memcpy(&c->n0, n0, sizeof c->n0);
+    memcpy(&c->n1, n1, sizeof c->n1);
+    memcpy(&c->w, w, sizeof c->w);
+    c->y = y_of(y, (size_t)(c->n0 * c->n1) * sizeof(float));
+    memcpy(c->grid, grid, sizeof c->grid);
+    memcpy(c->block, block, sizeof c->block);
+    *seen = *c;
+    return c;
+}
+
+/* A hook's run: the stand-in, then the capture's memory. */
+static inline void grid2d_run_and_free(void *p)
+{
+    grid2d_run(p);
+    free(p);
+}
+
 /* Launches GRID2D_SOURCE over (h, w) on `device` (whose hook must fill
  * *seen and run grid2d_run), then checks the entry got the extents in
  * order and that every element was written once. */

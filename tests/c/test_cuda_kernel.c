@@ -192,28 +192,12 @@ static void test_checks_come_before_anything_runs(void)
 
 static struct grid2d_launch seen2;
 
+static void *cuda_host_of(uint64_t ptr, size_t n) { return sim_host_address((CUdeviceptr)ptr, n); }
+
 static void *grid2d_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
 {
-    struct grid2d_launch *c = malloc(sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry")) {
-        free(c);
-        return NULL;
-    }
-    c->n0 = *(int64_t *)params[0];
-    c->n1 = *(int64_t *)params[1];
-    c->w = *(int64_t *)params[2];
-    CUdeviceptr y = *(CUdeviceptr *)params[3];
-    c->y = sim_host_address(y, (size_t)(c->n0 * c->n1) * sizeof(float));
-    memcpy(c->grid, grid, sizeof c->grid);
-    memcpy(c->block, block, sizeof c->block);
-    seen2 = *c;
-    return c;
-}
-
-static void grid2d_run_and_free(void *p)
-{
-    grid2d_run(p);
-    free(p);
+    return grid2d_capture_values(name, params[0], params[1], params[2], (uint64_t) * (CUdeviceptr *)params[3],
+                                 cuda_host_of, grid, block, &seen2);
 }
 
 static void test_2d_launch_geometry_covers_the_domain(void)

@@ -174,26 +174,8 @@ static struct grid2d_launch seen2;
 
 static void *grid2d_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
 {
-    struct grid2d_launch *c = malloc(sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry")) {
-        free(c);
-        return NULL;
-    }
-    c->n0 = *(int64_t *)params[0];
-    c->n1 = *(int64_t *)params[1];
-    c->w = *(int64_t *)params[2];
-    uint64_t y = (uint64_t)(uintptr_t) * (void **)params[3];
-    c->y = sim_host_address(y, (size_t)(c->n0 * c->n1) * sizeof(float));
-    memcpy(c->grid, grid, sizeof c->grid);
-    memcpy(c->block, block, sizeof c->block);
-    seen2 = *c;
-    return c;
-}
-
-static void grid2d_run_and_free(void *p)
-{
-    grid2d_run(p);
-    free(p);
+    return grid2d_capture_values(name, params[0], params[1], params[2], (uint64_t)(uintptr_t) * (void **)params[3],
+                                 sim_host_address, grid, block, &seen2);
 }
 
 static void test_2d_launch_geometry_covers_the_domain(void)

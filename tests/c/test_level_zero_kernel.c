@@ -258,29 +258,13 @@ static struct grid2d_launch seen2;
 static void *grid2d_capture(const char *name, void *const *args, const size_t *sizes, int nargs,
                             const uint32_t groups[3], const uint32_t group_size[3])
 {
-    struct grid2d_launch *c = calloc(1, sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry") || nargs != 4 || sizes[0] != 8 || sizes[1] != 8) {
-        free(c);
+    if (nargs != 4 || sizes[0] != sizeof(int64_t) || sizes[1] != sizeof(int64_t))
         return NULL;
-    }
-    memcpy(&c->n0, args[0], sizeof c->n0);
-    memcpy(&c->n1, args[1], sizeof c->n1);
-    memcpy(&c->w, args[2], sizeof c->w);
     uint64_t y;
     memcpy(&y, args[3], sizeof y);
-    c->y = sim_host_address(y, (size_t)(c->n0 * c->n1) * sizeof(float));
-    for (int d = 0; d < 3; d++) {
-        c->grid[d] = groups[d];
-        c->block[d] = group_size[d];
-    }
-    seen2 = *c;
-    return c;
-}
-
-static void grid2d_run_and_free(void *p)
-{
-    grid2d_run(p);
-    free(p);
+    const unsigned grid[3] = {groups[0], groups[1], groups[2]};
+    const unsigned block[3] = {group_size[0], group_size[1], group_size[2]};
+    return grid2d_capture_values(name, args[0], args[1], args[2], y, sim_host_address, grid, block, &seen2);
 }
 
 static void test_2d_launch_geometry_covers_the_domain(void)
