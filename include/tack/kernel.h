@@ -47,7 +47,7 @@ extern "C" {
 
 typedef struct tack_kernel tack_kernel;
 
-/* One parameter of a kernel (the index excluded). */
+/* One parameter of a kernel (the indices excluded). */
 typedef struct tack_kernel_param {
     const char *name; /* as written in the source; valid while the kernel lives */
     tack_dtype dtype; /* the scalar's or the pointed-to element's type */
@@ -91,12 +91,13 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * there; a launch does this on first use, so calling it is only a way to
  * pay (and see the errors of) compilation early.
  * cpu: a C compiler (TACK_CC when set; else the first of cc, gcc and clang
- * on PATH; else zig's, see tack_kernel_set_python), with -O2 -fPIC -shared
- * and TACK_CFLAGS, into a shared object cached under TACK_CACHE_DIR
- * (default ~/.cache/tack) keyed by a hash of the generated source, the
- * compiler, the flags and Tack's version; a cached object is loaded without
- * running the compiler once it is checked: its recorded size and SHA-256
- * match, and it is a regular file the user owns that nobody else can write
+ * on PATH; else zig's, see tack_kernel_set_python), with -O3 -march=native
+ * -fno-math-errno -fPIC -shared and then TACK_CFLAGS, into a shared object
+ * cached under TACK_CACHE_DIR (default ~/.cache/tack) keyed by a hash of
+ * the generated source, the compiler, the flags, the host CPU's model and
+ * features, and Tack's version; a cached object is loaded without running
+ * the compiler once it is checked: its recorded size and SHA-256 match,
+ * and it is a regular file the user owns that nobody else can write
  * (anything else is compiled again and replaced). The cache directory is
  * made 0700 when missing, and must be the user's and writable by nobody
  * else, with no directory above it through which others could replace it.
@@ -191,7 +192,7 @@ int tack_kernel_ndim(const tack_kernel *kernel);
 const char *tack_kernel_dim_name(const tack_kernel *kernel, int d);
 /* Parameters after the indices. Never fails. */
 int tack_kernel_num_params(const tack_kernel *kernel);
-/* Parameter `i` (0-based, after the index). TACK_EVALUE for i out of range,
+/* Parameter `i` (0-based, after the indices). TACK_EVALUE for i out of range,
  * *out untouched. */
 tack_status tack_kernel_param_info(const tack_kernel *kernel, int i, tack_kernel_param *out);
 /* Index of the first parameter the kernel may store through, -1 if none.
