@@ -188,16 +188,25 @@ def nb_nbody(eps2, x, y, z, m, ax, ay, az):
 # ---- timing -----------------------------------------------------------------
 
 
+# Between the two peers' turns: both keep worker threads that spin for a
+# while after a parallel run before they sleep (Numba's OpenMP workers up to
+# milliseconds), and on two cores one peer's spinning workers would take a
+# core from the other's next run.
+SETTLE = 0.02
+
+
 def race(tack_fn, numba_fn, repeat, number=1):
     """Best time per call of each, taken in turns."""
     tack_fn()
     numba_fn()
     t_tack = t_numba = float("inf")
     for _ in range(repeat):
+        time.sleep(SETTLE)
         t0 = time.perf_counter()
         for _ in range(number):
             tack_fn()
         t_tack = min(t_tack, (time.perf_counter() - t0) / number)
+        time.sleep(SETTLE)
         t0 = time.perf_counter()
         for _ in range(number):
             numba_fn()

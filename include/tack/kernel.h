@@ -92,11 +92,12 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * pay (and see the errors of) compilation early.
  * cpu: a C compiler (TACK_CC when set; else the first of cc, gcc and clang
  * on PATH; else zig's, see tack_kernel_set_python), with -O3 -march=native
- * -fno-math-errno -fPIC -shared and then TACK_CFLAGS, into a shared object
- * cached under TACK_CACHE_DIR (default ~/.cache/tack) keyed by a hash of
- * the generated source, the compiler, the flags, the host CPU's model and
- * features, and Tack's version; a cached object is loaded without running
- * the compiler once it is checked: its recorded size and SHA-256 match,
+ * -fno-math-errno -funroll-loops -fPIC -shared and then TACK_CFLAGS, into a
+ * shared object cached under TACK_CACHE_DIR (default ~/.cache/tack) keyed
+ * by a hash of the generated source, the compiler, the flags, the host
+ * CPU's model and features, and Tack's version; a cached object is loaded
+ * without running the compiler once it is checked: its recorded size and
+ * SHA-256 match,
  * and it is a regular file the user owns that nobody else can write
  * (anything else is compiled again and replaced). The cache directory is
  * made 0700 when missing, and must be the user's and writable by nobody

@@ -822,12 +822,22 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
 
 /* The entry points are host C that the system compiler builds (the kernel
  * layer does, into the shared cache: the dialect's code is offline host
- * code and there is no kernel_compile): TACK_ENTRY_NAME, and
- * TACK_ENTRY_NAME "_restrict" over the restrict copy. Each unpacks the
+ * code and there is no kernel_compile): TACK_ENTRY_NAME, and, where
+ * restrict can matter, TACK_ENTRY_NAME "_restrict" over the restrict copy. Each unpacks the
  * argument array into typed locals and runs a range of the domain. */
 static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
-    cpu_restrict_copy(b, sig, source);
+    /* Restrict says nothing of a kernel with one array, or none it stores
+     * through: then there is no second entry (a fifth of a small kernel's
+     * compile time). */
+    int arrays = 0, written = 0;
+    for (int k = 0; k < sig->nparams; k++) {
+        arrays += sig->params[k].is_array;
+        written |= sig->params[k].writable;
+    }
+    int variant = arrays > 1 && written;
+    if (variant)
+        cpu_restrict_copy(b, sig, source);
     tack_source_put(b, "#if defined(__GNUC__)\n#pragma GCC visibility pop\n"
                        "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
                        "#if defined(__clang__)\n#define TACK_SIMD_ _Pragma(\"clang loop vectorize(assume_safety)\")\n"
@@ -836,7 +846,8 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     char restricted[TACK_NAME_MAX + 32];
     snprintf(restricted, sizeof restricted, "%s_tack_restrict_", sig->name);
     cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL);
-    cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", restricted);
+    if (variant)
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", restricted);
 }
 
 static const struct tack_dialect cpu_dialect = {
