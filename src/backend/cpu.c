@@ -609,33 +609,59 @@ static void update(atomic_uint_fast64_t *estimate, uint64_t observed)
     atomic_store_explicit(estimate, v ? v : 1, memory_order_relaxed);
 }
 
+/* What a kernel's launches measured of it, picoseconds an index; 0 = not
+ * measured yet. */
+struct run_costs {
+    /* Work: one thread's time, and a parallel launch's time on all its
+     * threads (they agree for a kernel that scales). */
+    atomic_uint_fast64_t cost_ps;
+    /* One thread's time alone, from serial runs only. */
+    atomic_uint_fast64_t serial_ps;
+    /* A parallel launch's time once its workers had joined: less than
+     * serial_ps where threads help, more where they hinder each other
+     * (a histogram's threads contending for the same counters ran four
+     * times slower than one thread alone). */
+    atomic_uint_fast64_t joined_ps;
+};
+
 /* Runs entry over [0, n) on this thread, measuring its cost per index while
  * none is known: the cost also says whether a launch is long enough to let
  * other threads run meanwhile (cpu_kernel_expected_ns). */
 static void serial_run(tack_host_entry entry, int64_t n, const int64_t *shape, void *const *args,
-                       atomic_uint_fast64_t *cost_ps)
+                       struct run_costs *c)
 {
-    if (atomic_load_explicit(cost_ps, memory_order_relaxed) || n < 1) {
+    if (atomic_load_explicit(&c->cost_ps, memory_order_relaxed) || n < 1) {
         entry(0, n, shape, args);
         return;
     }
     uint64_t t0 = now_ns();
     entry(0, n, shape, args);
-    update(cost_ps, (now_ns() - t0) * 1000 / (uint64_t)n);
+    update(&c->cost_ps, (now_ns() - t0) * 1000 / (uint64_t)n);
 }
 
-/* Runs entry over [0, n), in parallel when the measured cost says it pays;
- * `cost_ps` is the kernel's estimate, updated. Kept out of line, so that
- * the launch of one index (cpu_kernel_launch) builds no frame for it. */
+/* A serial run of [begin, end), timed into both serial estimates. */
+static void timed_serial(tack_host_entry entry, uint64_t begin, uint64_t end, const int64_t *shape,
+                         void *const *args, struct run_costs *c)
+{
+    uint64_t t0 = now_ns();
+    entry((int64_t)begin, (int64_t)end, shape, args);
+    uint64_t ps = (now_ns() - t0) * 1000 / (end - begin);
+    update(&c->cost_ps, ps);
+    update(&c->serial_ps, ps);
+}
+
+/* Runs entry over [0, n), in parallel when the measured costs say it pays.
+ * Kept out of line, so that the launch of one index (cpu_kernel_launch)
+ * builds no frame for it. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, void *const *args,
-                     atomic_uint_fast64_t *cost_ps)
+                     struct run_costs *c)
 {
     int threads = pool_threads();
     if (n < 2 || threads == 1) {
-        serial_run(entry, n, shape, args, cost_ps);
+        serial_run(entry, n, shape, args, c);
         return;
     }
     long long fixed = fixed_threshold();
@@ -649,15 +675,13 @@ static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, voi
         return;
     }
     uint64_t begin = 0, end = (uint64_t)n;
-    uint64_t cost = atomic_load_explicit(cost_ps, memory_order_relaxed);
+    uint64_t cost = atomic_load_explicit(&c->cost_ps, memory_order_relaxed);
     if (!cost) {
         begin = end < PROBE ? end : PROBE;
-        uint64_t t0 = now_ns();
-        entry(0, (int64_t)begin, shape, args);
-        update(cost_ps, (now_ns() - t0) * 1000 / begin);
+        timed_serial(entry, 0, begin, shape, args, c);
         if (begin == end)
             return;
-        cost = atomic_load_explicit(cost_ps, memory_order_relaxed);
+        cost = atomic_load_explicit(&c->cost_ps, memory_order_relaxed);
     }
     uint64_t rest = end - begin;
     uint64_t work_ns = rest > UINT64_MAX / cost ? UINT64_MAX / 1000 : rest * cost / 1000;
@@ -673,16 +697,22 @@ static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, voi
     if (!p && work_ns > 8000)
         p = pool_get();
     if (!p) {
-        uint64_t t0 = now_ns();
-        entry((int64_t)begin, (int64_t)end, shape, args);
-        update(cost_ps, (now_ns() - t0) * 1000 / rest);
+        timed_serial(entry, begin, end, shape, args, c);
         return;
     }
     uint64_t t0 = now_ns();
     int hot = t0 - atomic_load_explicit(&p->last_end_ns, memory_order_relaxed) < SPIN_NS;
     atomic_uint_fast64_t *join_ns = hot ? &p->hot_ns : &p->cold_ns;
     uint64_t expected = atomic_load_explicit(join_ns, memory_order_relaxed);
-    if (work_ns > 2 * expected) {
+    /* Threads that slow each other down (contended atomics): one alone is
+     * faster. The measure fades each time it keeps a launch serial, so
+     * that one launch in a while tries the pool again. */
+    uint64_t serial = atomic_load_explicit(&c->serial_ps, memory_order_relaxed);
+    uint64_t joined = atomic_load_explicit(&c->joined_ps, memory_order_relaxed);
+    int hinders = serial && joined >= serial;
+    if (hinders)
+        atomic_store_explicit(&c->joined_ps, joined - joined / 32, memory_order_relaxed);
+    if (work_ns > 2 * expected && !hinders) {
         int helped;
         uint64_t latency = dispatch(p, entry, begin, end, shape, args, &helped);
         uint64_t t1 = now_ns(), spent = t1 - t0;
@@ -690,14 +720,18 @@ static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, voi
         /* How fast workers join moves with the machine's load; follow it. */
         update(join_ns, latency);
         /* The launching thread worked alone until the workers joined, then
-         * all shared the rest (as if evenly: a kernel that scales worse
-         * looks costlier, which keeps it parallel only where that pays). */
+         * all shared the rest (as if evenly). */
         uint64_t alone = helped && latency < spent ? latency : spent;
         uint64_t total = alone + (spent - alone) * (uint64_t)(p->nworkers + 1);
-        update(cost_ps, total * 1000 / rest);
+        update(&c->cost_ps, total * 1000 / rest);
+        /* After the join: the indices left when the workers came (those
+         * the launching thread ran alone at its serial rate), over the
+         * time they took. */
+        uint64_t before = serial ? alone * 1000 / serial : 0;
+        if (helped && before < rest && spent > alone)
+            update(&c->joined_ps, (spent - alone) * 1000 / (rest - before));
     } else {
-        entry((int64_t)begin, (int64_t)end, shape, args);
-        update(cost_ps, (now_ns() - t0) * 1000 / rest);
+        timed_serial(entry, begin, end, shape, args, c);
         /* A join time measured while the machine was busy would otherwise
          * keep launches near the threshold serial for good: let it fade,
          * so that one of them tries the pool again and measures anew. */
@@ -866,8 +900,7 @@ static const struct tack_dialect cpu_dialect = {
 /* A loaded kernel: its entries, and its measured cost of one index. */
 struct cpu_kernel {
     tack_host_entry entry, entry_restrict;
-    /* picoseconds; 0 = not measured yet */
-    atomic_uint_fast64_t cost_ps;
+    struct run_costs costs;
 };
 
 static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out)
@@ -880,7 +913,9 @@ static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code 
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
     k->entry = code->host;
     k->entry_restrict = code->host_restrict ? code->host_restrict : code->host;
-    atomic_init(&k->cost_ps, 0);
+    atomic_init(&k->costs.cost_ps, 0);
+    atomic_init(&k->costs.serial_ps, 0);
+    atomic_init(&k->costs.joined_ps, 0);
     *out = k;
     return TACK_OK;
 }
@@ -891,10 +926,10 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const st
     (void)device;
     struct cpu_kernel *k = kernel;
     tack_host_entry e = l->disjoint ? k->entry_restrict : k->entry;
-    if (l->n < 2 && atomic_load_explicit(&k->cost_ps, memory_order_relaxed))
+    if (l->n < 2 && atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed))
         e(0, l->n, l->shape, l->args);
     else
-        pool_run(e, l->n, l->shape, l->args, &k->cost_ps);
+        pool_run(e, l->n, l->shape, l->args, &k->costs);
     return TACK_OK;
 }
 
@@ -902,7 +937,7 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const st
 static uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n)
 {
     struct cpu_kernel *k = kernel;
-    uint64_t ps = atomic_load_explicit(&k->cost_ps, memory_order_relaxed);
+    uint64_t ps = atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed);
     if (!ps)
         return UINT64_MAX;
     return (uint64_t)n > UINT64_MAX / ps ? UINT64_MAX : (uint64_t)n * ps / 1000;
