@@ -189,9 +189,10 @@ def nb_nbody(eps2, x, y, z, m, ax, ay, az):
 
 
 # Between the two peers' turns: both keep worker threads that spin for a
-# while after a parallel run before they sleep (Numba's OpenMP workers up to
-# milliseconds), and on two cores one peer's spinning workers would take a
-# core from the other's next run.
+# while after a parallel run before they sleep (Tack's for 50 us, Numba's
+# OpenMP workers for up to 300,000 pause instructions), and on two cores one
+# peer's spinning workers would take a core from the other's next run. So
+# each timed run starts with the other's workers asleep, and its own too.
 SETTLE = 0.02
 
 
