@@ -98,9 +98,10 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * CPU's model and features, and Tack's version; a cached object is loaded
  * without running the compiler once it is checked: its recorded size and
  * SHA-256 match, and it is a regular file the user owns that nobody else
- * can write (anything else is compiled again and replaced). The cache directory is
- * made 0700 when missing, and must be the user's and writable by nobody
- * else, with no directory above it through which others could replace it.
+ * can write (anything else is compiled again and replaced). The cache
+ * directory is made 0700 when missing, and must be the user's and writable
+ * by nobody else, with no directory above it through which others could
+ * replace it.
  * cuda: NVRTC to a CUBIN for the GPU's own architecture (sm_XY: nothing is
  * compiled when it loads) when an NVRTC knows the architecture and the
  * driver loads that NVRTC's CUBINs (one of the driver's major version or an
