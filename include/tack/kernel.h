@@ -2,8 +2,10 @@
  *
  *     void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }
  *
- * Tack reads only the kernel's signature. The first parameter is the index
- * (`tack_index`, a 64-bit signed integer); the others are scalars of the ten
+ * Tack reads only the kernel's signature. The first parameters, one to
+ * three, are indices (`tack_index`, a 64-bit signed integer); a kernel of
+ * two, void lap(tack_index i, tack_index j, ...), runs over a 2-D domain
+ * (tack_kernel_launch_nd). The others are scalars of the ten
  * dtypes' C types (int8_t ... uint64_t, float, double), passed by value, or
  * pointers to them, bound to arrays. A pointer without `const` before its
  * element type is a parameter the kernel may store through. Helper functions,
@@ -14,7 +16,14 @@
  * TACK_BACKEND_HIP and TACK_BACKEND_LEVEL_ZERO, for the rare kernel that
  * must tell them apart. Within one index the kernel's
  * statements run in program order even when two pointers alias; different
- * indices may run in any order and at once.
+ * indices may run in any order and at once (one per SIMD lane, too).
+ *
+ * Every backend's prelude defines the same atomics, relaxed and returning
+ * the value before: tack_atomic_add(p, v) for p an int32_t, uint32_t,
+ * int64_t, uint64_t, float or double pointer into an array, and
+ * tack_atomic_min(p, v) and tack_atomic_max(p, v) for the four integer
+ * types. Each is atomic against every other on the same element, from any
+ * index of any launch.
  */
 #ifndef TACK_KERNEL_H
 #define TACK_KERNEL_H
@@ -31,12 +40,14 @@
 extern "C" {
 #endif
 
-/* Parameters after the index, at most. */
+/* Parameters after the indices, at most. */
 #define TACK_KERNEL_MAX_PARAMS 64
+/* Index parameters, at most: a kernel's domain has 1 to 3 dimensions. */
+#define TACK_KERNEL_MAX_DIMS 3
 
 typedef struct tack_kernel tack_kernel;
 
-/* One parameter of a kernel (the index excluded). */
+/* One parameter of a kernel (the indices excluded). */
 typedef struct tack_kernel_param {
     const char *name; /* as written in the source; valid while the kernel lives */
     tack_dtype dtype; /* the scalar's or the pointed-to element's type */
@@ -80,15 +91,17 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * there; a launch does this on first use, so calling it is only a way to
  * pay (and see the errors of) compilation early.
  * cpu: a C compiler (TACK_CC when set; else the first of cc, gcc and clang
- * on PATH; else zig's, see tack_kernel_set_python), with -O2 -fPIC -shared
- * and TACK_CFLAGS, into a shared object cached under TACK_CACHE_DIR
- * (default ~/.cache/tack) keyed by a hash of the generated source, the
- * compiler, the flags and Tack's version; a cached object is loaded without
- * running the compiler once it is checked: its recorded size and SHA-256
- * match, and it is a regular file the user owns that nobody else can write
- * (anything else is compiled again and replaced). The cache directory is
- * made 0700 when missing, and must be the user's and writable by nobody
- * else, with no directory above it through which others could replace it.
+ * on PATH; else zig's, see tack_kernel_set_python), with -O3 -march=native
+ * -fno-math-errno -funroll-loops -fPIC -shared and then TACK_CFLAGS, into a
+ * shared object cached under TACK_CACHE_DIR (default ~/.cache/tack) keyed
+ * by a hash of the generated source, the compiler, the flags, the host
+ * CPU's model and features, and Tack's version; a cached object is loaded
+ * without running the compiler once it is checked: its recorded size and
+ * SHA-256 match, and it is a regular file the user owns that nobody else
+ * can write (anything else is compiled again and replaced). The cache
+ * directory is made 0700 when missing, and must be the user's and writable
+ * by nobody else, with no directory above it through which others could
+ * replace it.
  * cuda: NVRTC to a CUBIN for the GPU's own architecture (sm_XY: nothing is
  * compiled when it loads) when an NVRTC knows the architecture and the
  * driver loads that NVRTC's CUBINs (one of the driver's major version or an
@@ -145,9 +158,24 @@ tack_status tack_kernel_compile(const char *source, const char *name, tack_devic
 tack_status tack_kernel_launch(tack_kernel *kernel, tack_device *device, int64_t n, const tack_arg *args,
                                size_t nargs);
 
-/* tack_kernel_launch with n the size of the array bound to the first
- * parameter the kernel may store through. TACK_ETYPE when the kernel has no
- * such parameter; otherwise errors as tack_kernel_launch. */
+/* Runs the kernel over every index of a domain of `ndim` extents, one per
+ * index parameter: for void k(tack_index i, tack_index j, ...) and shape
+ * {h, w}, every (i, j) with 0 <= i < h and 0 <= j < w. The last index runs
+ * fastest, as in a C array, so that k(i, j) touching a[i * w + j] walks
+ * memory in order. tack_kernel_launch(k, d, n, ...) is this with ndim 1.
+ * TACK_EVALUE, running nothing, for an ndim that is not the kernel's number
+ * of indices, a negative extent, or a domain of more than 2^63 - 1 indices;
+ * an empty domain runs nothing; otherwise checks and errors as
+ * tack_kernel_launch. */
+tack_status tack_kernel_launch_nd(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
+                                  const tack_arg *args, size_t nargs);
+
+/* tack_kernel_launch_nd over the shape of the array bound to the first
+ * parameter the kernel may store through: its size for a kernel of one
+ * index, its shape for more. TACK_ETYPE when the kernel has no such
+ * parameter; TACK_EVALUE, running nothing, when the kernel has more than
+ * one index and the array's rank is not the kernel's number of indices;
+ * otherwise errors as tack_kernel_launch_nd. */
 tack_status tack_kernel_call(tack_kernel *kernel, const tack_arg *args, size_t nargs);
 
 /* Reference counting; both accept NULL. Thread-safe. */
@@ -157,11 +185,15 @@ void tack_kernel_release(tack_kernel *kernel);
 /* The kernel's function name and source as given. Never fail. */
 const char *tack_kernel_name(const tack_kernel *kernel);
 const char *tack_kernel_source(const tack_kernel *kernel);
-/* The index parameter's name ("i"). Never fails. */
+/* The first index parameter's name ("i"). Never fails. */
 const char *tack_kernel_index_name(const tack_kernel *kernel);
-/* Parameters after the index. Never fails. */
+/* The number of index parameters, 1 to TACK_KERNEL_MAX_DIMS. Never fails. */
+int tack_kernel_ndim(const tack_kernel *kernel);
+/* The name of index parameter `d` (0-based); NULL for d out of range. */
+const char *tack_kernel_dim_name(const tack_kernel *kernel, int d);
+/* Parameters after the indices. Never fails. */
 int tack_kernel_num_params(const tack_kernel *kernel);
-/* Parameter `i` (0-based, after the index). TACK_EVALUE for i out of range,
+/* Parameter `i` (0-based, after the indices). TACK_EVALUE for i out of range,
  * *out untouched. */
 tack_status tack_kernel_param_info(const tack_kernel *kernel, int i, tack_kernel_param *out);
 /* Index of the first parameter the kernel may store through, -1 if none.

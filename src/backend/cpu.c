@@ -119,6 +119,10 @@ static tack_status shared_alloc(size_t nbytes, void **data, void **ctx)
 /* calloc aligns to 16 bytes; the gap up to the next 64 always holds the
  * 8-byte pointer to free. */
 #define CPU_ALIGN 64
+/* A huge page on x86-64 and on most Arm kernels, and the size from which
+ * NumPy asks for them. */
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+#define HUGE_FROM ((size_t)4 << 20)
 
 static tack_status cpu_alloc(tack_device *device, size_t nbytes, int exportable, void **data, void **ctx)
 {
@@ -137,6 +141,19 @@ static tack_status cpu_alloc(tack_device *device, size_t nbytes, int exportable,
     if (!p)
         return tack_error_set(TACK_ENOMEM, "out of host memory allocating %zu bytes", nbytes);
     char *aligned = (char *)(((uintptr_t)p + CPU_ALIGN) & ~(uintptr_t)(CPU_ALIGN - 1));
+#if defined(MADV_HUGEPAGE)
+    /* Large arrays in huge pages where the system gives them on request
+     * (transparent huge pages in "madvise" mode, Debian's default), as
+     * NumPy asks for its own: a kernel streaming through 64 MiB of small
+     * pages measured a fifth slower. Asked before the first touch, which
+     * is when pages are chosen; a refusal changes nothing. */
+    if (nbytes >= HUGE_FROM) {
+        uintptr_t from = ((uintptr_t)aligned + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        uintptr_t to = ((uintptr_t)aligned + nbytes) & ~(HUGE_PAGE - 1);
+        if (to > from)
+            (void)madvise((void *)from, to - from, MADV_HUGEPAGE);
+    }
+#endif
     memcpy(aligned - sizeof p, &p, sizeof p);
     *data = aligned;
     *ctx = NULL;
@@ -301,6 +318,7 @@ struct pool {
     int sleepers;
     /* The launch, written before its generation is published. */
     tack_host_entry entry;
+    const int64_t *shape;
     void *const *args;
     atomic_uint_fast64_t next;
     uint64_t end, chunk;
@@ -377,7 +395,7 @@ static void work(struct pool *p)
         if (b >= p->end)
             return;
         uint64_t e = p->end - b > p->chunk ? b + p->chunk : p->end;
-        p->entry((int64_t)b, (int64_t)e, p->args);
+        p->entry((int64_t)b, (int64_t)e, p->shape, p->args);
     }
 }
 
@@ -431,12 +449,13 @@ static void *worker(void *arg)
 /* Runs [begin, end) on the pool. Returns how long the workers took to
  * join, or, if none did (*helped = 0), how long the launch took: they
  * would have taken longer still. */
-static uint64_t dispatch(struct pool *p, tack_host_entry entry, uint64_t begin, uint64_t end, void *const *args,
-                         int *helped)
+static uint64_t dispatch(struct pool *p, tack_host_entry entry, uint64_t begin, uint64_t end, const int64_t *shape,
+                         void *const *args, int *helped)
 {
     pthread_mutex_lock(&p->dispatch);
     uint64_t chunk = (end - begin) / ((uint64_t)(p->nworkers + 1) * CHUNKS_PER_THREAD);
     p->entry = entry;
+    p->shape = shape;
     p->args = args;
     p->end = end;
     p->chunk = chunk ? chunk : 1;
@@ -474,10 +493,11 @@ static uint64_t dispatch(struct pool *p, tack_host_entry entry, uint64_t begin, 
 
 /* A launch that waits until a worker has joined it (or 10 ms), to measure
  * how long joining takes. */
-static void wait_for_join(int64_t begin, int64_t end, void *const *args)
+static void wait_for_join(int64_t begin, int64_t end, const int64_t *shape, void *const *args)
 {
     (void)begin;
     (void)end;
+    (void)shape;
     struct pool *p = args[0];
     uint64_t t0 = now_ns();
     while (!atomic_load_explicit(&p->joined_ns, memory_order_relaxed) && now_ns() - t0 < 10000000)
@@ -512,7 +532,7 @@ static uint64_t median_join(struct pool *p, int samples, long pause_ns)
         }
         /* One index: the launching thread spins in it until a worker joins. */
         int helped;
-        t[i] = dispatch(p, wait_for_join, 0, 1, args, &helped);
+        t[i] = dispatch(p, wait_for_join, 0, 1, NULL, args, &helped);
     }
     qsort(t, (size_t)samples, sizeof *t, cmp_u64);
     return t[samples / 2] ? t[samples / 2] : 1;
@@ -589,31 +609,59 @@ static void update(atomic_uint_fast64_t *estimate, uint64_t observed)
     atomic_store_explicit(estimate, v ? v : 1, memory_order_relaxed);
 }
 
+/* What a kernel's launches measured of it, picoseconds an index; 0 = not
+ * measured yet. */
+struct run_costs {
+    /* Work: one thread's time, and a parallel launch's time on all its
+     * threads (they agree for a kernel that scales). */
+    atomic_uint_fast64_t cost_ps;
+    /* One thread's time alone, from serial runs only. */
+    atomic_uint_fast64_t serial_ps;
+    /* A parallel launch's time once its workers had joined: less than
+     * serial_ps where threads help, more where they hinder each other
+     * (a histogram's threads contending for the same counters ran four
+     * times slower than one thread alone). */
+    atomic_uint_fast64_t joined_ps;
+};
+
 /* Runs entry over [0, n) on this thread, measuring its cost per index while
  * none is known: the cost also says whether a launch is long enough to let
  * other threads run meanwhile (cpu_kernel_expected_ns). */
-static void serial_run(tack_host_entry entry, int64_t n, void *const *args, atomic_uint_fast64_t *cost_ps)
+static void serial_run(tack_host_entry entry, int64_t n, const int64_t *shape, void *const *args,
+                       struct run_costs *c)
 {
-    if (atomic_load_explicit(cost_ps, memory_order_relaxed) || n < 1) {
-        entry(0, n, args);
+    if (atomic_load_explicit(&c->cost_ps, memory_order_relaxed) || n < 1) {
+        entry(0, n, shape, args);
         return;
     }
     uint64_t t0 = now_ns();
-    entry(0, n, args);
-    update(cost_ps, (now_ns() - t0) * 1000 / (uint64_t)n);
+    entry(0, n, shape, args);
+    update(&c->cost_ps, (now_ns() - t0) * 1000 / (uint64_t)n);
 }
 
-/* Runs entry over [0, n), in parallel when the measured cost says it pays;
- * `cost_ps` is the kernel's estimate, updated. Kept out of line, so that
- * the launch of one index (cpu_kernel_launch) builds no frame for it. */
+/* A serial run of [begin, end), timed into both serial estimates. */
+static void timed_serial(tack_host_entry entry, uint64_t begin, uint64_t end, const int64_t *shape,
+                         void *const *args, struct run_costs *c)
+{
+    uint64_t t0 = now_ns();
+    entry((int64_t)begin, (int64_t)end, shape, args);
+    uint64_t ps = (now_ns() - t0) * 1000 / (end - begin);
+    update(&c->cost_ps, ps);
+    update(&c->serial_ps, ps);
+}
+
+/* Runs entry over [0, n), in parallel when the measured costs say it pays.
+ * Kept out of line, so that the launch of one index (cpu_kernel_launch)
+ * builds no frame for it. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static void pool_run(tack_host_entry entry, int64_t n, void *const *args, atomic_uint_fast64_t *cost_ps)
+static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, void *const *args,
+                     struct run_costs *c)
 {
     int threads = pool_threads();
     if (n < 2 || threads == 1) {
-        serial_run(entry, n, args, cost_ps);
+        serial_run(entry, n, shape, args, c);
         return;
     }
     long long fixed = fixed_threshold();
@@ -621,21 +669,19 @@ static void pool_run(tack_host_entry entry, int64_t n, void *const *args, atomic
         struct pool *p = n >= fixed ? pool_get() : NULL;
         int helped;
         if (p)
-            dispatch(p, entry, 0, (uint64_t)n, args, &helped);
+            dispatch(p, entry, 0, (uint64_t)n, shape, args, &helped);
         else
-            entry(0, n, args);
+            entry(0, n, shape, args);
         return;
     }
     uint64_t begin = 0, end = (uint64_t)n;
-    uint64_t cost = atomic_load_explicit(cost_ps, memory_order_relaxed);
+    uint64_t cost = atomic_load_explicit(&c->cost_ps, memory_order_relaxed);
     if (!cost) {
         begin = end < PROBE ? end : PROBE;
-        uint64_t t0 = now_ns();
-        entry(0, (int64_t)begin, args);
-        update(cost_ps, (now_ns() - t0) * 1000 / begin);
+        timed_serial(entry, 0, begin, shape, args, c);
         if (begin == end)
             return;
-        cost = atomic_load_explicit(cost_ps, memory_order_relaxed);
+        cost = atomic_load_explicit(&c->cost_ps, memory_order_relaxed);
     }
     uint64_t rest = end - begin;
     uint64_t work_ns = rest > UINT64_MAX / cost ? UINT64_MAX / 1000 : rest * cost / 1000;
@@ -645,37 +691,47 @@ static void pool_run(tack_host_entry entry, int64_t n, void *const *args, atomic
     uint64_t least = p ? atomic_load_explicit(&p->hot_ns, memory_order_relaxed) : 8000;
     if (work_ns * 8 < least) {
         /* Far from paying for a fan-out: not even worth timing. */
-        entry((int64_t)begin, (int64_t)end, args);
+        entry((int64_t)begin, (int64_t)end, shape, args);
         return;
     }
     if (!p && work_ns > 8000)
         p = pool_get();
     if (!p) {
-        uint64_t t0 = now_ns();
-        entry((int64_t)begin, (int64_t)end, args);
-        update(cost_ps, (now_ns() - t0) * 1000 / rest);
+        timed_serial(entry, begin, end, shape, args, c);
         return;
     }
     uint64_t t0 = now_ns();
     int hot = t0 - atomic_load_explicit(&p->last_end_ns, memory_order_relaxed) < SPIN_NS;
     atomic_uint_fast64_t *join_ns = hot ? &p->hot_ns : &p->cold_ns;
     uint64_t expected = atomic_load_explicit(join_ns, memory_order_relaxed);
-    if (work_ns > 2 * expected) {
+    /* Threads that slow each other down (contended atomics): one alone is
+     * faster. The measure fades each time it keeps a launch serial, so
+     * that one launch in a while tries the pool again. */
+    uint64_t serial = atomic_load_explicit(&c->serial_ps, memory_order_relaxed);
+    uint64_t joined = atomic_load_explicit(&c->joined_ps, memory_order_relaxed);
+    int hinders = serial && joined >= serial;
+    if (hinders)
+        atomic_store_explicit(&c->joined_ps, joined - joined / 32, memory_order_relaxed);
+    if (work_ns > 2 * expected && !hinders) {
         int helped;
-        uint64_t latency = dispatch(p, entry, begin, end, args, &helped);
+        uint64_t latency = dispatch(p, entry, begin, end, shape, args, &helped);
         uint64_t t1 = now_ns(), spent = t1 - t0;
         atomic_store_explicit(&p->last_end_ns, t1, memory_order_relaxed);
         /* How fast workers join moves with the machine's load; follow it. */
         update(join_ns, latency);
         /* The launching thread worked alone until the workers joined, then
-         * all shared the rest (as if evenly: a kernel that scales worse
-         * looks costlier, which keeps it parallel only where that pays). */
+         * all shared the rest (as if evenly). */
         uint64_t alone = helped && latency < spent ? latency : spent;
         uint64_t total = alone + (spent - alone) * (uint64_t)(p->nworkers + 1);
-        update(cost_ps, total * 1000 / rest);
+        update(&c->cost_ps, total * 1000 / rest);
+        /* After the join: the indices left when the workers came (those
+         * the launching thread ran alone at its serial rate), over the
+         * time they took. */
+        uint64_t before = serial ? alone * 1000 / serial : 0;
+        if (helped && before < rest && spent > alone)
+            update(&c->joined_ps, (spent - alone) * 1000 / (rest - before));
     } else {
-        entry((int64_t)begin, (int64_t)end, args);
-        update(cost_ps, (now_ns() - t0) * 1000 / rest);
+        timed_serial(entry, begin, end, shape, args, c);
         /* A join time measured while the machine was busy would otherwise
          * keep launches near the threshold serial for good: let it fade,
          * so that one of them tries the pool again and measures anew. */
@@ -686,20 +742,75 @@ static void pool_run(tack_host_entry entry, int64_t n, void *const *args, atomic
 
 /* ---- kernels: the dialect, load and launch ------------------------------ */
 
-/* The entry point is host C that the system compiler builds (the kernel
- * layer does, into the shared cache: the dialect's code is offline host
- * code and there is no kernel_compile). It unpacks the argument array
- * into typed locals and runs [begin, end), so that the pool can hand out
- * any part of the range. */
-static void cpu_entry(struct tack_source *b, const struct tack_signature *sig)
+/* The atomics: GCC's and Clang's __atomic builtins, relaxed; a
+ * compare-and-swap loop where x86 has no one instruction (float and double
+ * adds, min and max). _Generic picks the function for the pointer's type,
+ * so a pointer of another type, or a const one, does not compile. */
+#define CPU_ATOMICS                                                                                                \
+    "#define TACK_ATOMIC_FETCH_(op, T, s) static inline T tack_atomic_##op##_##s##_(T *p, T v) "                 \
+    "{ return __atomic_fetch_##op(p, v, __ATOMIC_RELAXED); }\n"                                                   \
+    "#define TACK_ATOMIC_CAS_ADD_(T, s) static inline T tack_atomic_add_##s##_(T *p, T v) { T old, next; "        \
+    "__atomic_load(p, &old, __ATOMIC_RELAXED); do { next = old + v; } while (!__atomic_compare_exchange(p, &old, " \
+    "&next, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); return old; }\n"                                             \
+    "#define TACK_ATOMIC_PICK_(op, cmp, T, s) static inline T tack_atomic_##op##_##s##_(T *p, T v) { T old; "     \
+    "__atomic_load(p, &old, __ATOMIC_RELAXED); while (v cmp old && !__atomic_compare_exchange(p, &old, &v, 1, "   \
+    "__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }\n"                                                     \
+    "TACK_ATOMIC_FETCH_(add, int32_t, i32) TACK_ATOMIC_FETCH_(add, uint32_t, u32)\n"                             \
+    "TACK_ATOMIC_FETCH_(add, int64_t, i64) TACK_ATOMIC_FETCH_(add, uint64_t, u64)\n"                             \
+    "TACK_ATOMIC_CAS_ADD_(float, f32) TACK_ATOMIC_CAS_ADD_(double, f64)\n"                                       \
+    "TACK_ATOMIC_PICK_(min, <, int32_t, i32) TACK_ATOMIC_PICK_(min, <, uint32_t, u32)\n"                         \
+    "TACK_ATOMIC_PICK_(min, <, int64_t, i64) TACK_ATOMIC_PICK_(min, <, uint64_t, u64)\n"                         \
+    "TACK_ATOMIC_PICK_(max, >, int32_t, i32) TACK_ATOMIC_PICK_(max, >, uint32_t, u32)\n"                         \
+    "TACK_ATOMIC_PICK_(max, >, int64_t, i64) TACK_ATOMIC_PICK_(max, >, uint64_t, u64)\n"                         \
+    "#define TACK_ATOMIC_INT_(op, p, v) _Generic((p), int32_t *: tack_atomic_##op##_i32_, "                      \
+    "uint32_t *: tack_atomic_##op##_u32_, int64_t *: tack_atomic_##op##_i64_, "                                   \
+    "uint64_t *: tack_atomic_##op##_u64_)((p), (v))\n"                                                            \
+    "#define tack_atomic_add(p, v) _Generic((p), int32_t *: tack_atomic_add_i32_, "                              \
+    "uint32_t *: tack_atomic_add_u32_, int64_t *: tack_atomic_add_i64_, uint64_t *: tack_atomic_add_u64_, "      \
+    "float *: tack_atomic_add_f32_, double *: tack_atomic_add_f64_)((p), (v))\n"                                 \
+    "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
+    "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"
+
+/* The kernel again, as `<name>_tack_restrict_` with every array parameter
+ * restrict: the user's body under Tack's own declaration of the parameters
+ * (the types the signature was read as). A compiler takes restrict from a
+ * function's own parameters, not from its caller's, so only a copy of the
+ * kernel itself can tell it that no array overlaps another, which lets it
+ * keep a value it loaded in a register across a store through another
+ * array. The entry of this copy runs only launches whose arrays are
+ * disjoint (checked per launch by the kernel layer). */
+static void cpu_restrict_copy(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
-    tack_source_put(b, "#if defined(__GNUC__)\n#pragma GCC visibility pop\n"
-                       "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
-                       "TACK_EXPORT_ void " TACK_ENTRY_NAME
-                       "(int64_t tack_begin_, int64_t tack_end_, void *const *tack_args_);\n"
-                       "TACK_EXPORT_ void " TACK_ENTRY_NAME
-                       "(int64_t tack_begin_, int64_t tack_end_, void *const *tack_args_)\n"
-                       "{\n");
+    tack_source_put(b, "static inline void %s_tack_restrict_(", sig->name);
+    for (int d = 0; d < sig->ndim; d++)
+        tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
+    for (int k = 0; k < sig->nparams; k++) {
+        const struct tack_param *p = &sig->params[k];
+        const char *type = tack_dtype_c_type(p->dtype);
+        if (p->is_array)
+            tack_source_put(b, ", %s%s *restrict %s", p->writable ? "" : "const ", type, p->name);
+        else
+            tack_source_put(b, ", %s %s", type, p->name);
+    }
+    tack_source_put(b, ")\n#line %d \"kernel\"\n%.*s\n#line 1 \"<tack entry>\"\n", sig->body_line,
+                    (int)(sig->body_end - sig->body_begin), source + sig->body_begin);
+}
+
+/* One entry point: [begin, end) of the flattened domain, row-major. A
+ * range may begin and end inside a row (the pool cuts the domain where it
+ * likes); each row's part is one loop over the last index, contiguous in
+ * memory for a kernel that indexes a[i * w + j], and vectorisable: indices
+ * are independent by contract, which TACK_SIMD_ tells the compiler. The
+ * position of begin costs a division per range, not per index. */
+static void cpu_entry_point(struct tack_source *b, const struct tack_signature *sig, const char *entry,
+                            const char *function)
+{
+    tack_source_put(b,
+                    "TACK_EXPORT_ void %s(int64_t tack_begin_, int64_t tack_end_, const int64_t *tack_shape_, "
+                    "void *const *tack_args_);\n"
+                    "TACK_EXPORT_ void %s(int64_t tack_begin_, int64_t tack_end_, const int64_t *tack_shape_, "
+                    "void *const *tack_args_)\n{\n",
+                    entry, entry);
     for (int k = 0; k < sig->nparams; k++) {
         const struct tack_param *p = &sig->params[k];
         const char *q = p->writable ? "" : "const ", *type = tack_dtype_c_type(p->dtype);
@@ -710,9 +821,67 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig)
     }
     if (sig->nparams == 0)
         tack_source_put(b, "    (void)tack_args_;\n");
-    tack_source_put(b, "    for (tack_index tack_i_ = tack_begin_; tack_i_ < tack_end_; tack_i_++)\n        ");
-    tack_source_call(b, sig);
-    tack_source_put(b, "}\n");
+    if (sig->ndim == 1) {
+        tack_source_put(b, "    (void)tack_shape_;\n    TACK_SIMD_\n"
+                           "    for (tack_index tack_i_ = tack_begin_; tack_i_ < tack_end_; tack_i_++)\n        ");
+        tack_source_call(b, sig, function);
+        tack_source_put(b, "}\n");
+        return;
+    }
+    const char *last = sig->ndim == 2 ? "tack_j_" : "tack_k_";
+    tack_source_put(b, "    const tack_index tack_w_ = tack_shape_[%d];\n", sig->ndim - 1);
+    if (sig->ndim == 2)
+        tack_source_put(b, "    tack_index tack_i_ = tack_begin_ / tack_w_, tack_at_ = tack_begin_ %% tack_w_;\n");
+    else
+        tack_source_put(b, "    const tack_index tack_h_ = tack_shape_[1];\n"
+                           "    tack_index tack_row_ = tack_begin_ / tack_w_, tack_at_ = tack_begin_ %% tack_w_;\n"
+                           "    tack_index tack_i_ = tack_row_ / tack_h_, tack_j_ = tack_row_ %% tack_h_;\n");
+    tack_source_put(b,
+                    "    while (tack_begin_ < tack_end_) {\n"
+                    "        const tack_index tack_stop_ = tack_end_ - tack_begin_ < tack_w_ - tack_at_ ? "
+                    "tack_at_ + (tack_end_ - tack_begin_) : tack_w_;\n"
+                    "        tack_begin_ += tack_stop_ - tack_at_;\n"
+                    "        TACK_SIMD_\n"
+                    "        for (tack_index %s = tack_at_; %s < tack_stop_; %s++)\n            ",
+                    last, last, last);
+    tack_source_call(b, sig, function);
+    tack_source_put(b, "        tack_at_ = 0;\n");
+    if (sig->ndim == 2)
+        tack_source_put(b, "        tack_i_++;\n");
+    else
+        tack_source_put(b, "        if (++tack_j_ == tack_h_) {\n            tack_j_ = 0;\n            tack_i_++;\n"
+                           "        }\n");
+    tack_source_put(b, "    }\n}\n");
+}
+
+/* The entry points are host C that the system compiler builds (the kernel
+ * layer does, into the shared cache: the dialect's code is offline host
+ * code and there is no kernel_compile): TACK_ENTRY_NAME, and, where
+ * restrict can matter, TACK_ENTRY_NAME "_restrict" over the restrict copy. Each unpacks the
+ * argument array into typed locals and runs a range of the domain. */
+static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
+{
+    /* Restrict says nothing of a kernel with one array, or none it stores
+     * through: then there is no second entry (a fifth of a small kernel's
+     * compile time). */
+    int arrays = 0, written = 0;
+    for (int k = 0; k < sig->nparams; k++) {
+        arrays += sig->params[k].is_array;
+        written |= sig->params[k].writable;
+    }
+    int variant = arrays > 1 && written;
+    if (variant)
+        cpu_restrict_copy(b, sig, source);
+    tack_source_put(b, "#if defined(__GNUC__)\n#pragma GCC visibility pop\n"
+                       "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
+                       "#if defined(__clang__)\n#define TACK_SIMD_ _Pragma(\"clang loop vectorize(assume_safety)\")\n"
+                       "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
+                       "#else\n#define TACK_SIMD_\n#endif\n");
+    char restricted[TACK_NAME_MAX + 32];
+    snprintf(restricted, sizeof restricted, "%s_tack_restrict_", sig->name);
+    cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL);
+    if (variant)
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", restricted);
 }
 
 static const struct tack_dialect cpu_dialect = {
@@ -723,16 +892,15 @@ static const struct tack_dialect cpu_dialect = {
                /* Hidden symbols bind inside the object: a helper named like a
                 * function already in the process (add, norm, main) is still
                 * ours, and calls to it can be inlined. The entry pops it. */
-               "#if defined(__GNUC__)\n#pragma GCC visibility push(hidden)\n#endif\n",
+               "#if defined(__GNUC__)\n#pragma GCC visibility push(hidden)\n#endif\n" CPU_ATOMICS,
     .entry = cpu_entry,
     .offline = TACK_CODE_HOST,
 };
 
-/* A loaded kernel: its entry, and its measured cost of one index. */
+/* A loaded kernel: its entries, and its measured cost of one index. */
 struct cpu_kernel {
-    tack_host_entry entry;
-    /* picoseconds; 0 = not measured yet */
-    atomic_uint_fast64_t cost_ps;
+    tack_host_entry entry, entry_restrict;
+    struct run_costs costs;
 };
 
 static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out)
@@ -744,20 +912,24 @@ static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code 
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
     k->entry = code->host;
-    atomic_init(&k->cost_ps, 0);
+    k->entry_restrict = code->host_restrict ? code->host_restrict : code->host;
+    atomic_init(&k->costs.cost_ps, 0);
+    atomic_init(&k->costs.serial_ps, 0);
+    atomic_init(&k->costs.joined_ps, 0);
     *out = k;
     return TACK_OK;
 }
 
 /* Complete on return: the backend has no queue. */
-static tack_status cpu_kernel_launch(tack_device *device, void *kernel, int64_t n, void *const *args)
+static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l)
 {
     (void)device;
     struct cpu_kernel *k = kernel;
-    if (n < 2 && atomic_load_explicit(&k->cost_ps, memory_order_relaxed))
-        k->entry(0, n, args);
+    tack_host_entry e = l->disjoint ? k->entry_restrict : k->entry;
+    if (l->n < 2 && atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed))
+        e(0, l->n, l->shape, l->args);
     else
-        pool_run(k->entry, n, args, &k->cost_ps);
+        pool_run(e, l->n, l->shape, l->args, &k->costs);
     return TACK_OK;
 }
 
@@ -765,7 +937,7 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, int64_t 
 static uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n)
 {
     struct cpu_kernel *k = kernel;
-    uint64_t ps = atomic_load_explicit(&k->cost_ps, memory_order_relaxed);
+    uint64_t ps = atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed);
     if (!ps)
         return UINT64_MAX;
     return (uint64_t)n > UINT64_MAX / ps ? UINT64_MAX : (uint64_t)n * ps / 1000;

@@ -813,15 +813,17 @@ static tack_status cuda_import_memory(tack_device *d, const tack_exported_memory
  * NVRTC, for the architecture named, or the oldest it knows. The kernel
  * layer keeps the code on disk under a key that says all of that. */
 
-/* Blocks of threads, each index a thread's; the loop strides over the
- * grid, so any grid covers [0, n). */
-static void cuda_entry(struct tack_source *b, const struct tack_signature *sig)
+/* Blocks of threads, each index a thread's, the last index along x; each
+ * loop strides over its grid dimension, so any grid covers the domain. */
+static void cuda_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
-    tack_source_device_entry(
-        b, sig, "extern \"C\" __global__ void ", "",
-        "    const tack_index tack_step_ = (tack_index)blockDim.x * gridDim.x;\n"
-        "    for (tack_index tack_i_ = (tack_index)blockIdx.x * blockDim.x + threadIdx.x; tack_i_ < tack_n_;\n"
-        "         tack_i_ += tack_step_)\n        ");
+    (void)source;
+    static const char *const dims[TACK_KERNEL_MAX_DIMS] = {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x",
+                                                           "(tack_index)blockIdx.y * blockDim.y + threadIdx.y",
+                                                           "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"};
+    static const char *const steps[TACK_KERNEL_MAX_DIMS] = {
+        "(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"};
+    tack_source_device_entry(b, sig, "extern \"C\" __global__ void ", "", dims, steps);
 }
 
 static const struct tack_dialect cuda_dialect = {
@@ -835,7 +837,30 @@ static const struct tack_dialect cuda_dialect = {
                "typedef int64_t tack_index;\n"
                /* The source is C; CUDA is C++, which spells C99's restrict so. */
                "#define restrict __restrict__\n"
-               "#define TACK_BACKEND_CUDA 1\n",
+               "#define TACK_BACKEND_CUDA 1\n"
+               /* The atomics, as overloads of CUDA's own. CUDA has no
+                * signed 64-bit add: two's complement adds the same bits
+                * unsigned. A double add is native from sm_60; before it,
+                * a compare-and-swap loop. */
+               "#define TACK_ATOMIC_(op, fn, T, U) static __device__ __forceinline__ T tack_atomic_##op(T *p, T v) "
+               "{ return (T)fn((U *)p, (U)v); }\n"
+               "TACK_ATOMIC_(add, atomicAdd, int32_t, int) TACK_ATOMIC_(add, atomicAdd, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(add, atomicAdd, int64_t, unsigned long long)\n"
+               "TACK_ATOMIC_(add, atomicAdd, uint64_t, unsigned long long) TACK_ATOMIC_(add, atomicAdd, float, float)\n"
+               "TACK_ATOMIC_(min, atomicMin, int32_t, int) TACK_ATOMIC_(min, atomicMin, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(min, atomicMin, int64_t, long long)\n"
+               "TACK_ATOMIC_(min, atomicMin, uint64_t, unsigned long long)\n"
+               "TACK_ATOMIC_(max, atomicMax, int32_t, int) TACK_ATOMIC_(max, atomicMax, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(max, atomicMax, int64_t, long long)\n"
+               "TACK_ATOMIC_(max, atomicMax, uint64_t, unsigned long long)\n"
+               "static __device__ __forceinline__ double tack_atomic_add(double *p, double v)\n{\n"
+               "#if __CUDA_ARCH__ >= 600\n    return atomicAdd(p, v);\n#else\n"
+               "    unsigned long long *q = (unsigned long long *)p, old = *q, seen;\n"
+               "    do {\n        seen = old;\n"
+               "        old = atomicCAS(q, seen, (unsigned long long)__double_as_longlong("
+               "__longlong_as_double((long long)seen) + v));\n"
+               "    } while (old != seen);\n"
+               "    return __longlong_as_double((long long)old);\n#endif\n}\n",
     .entry = cuda_entry,
     .offline = TACK_CODE_PTX,
 };
@@ -1339,30 +1364,29 @@ static tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *cod
 #define LAUNCH_BLOCK 256u
 #define BLOCKS_PER_SM 32
 
-static tack_status cuda_kernel_launch(tack_device *d, void *kernel, int64_t n, void *const *args)
+static tack_status cuda_kernel_launch(tack_device *d, void *kernel, const struct tack_launch *l)
 {
     struct cuda_device *cd = impl_of(d);
     struct cuda_kernel *k = kernel;
-    if (n < 0)
-        return tack_error_set(TACK_EVALUE, "a launch covers n >= 0 indices, not %lld", (long long)n);
-    if (n == 0)
+    if (l->n < 0)
+        return tack_error_set(TACK_EVALUE, "a launch covers n >= 0 indices, not %lld", (long long)l->n);
+    if (l->n == 0)
         return TACK_OK;
-    /* The entry takes n first, then the kernel's parameters; the driver
-     * reads every value before cuLaunchKernel returns. */
-    void *params[TACK_KERNEL_MAX_PARAMS + 1];
-    params[0] = &n;
-    for (int i = 0; i < k->nargs; i++)
-        params[i + 1] = args[i];
-    uint64_t blocks = ((uint64_t)n + LAUNCH_BLOCK - 1) / LAUNCH_BLOCK;
+    /* The entry takes the extents first, then the kernel's parameters; the
+     * driver reads every value before cuLaunchKernel returns. */
+    void *params[TACK_KERNEL_MAX_DIMS + TACK_KERNEL_MAX_PARAMS];
+    (void)tack_launch_params(l, k->nargs, params);
+    uint32_t block[3], grid[3];
     uint64_t fill = (uint64_t)(cd->sm_count > 0 ? cd->sm_count : 1) * BLOCKS_PER_SM;
-    if (blocks > fill)
-        blocks = fill;
+    /* One dimension: enough blocks to fill the GPU. More: y and z are
+     * limited to 65535 blocks by CUDA itself. */
+    tack_launch_geometry(l, LAUNCH_BLOCK, l->ndim == 1 ? fill : 65535, block, grid);
     int pushed;
     tack_status st = enter(d, cd, &pushed);
     if (st != TACK_OK)
         return st;
-    CUresult r = cd->cu->cuLaunchKernel(k->function, (unsigned int)blocks, 1, 1, LAUNCH_BLOCK, 1, 1, 0, cd->stream,
-                                        params, NULL);
+    CUresult r = cd->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
+                                        cd->stream, params, NULL);
     leave(cd, pushed);
     return r == CUDA_SUCCESS ? TACK_OK : driver_error(TACK_ERUNTIME, r, "launching a kernel", d);
 }

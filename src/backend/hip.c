@@ -216,31 +216,58 @@ static tack_status hip_synchronize(tack_device *device)
  * which, so a key could not tell two GPUs apart. A kernel compiles once per
  * device and process (the kernel layer keeps what it loaded). */
 
-/* Blocks of threads, each index a thread's; the loop strides over the
- * grid, so any grid covers [0, n). */
-static void hip_entry(struct tack_source *b, const struct tack_signature *sig)
+/* Blocks of threads, each index a thread's, the last index along x; each
+ * loop strides over its grid dimension, so any grid covers the domain. */
+static void hip_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
-    tack_source_device_entry(
-        b, sig,
-        "#pragma clang force_cuda_host_device end\n"
-        "extern \"C\" __global__ void ",
-        "",
-        "    const tack_index tack_step_ = (tack_index)blockDim.x * gridDim.x;\n"
-        "    for (tack_index tack_i_ = (tack_index)blockIdx.x * blockDim.x + threadIdx.x; tack_i_ < tack_n_;\n"
-        "         tack_i_ += tack_step_)\n        ");
+    (void)source;
+    static const char *const dims[TACK_KERNEL_MAX_DIMS] = {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x",
+                                                           "(tack_index)blockIdx.y * blockDim.y + threadIdx.y",
+                                                           "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"};
+    static const char *const steps[TACK_KERNEL_MAX_DIMS] = {
+        "(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"};
+    tack_source_device_entry(b, sig,
+                             "#pragma clang force_cuda_host_device end\n"
+                             "extern \"C\" __global__ void ",
+                             "", dims, steps);
 }
 
 static const struct tack_dialect hip_dialect = {
     .name = "hip",
-    /* hipRTC is clang: its predefined width macros name the same types
-     * its own headers would, so these agree with any they declare. */
-    .prelude = "typedef __INT8_TYPE__ int8_t;\ntypedef __UINT8_TYPE__ uint8_t;\n"
+    /* hipRTC's runtime header, which it includes before the source, may
+     * declare some of these itself, and as other types (ROCm 5.2 makes
+     * int64_t long long, where clang's __INT64_TYPE__ is long): a second
+     * typedef of another type is an error in C++. Macros over names of
+     * Tack's own never meet the header's. */
+    .prelude = "#define int8_t tack_int8_\n#define uint8_t tack_uint8_\n"
+               "#define int16_t tack_int16_\n#define uint16_t tack_uint16_\n"
+               "#define int32_t tack_int32_\n#define uint32_t tack_uint32_\n"
+               "#define int64_t tack_int64_\n#define uint64_t tack_uint64_\n"
+               "typedef __INT8_TYPE__ int8_t;\ntypedef __UINT8_TYPE__ uint8_t;\n"
                "typedef __INT16_TYPE__ int16_t;\ntypedef __UINT16_TYPE__ uint16_t;\n"
                "typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
                "typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\n"
                "typedef int64_t tack_index;\n"
                "#define restrict __restrict__\n"
                "#define TACK_BACKEND_HIP 1\n"
+               /* The atomics, as overloads of HIP's own, through the types
+                * every HIP version declares them for. Not every HIP has a
+                * signed 64-bit min or max: a compare-and-swap loop. */
+               "#define TACK_ATOMIC_(op, fn, T, U) static __device__ inline T tack_atomic_##op(T *p, T v) "
+               "{ return (T)fn((U *)p, (U)v); }\n"
+               "TACK_ATOMIC_(add, atomicAdd, int32_t, int) TACK_ATOMIC_(add, atomicAdd, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(add, atomicAdd, int64_t, unsigned long long)\n"
+               "TACK_ATOMIC_(add, atomicAdd, uint64_t, unsigned long long)\n"
+               "TACK_ATOMIC_(add, atomicAdd, float, float) TACK_ATOMIC_(add, atomicAdd, double, double)\n"
+               "TACK_ATOMIC_(min, atomicMin, int32_t, int) TACK_ATOMIC_(min, atomicMin, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(min, atomicMin, uint64_t, unsigned long long)\n"
+               "TACK_ATOMIC_(max, atomicMax, int32_t, int) TACK_ATOMIC_(max, atomicMax, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(max, atomicMax, uint64_t, unsigned long long)\n"
+               "#define TACK_ATOMIC_PICK_(op, cmp) static __device__ inline int64_t tack_atomic_##op(int64_t *p, "
+               "int64_t v) { unsigned long long *q = (unsigned long long *)p, old = *q, seen; "
+               "while ((int64_t)old cmp v) { seen = old; old = atomicCAS(q, seen, (unsigned long long)v); "
+               "if (old == seen) break; } return (int64_t)old; }\n"
+               "TACK_ATOMIC_PICK_(min, >) TACK_ATOMIC_PICK_(max, <)\n"
                /* The user's functions carry no __device__; clang's pragma
                 * makes every function up to the matching end (the entry's
                 * first line) callable on the GPU. */
@@ -415,25 +442,24 @@ static tack_status hip_kernel_load(tack_device *device, struct tack_kernel_code 
     return TACK_OK;
 }
 
-static tack_status hip_kernel_launch(tack_device *device, void *kernel, int64_t n, void *const *args)
+static tack_status hip_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l)
 {
     const struct tack_hip_api *hip = HIP(device);
     struct hip_loaded_kernel *k = kernel;
-    /* The entry takes n first, then the kernel's parameters; the runtime
-     * copies the values before returning. */
-    void *params[TACK_KERNEL_MAX_PARAMS + 1];
-    params[0] = &n;
-    for (int i = 0; i < k->nargs; i++)
-        params[i + 1] = args[i];
-    uint64_t grid = ((uint64_t)n + BLOCK - 1) / BLOCK;
-    if (grid > 65536)
-        grid = 65536; /* enough to fill any GPU; the grid-stride loop does the rest */
+    /* The entry takes the extents first, then the kernel's parameters; the
+     * runtime copies the values before returning. */
+    void *params[TACK_KERNEL_MAX_DIMS + TACK_KERNEL_MAX_PARAMS];
+    (void)tack_launch_params(l, k->nargs, params);
+    /* 65536 blocks a dimension are enough to fill any GPU; the loops do
+     * the rest (and y and z take at most 65535). */
+    uint32_t block[3], grid[3];
+    tack_launch_geometry(l, BLOCK, l->ndim == 1 ? 65536 : 65535, block, grid);
     int previous;
     tack_status st = enter(device, &previous);
     if (st != TACK_OK)
         return st;
-    tack_hip_error e = hip->hipModuleLaunchKernel(k->function, (unsigned)grid, 1, 1, BLOCK, 1, 1, 0, NULL, params,
-                                                  NULL);
+    tack_hip_error e = hip->hipModuleLaunchKernel(k->function, grid[0], grid[1], grid[2], block[0], block[1],
+                                                  block[2], 0, NULL, params, NULL);
     if (e != TACK_HIP_SUCCESS)
         st = hip_fail(hip, "hipModuleLaunchKernel", e);
     leave(device, previous);

@@ -576,20 +576,24 @@ static uint64_t ze_context_handle(const tack_device *device)
  * device's PCI id; the kernel layer keeps it on disk. SPIR-V is what
  * zeModuleCreate takes; the driver finishes it for the GPU. */
 
-/* Work-items, each index one's; the loop strides over the global size, so
- * any group count covers [0, n). */
-static void ze_entry(struct tack_source *b, const struct tack_signature *sig)
+/* Work-items, each index one's, the last index along dimension 0; each
+ * loop strides over its global size, so any group count covers the domain. */
+static void ze_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
-    tack_source_device_entry(
-        b, sig, "__kernel void ", "__global ",
-        "    const tack_index tack_step_ = (tack_index)get_global_size(0);\n"
-        "    for (tack_index tack_i_ = (tack_index)get_global_id(0); tack_i_ < tack_n_; tack_i_ += tack_step_)\n"
-        "        ");
+    (void)source;
+    static const char *const dims[TACK_KERNEL_MAX_DIMS] = {
+        "(tack_index)get_global_id(0)", "(tack_index)get_global_id(1)", "(tack_index)get_global_id(2)"};
+    static const char *const steps[TACK_KERNEL_MAX_DIMS] = {
+        "(tack_index)get_global_size(0)", "(tack_index)get_global_size(1)", "(tack_index)get_global_size(2)"};
+    tack_source_device_entry(b, sig, "__kernel void ", "__global ", dims, steps);
 }
 
 static const struct tack_dialect ze_dialect = {
     .name = "level_zero",
     .prelude = "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n"
+               "#ifdef cl_khr_int64_base_atomics\n#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n#endif\n"
+               "#ifdef cl_khr_int64_extended_atomics\n"
+               "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable\n#endif\n"
                /* OpenCL C fixes its integer widths (char is signed 8 bits,
                 * long 64) and has no stdint.h. */
                "typedef char int8_t;\ntypedef uchar uint8_t;\n"
@@ -597,6 +601,30 @@ static const struct tack_dialect ze_dialect = {
                "typedef int int32_t;\ntypedef uint uint32_t;\n"
                "typedef long int64_t;\ntypedef ulong uint64_t;\n"
                "typedef long tack_index;\n"
+               /* The atomics: OpenCL's own on 32 bits, the int64 extensions'
+                * on 64, compare-and-swap loops for floating point. Every
+                * array is __global (the entry's parameters are), so the
+                * user's generic pointers cast to it. Overloadable, as every
+                * OpenCL C compiler that Level Zero drives is clang. A 64-bit
+                * one on a device without the extension does not compile. */
+               "#define TACK_ATOMIC_(op, fn, T) static inline __attribute__((overloadable)) T "
+               "tack_atomic_##op(T *p, T v) { return fn((volatile __global T *)p, v); }\n"
+               "#define TACK_ATOMIC_FLOAT_(T, U, cas, as_t, as_u) static inline __attribute__((overloadable)) T "
+               "tack_atomic_add(T *p, T v) { volatile __global U *q = (volatile __global U *)p; U old = *q, seen; "
+               "do { seen = old; old = cas(q, seen, as_u(as_t(seen) + v)); } while (old != seen); "
+               "return as_t(old); }\n"
+               "TACK_ATOMIC_(add, atomic_add, int) TACK_ATOMIC_(add, atomic_add, uint)\n"
+               "TACK_ATOMIC_(min, atomic_min, int) TACK_ATOMIC_(min, atomic_min, uint)\n"
+               "TACK_ATOMIC_(max, atomic_max, int) TACK_ATOMIC_(max, atomic_max, uint)\n"
+               "TACK_ATOMIC_FLOAT_(float, uint, atomic_cmpxchg, as_float, as_uint)\n"
+               "#ifdef cl_khr_int64_base_atomics\n"
+               "TACK_ATOMIC_(add, atom_add, long) TACK_ATOMIC_(add, atom_add, ulong)\n"
+               "#ifdef cl_khr_fp64\nTACK_ATOMIC_FLOAT_(double, ulong, atom_cmpxchg, as_double, as_ulong)\n#endif\n"
+               "#endif\n"
+               "#ifdef cl_khr_int64_extended_atomics\n"
+               "TACK_ATOMIC_(min, atom_min, long) TACK_ATOMIC_(min, atom_min, ulong)\n"
+               "TACK_ATOMIC_(max, atom_max, long) TACK_ATOMIC_(max, atom_max, ulong)\n"
+               "#endif\n"
                "#define TACK_BACKEND_LEVEL_ZERO 1\n",
     .entry = ze_entry,
     .offline = TACK_CODE_NONE,
@@ -793,18 +821,26 @@ static tack_status ze_kernel_load(tack_device *device, struct tack_kernel_code *
     return TACK_OK;
 }
 
-static tack_status ze_kernel_launch(tack_device *device, void *kernel, int64_t n, void *const *args)
+static tack_status ze_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l)
 {
     struct ze_device_state *s = STATE(device);
     const struct tack_ze_api *ze = s->ze;
     struct ze_loaded_kernel *k = kernel;
-    uint64_t groups = ((uint64_t)n + k->group - 1) / k->group;
     uint64_t cap = s->compute.maxGroupCountX ? s->compute.maxGroupCountX : 65535;
     if (cap > 65536)
-        cap = 65536; /* enough to fill any GPU; the loop does the rest */
-    if (groups > cap)
-        groups = cap;
-    tack_ze_group_count count = {(uint32_t)groups, 1, 1};
+        cap = 65536; /* enough to fill any GPU; the loops do the rest */
+    /* Groups of k->group work-items along the last index (the group size
+     * is set once, at load), one work-item deep in the others. */
+    uint32_t grid[3];
+    for (int g = 0; g < 3; g++) {
+        uint64_t extent = g < l->ndim ? (uint64_t)l->shape[l->ndim - 1 - g] : 1;
+        uint64_t groups = g == 0 ? (extent + k->group - 1) / k->group : extent;
+        uint64_t most = g == 0 ? cap : 65535;
+        grid[g] = (uint32_t)(groups > most ? most : groups ? groups : 1);
+    }
+    tack_ze_group_count count = {grid[0], grid[1], grid[2]};
+    void *values[TACK_KERNEL_MAX_DIMS + TACK_KERNEL_MAX_PARAMS];
+    int nvalues = tack_launch_params(l, k->nargs, values);
     /* Arguments live on the kernel object until the append copies them, so
      * setting them and appending is one step for other threads. */
     pthread_mutex_lock(&s->lock);
@@ -828,12 +864,13 @@ static tack_status ze_kernel_launch(tack_device *device, void *kernel, int64_t n
         if (r == TACK_ZE_SUCCESS)
             slot->state = SLOT_EMPTY;
     }
-    if (r == TACK_ZE_SUCCESS) {
+    /* The extents, then the kernel's parameters. */
+    const int nextents = nvalues - k->nargs;
+    if (r == TACK_ZE_SUCCESS)
         call = "zeKernelSetArgumentValue";
-        r = ze->zeKernelSetArgumentValue(k->kernel, 0, sizeof n, &n);
-    }
-    for (int i = 0; r == TACK_ZE_SUCCESS && i < k->nargs; i++)
-        r = ze->zeKernelSetArgumentValue(k->kernel, (uint32_t)i + 1, k->arg_sizes[i], args[i]);
+    for (int i = 0; r == TACK_ZE_SUCCESS && i < nvalues; i++)
+        r = ze->zeKernelSetArgumentValue(k->kernel, (uint32_t)i,
+                                         i < nextents ? sizeof(int64_t) : k->arg_sizes[i - nextents], values[i]);
     if (r == TACK_ZE_SUCCESS) {
         /* From here the list holds something: a failure leaves it to be
          * reset by the next launch, which takes this same slot. */

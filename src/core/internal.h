@@ -38,6 +38,7 @@ static inline long tack_ref_drop(atomic_long *refs)
 struct tack_dialect;
 struct tack_compile;
 struct tack_kernel_code;
+struct tack_launch;
 
 /*
  * One table per backend (src/backend/<name>.c). Slots marked "optional"
@@ -126,11 +127,11 @@ struct tack_backend_ops {
      * kind or a driver failure (out->failed and out->log set when the
      * driver cannot build the code). */
     tack_status (*kernel_load)(tack_device *device, struct tack_kernel_code *code, void **kernel);
-    /* Runs `kernel` over [0, n): enqueued on the device's stream, without
-     * waiting, on a backend with a queue (synchronize); complete on return
-     * on one without. args[i] points at the value of parameter i (an
-     * array's data pointer), read before returning. */
-    tack_status (*kernel_launch)(tack_device *device, void *kernel, int64_t n, void *const *args);
+    /* Runs `kernel` over the launch's domain (src/core/toolchain.h):
+     * enqueued on the device's stream, without waiting, on a backend with a
+     * queue (synchronize); complete on return on one without. The argument
+     * values are read before returning. */
+    tack_status (*kernel_launch)(tack_device *device, void *kernel, const struct tack_launch *launch);
     /* optional: UINT64_MAX, not known. How long a launch of `kernel` over
      * n > 0 indices is expected to take, in nanoseconds, from what the
      * backend measured of its earlier launches; UINT64_MAX before any. */

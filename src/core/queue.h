@@ -20,13 +20,13 @@ tack_status tack_queue_record(tack_device *device, tack_buffer *const *buffers, 
  * On error from the enqueue nothing is recorded; TACK_ERUNTIME from the
  * wait means the launch was queued but its completion is unknown.
  * Inline: it is most of the cost of a small launch on the host. */
-static inline tack_status tack_queue_launch(tack_device *device, void *kernel, int64_t n, void *const *args,
+static inline tack_status tack_queue_launch(tack_device *device, void *kernel, const struct tack_launch *launch,
                                             tack_buffer *const *buffers, size_t nbuffers)
 {
     const struct tack_backend_ops *ops = device->ops;
     if (!ops->kernel_launch)
         return tack_queue_unlaunchable(device);
-    tack_status st = ops->kernel_launch(device, kernel, n, args);
+    tack_status st = ops->kernel_launch(device, kernel, launch);
     if (st != TACK_OK || !ops->synchronize)
         return st;
     return tack_queue_record(device, buffers, nbuffers);

@@ -44,9 +44,19 @@ char *tack_source_finish(struct tack_source *b)
     return b->text;
 }
 
-void tack_source_call(struct tack_source *b, const struct tack_signature *sig)
+static const char *const index_vars[TACK_KERNEL_MAX_DIMS] = {"tack_i_", "tack_j_", "tack_k_"};
+/* A device entry's extent of index d; one index keeps the plain n. */
+static const char *extent_var(const struct tack_signature *sig, int d)
 {
-    tack_source_put(b, "%s(tack_i_", sig->name);
+    static const char *const vars[TACK_KERNEL_MAX_DIMS] = {"tack_n0_", "tack_n1_", "tack_n2_"};
+    return sig->ndim == 1 ? "tack_n_" : d >= 0 && d < TACK_KERNEL_MAX_DIMS ? vars[d] : "";
+}
+
+void tack_source_call(struct tack_source *b, const struct tack_signature *sig, const char *function)
+{
+    tack_source_put(b, "%s(", function ? function : sig->name);
+    for (int d = 0; d < sig->ndim; d++)
+        tack_source_put(b, "%s%s", d ? ", " : "", index_vars[d]);
     for (int k = 0; k < sig->nparams; k++)
         tack_source_put(b, ", tack_p%d_", k);
     tack_source_put(b, ");\n");
@@ -65,13 +75,52 @@ void tack_source_params(struct tack_source *b, const struct tack_signature *sig,
 }
 
 void tack_source_device_entry(struct tack_source *b, const struct tack_signature *sig, const char *head,
-                              const char *space, const char *loop)
+                              const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],
+                              const char *const steps[TACK_KERNEL_MAX_DIMS])
 {
-    tack_source_put(b, "%s" TACK_ENTRY_NAME "(tack_index tack_n_", head);
+    tack_source_put(b, "%s" TACK_ENTRY_NAME "(", head);
+    for (int d = 0; d < sig->ndim; d++)
+        tack_source_put(b, "%stack_index %s", d ? ", " : "", extent_var(sig, d));
     tack_source_params(b, sig, space);
-    tack_source_put(b, ")\n{\n%s", loop);
-    tack_source_call(b, sig);
+    tack_source_put(b, ")\n{\n");
+    /* Index d takes grid dimension ndim - 1 - d: the last index, which
+     * runs fastest in memory, the fastest-varying threads. */
+    for (int d = 0; d < sig->ndim; d++) {
+        int g = sig->ndim - 1 - d;
+        tack_source_put(b, "%*sfor (tack_index %s = %s; %s < %s; %s += %s)\n", 4 * (d + 1), "", index_vars[d],
+                        dims[g], index_vars[d], extent_var(sig, d), index_vars[d], steps[g]);
+    }
+    tack_source_put(b, "%*s", 4 * (sig->ndim + 1), "");
+    tack_source_call(b, sig, NULL);
     tack_source_put(b, "}\n");
+}
+
+void tack_launch_geometry(const struct tack_launch *l, uint32_t threads, uint64_t cap, uint32_t block[3],
+                          uint32_t grid[3])
+{
+    block[0] = threads;
+    block[1] = block[2] = 1;
+    if (l->ndim > 1 && threads > 32) {
+        /* 2-D: 32 x threads/32; 3-D: 32 x threads/64 x 2. */
+        block[0] = 32;
+        block[1] = threads / 32 / (l->ndim > 2 ? 2 : 1);
+        block[2] = l->ndim > 2 ? 2 : 1;
+    }
+    for (int g = 0; g < 3; g++) {
+        uint64_t extent = g < l->ndim ? (uint64_t)l->shape[l->ndim - 1 - g] : 1;
+        uint64_t blocks = (extent + block[g] - 1) / block[g];
+        grid[g] = (uint32_t)(blocks > cap ? cap : blocks ? blocks : 1);
+    }
+}
+
+int tack_launch_params(const struct tack_launch *l, int nargs, void **out)
+{
+    int n = 0;
+    for (int d = 0; d < l->ndim; d++)
+        out[n++] = (void *)&l->shape[d];
+    for (int i = 0; i < nargs; i++)
+        out[n++] = l->args[i];
+    return n;
 }
 
 static const struct {

@@ -43,8 +43,12 @@ struct tack_param {
 /* The kernel's signature (src/kernel/parse.c). */
 struct tack_signature {
     char name[TACK_NAME_MAX];
-    char index_name[TACK_NAME_MAX];
+    int ndim; /* index parameters, 1 to TACK_KERNEL_MAX_DIMS */
+    char index_names[TACK_KERNEL_MAX_DIMS][TACK_NAME_MAX];
     int line; /* of the kernel's name in the user's source, from 1 */
+    /* The body, '{' to '}', as offsets into the source, and its first line. */
+    size_t body_begin, body_end;
+    int body_line;
     int nparams;
     struct tack_param params[TACK_KERNEL_MAX_PARAMS];
 };
@@ -67,20 +71,25 @@ void tack_source_put(struct tack_source *s, const char *fmt, ...)
 /* The text (malloc'd, the caller's), or NULL if an allocation failed. */
 char *tack_source_finish(struct tack_source *s);
 
-/* The pieces every entry point shares. Inside an entry, the index is
- * `tack_i_` and parameter k is `tack_p<k>_`. */
-/* The call of the user's function: "name(tack_i_, tack_p0_, ...);\n". */
-void tack_source_call(struct tack_source *s, const struct tack_signature *sig);
+/* The pieces every entry point shares. Inside an entry, the indices are
+ * `tack_i_`, `tack_j_` and `tack_k_` (as many as the kernel has; the last
+ * runs fastest) and parameter k is `tack_p<k>_`. */
+/* The call of the user's function, or of `function` when not NULL:
+ * "name(tack_i_, ..., tack_p0_, ...);\n". */
+void tack_source_call(struct tack_source *s, const struct tack_signature *sig, const char *function);
 /* The parameters after a leading one, each as ", <type> tack_p<k>_";
  * arrays are pointers with `space` (an address-space qualifier and a
  * space, or "") in front. */
 void tack_source_params(struct tack_source *s, const struct tack_signature *sig, const char *space);
-/* A device entry over [0, n): `head` (up to the entry's name),
- * TACK_ENTRY_NAME(tack_index tack_n_ <params>), and a body of `loop` (from
- * the opening brace up to the call, which it makes for each tack_i_), the
- * call and the closing brace. */
+/* A device entry over the domain: `head` (up to the entry's name),
+ * TACK_ENTRY_NAME(tack_index tack_n0_, ... one extent per index, <params>),
+ * and a body of a loop nest, one loop per index, each striding over the
+ * launch's threads in one dimension of the grid: `dims[d]` is the
+ * dialect's expression for grid dimension d's first index, `steps[d]` its
+ * stride (d = 0 is the fastest, which the last index takes). */
 void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig, const char *head,
-                              const char *space, const char *loop);
+                              const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],
+                              const char *const steps[TACK_KERNEL_MAX_DIMS]);
 
 /* ---- compiled code ---------------------------------------------------- */
 
@@ -103,10 +112,22 @@ const char *tack_code_kind_extension(enum tack_code_kind kind);
 /* Whether the kind's code is NUL-terminated text (its size counts the NUL). */
 int tack_code_kind_is_text(enum tack_code_kind kind);
 
-/* A host entry point: runs the kernel for every index in [begin, end).
- * args[i] points at the value of the kernel's parameter i (for an array,
- * at its data pointer). */
-typedef void (*tack_host_entry)(int64_t begin, int64_t end, void *const *args);
+/* A host entry point: runs the kernel for every index in [begin, end) of
+ * its domain of extents shape[0..ndim), flattened in row-major order (a
+ * range may begin and end inside a row). args[i] points at the value of
+ * the kernel's parameter i (for an array, at its data pointer). */
+typedef void (*tack_host_entry)(int64_t begin, int64_t end, const int64_t *shape, void *const *args);
+
+/* One launch, as the kernel layer hands it to a backend's kernel_launch. */
+struct tack_launch {
+    int ndim;             /* the kernel's number of indices */
+    const int64_t *shape; /* ndim extents, each > 0; the last index runs fastest */
+    int64_t n;            /* their product: the indices in all */
+    void *const *args;    /* args[i] points at the value of parameter i (an array's data pointer) */
+    /* No array the kernel may store through overlaps another array
+     * argument: code that assumes no aliasing (restrict) computes the same. */
+    int disjoint;
+};
 
 /* Code for one backend, as its kernel_compile makes it and its kernel_load
  * takes it. The entry point, called `entry`, takes (int64 n, the kernel's
@@ -140,6 +161,9 @@ struct tack_kernel_code {
      * tack_kernel_target says it ("cubin sm_90 (CUDA 13.5)"); left empty,
      * the kind's name says it. */
     char target[96];
+    /* TACK_CODE_HOST, optional: the same kernel with every array parameter
+     * restrict, for launches whose arrays are disjoint. */
+    tack_host_entry host_restrict;
 };
 
 /* One compile, as the kernel layer asks a backend for it. */
@@ -164,6 +188,21 @@ struct tack_compile {
     int compiler;
 };
 
+/* The blocks (work-groups) a GPU launch of `l` runs as: `threads` per
+ * block, along the last index for one or two dimensions, shaped 32 wide
+ * for more (a warp along the contiguous index), and a grid of blocks
+ * covering the domain, each of its dimensions at most `cap` (a device
+ * entry's loops stride over the rest). Dimension 0 of both is the last
+ * index's. Never fails. */
+void tack_launch_geometry(const struct tack_launch *l, uint32_t threads, uint64_t cap, uint32_t block[3],
+                          uint32_t grid[3]);
+
+/* The values a device entry takes, in order: the domain's extents (one
+ * each; n alone for one index), then the kernel's parameters. `out` has
+ * room for TACK_KERNEL_MAX_DIMS + nargs pointers; returns how many it
+ * filled. Never fails. */
+int tack_launch_params(const struct tack_launch *l, int nargs, void **out);
+
 /* ---- the dialect ------------------------------------------------------ */
 
 struct tack_dialect {
@@ -174,9 +213,10 @@ struct tack_dialect {
      * integer types, TACK_BACKEND_<NAME>; and whatever the entry needs
      * before the user's source. */
     const char *prelude;
-    /* Writes the entry point, after the user's source: TACK_ENTRY_NAME,
-     * which calls the kernel (tack_source_call) for each index. */
-    void (*entry)(struct tack_source *out, const struct tack_signature *sig);
+    /* Writes the entry point, after the user's source (`source`, which it
+     * may copy from): TACK_ENTRY_NAME, which calls the kernel
+     * (tack_source_call) for each index. */
+    void (*entry)(struct tack_source *out, const struct tack_signature *sig, const char *source);
     /* The kind of code the backend compiles with no device (for a target
      * named by the caller, or the compiler's oldest), TACK_CODE_NONE if it
      * compiles only for a device. TACK_CODE_HOST: the generated source is

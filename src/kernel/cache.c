@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../backend/host_cpu.h"
 #include "kernel.h"
 
 extern char **environ;
@@ -473,7 +474,18 @@ static int find_on_path(const char *name, char *out, size_t cap)
     return 0;
 }
 
-static const char *const flags[] = {"-O2", "-fPIC", "-shared"};
+/* For the host's own instruction set (the cache key names the CPU), and
+ * without errno from the math functions: a kernel cannot use errno (its
+ * indices run on several threads at once, as on a GPU, which has none),
+ * and setting it is what keeps sqrt a call instead of one instruction, in
+ * a loop that would otherwise vectorise (an n-body step: 34 ms to 20).
+ * Unrolled: a loop whose trip count only the data knows (a Mandelbrot
+ * point's) took 11% less, an n-body step 5%, for 5 ms more compile. */
+#if defined(__x86_64__) || defined(__aarch64__)
+static const char *const flags[] = {"-O3", "-march=native", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared"};
+#else
+static const char *const flags[] = {"-O3", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared"};
+#endif
 
 /* Runs argv, collecting its standard output and error. Returns the exit
  * status (-1 if it could not be run, with errno in *err). */
@@ -686,7 +698,7 @@ static tack_status find_compiler(struct compiler *c)
 /* Loads a cached object after checking it is trusted and whole. Between
  * the check and dlopen only this user could replace it (the directory is
  * private), and Tack replaces a file only with another whole one. */
-static tack_status load(const char *path, void **handle, tack_host_entry *entry)
+static tack_status load(const char *path, void **handle, tack_host_entry *entry, tack_host_entry *entry_restrict)
 {
     if (!object_verified(path))
         return tack_error_set(TACK_ERUNTIME,
@@ -698,7 +710,8 @@ static tack_status load(const char *path, void **handle, tack_host_entry *entry)
         const char *why = dlerror();
         return tack_error_set(TACK_ERUNTIME, "cannot load the compiled kernel %s: %s", path, why ? why : "?");
     }
-    void *sym = dlsym(h, TACK_ENTRY_NAME);
+    /* The restrict variant is there only where restrict can matter. */
+    void *sym = dlsym(h, TACK_ENTRY_NAME), *rsym = dlsym(h, TACK_ENTRY_NAME "_restrict");
     if (!sym) {
         dlclose(h);
         return tack_error_set(TACK_ERUNTIME, "the compiled kernel %s has no %s", path, TACK_ENTRY_NAME);
@@ -706,6 +719,9 @@ static tack_status load(const char *path, void **handle, tack_host_entry *entry)
     *handle = h;
     /* dlsym returns an object pointer; POSIX guarantees the conversion. */
     memcpy(entry, &sym, sizeof sym);
+    if (!rsym)
+        rsym = sym;
+    memcpy(entry_restrict, &rsym, sizeof rsym);
     return TACK_OK;
 }
 
@@ -773,7 +789,8 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
     return st;
 }
 
-tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry)
+tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry,
+                              tack_host_entry *entry_restrict)
 {
     struct compiler c;
     tack_status st = find_compiler(&c);
@@ -798,6 +815,9 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         tack_sha256_field(&h, flags[i]);
     tack_sha256_field(&h, getenv("TACK_CFLAGS"));
+    /* -march=native: code for this CPU, which another CPU sharing the
+     * cache (a home directory across a cluster's nodes) may not run. */
+    tack_sha256_field(&h, tack_host_cpu());
     tack_sha256_field(&h, source);
     char hex[65];
     tack_sha256_hex(&h, hex);
@@ -805,14 +825,14 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
     char final[4200];
     if (snprintf(final, sizeof final, "%s/cpu-%s.so", dir, hex) >= (int)sizeof final)
         return too_long(dir);
-    if (load(final, handle, entry) == TACK_OK)
+    if (load(final, handle, entry, entry_restrict) == TACK_OK)
         return TACK_OK;
     /* Missing, damaged, or not this user's: built again, and the rename
      * replaces what was there. */
     st = compile_to(&c, name, dir, hex, source, final);
     if (st != TACK_OK)
         return st;
-    return load(final, handle, entry);
+    return load(final, handle, entry, entry_restrict);
 }
 
 tack_status tack_kernel_cache_dir(char *out, size_t cap)

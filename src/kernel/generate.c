@@ -12,6 +12,6 @@ char *tack_generate(const struct tack_dialect *d, const struct tack_signature *s
     /* The user's source, then a return to the entry's own line numbering. A
      * source without a final newline would otherwise run into the directive. */
     tack_source_put(&b, "#line 1 \"kernel\"\n%s\n#line 1 \"<tack entry>\"\n", source);
-    d->entry(&b, sig);
+    d->entry(&b, sig, source);
     return tack_source_finish(&b);
 }

@@ -92,7 +92,7 @@ void tack_kernel_release(tack_kernel *k)
 
 const char *tack_kernel_name(const tack_kernel *k) { return k->sig.name; }
 const char *tack_kernel_source(const tack_kernel *k) { return k->source; }
-const char *tack_kernel_index_name(const tack_kernel *k) { return k->sig.index_name; }
+const char *tack_kernel_index_name(const tack_kernel *k) { return k->sig.index_names[0]; }
 int tack_kernel_num_params(const tack_kernel *k) { return k->sig.nparams; }
 int tack_kernel_first_writable(const tack_kernel *k) { return k->first_writable; }
 
@@ -268,7 +268,7 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
     }
     if (!ops->kernel_compile) {
         /* Host C: the system C compiler builds it into the shared cache. */
-        st = tack_host_compile(k->sig.name, job.source, &b->handle, &b->code.host);
+        st = tack_host_compile(k->sig.name, job.source, &b->handle, &b->code.host, &b->code.host_restrict);
         b->code.kind = TACK_CODE_HOST;
     } else {
         st = compile_kept(ops, &job, &b->code);
@@ -486,10 +486,32 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
                           k->sig.name, t, tack_dtype_name(p->dtype), given ? given : "non-Tack");
 }
 
-tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, const tack_arg *args, size_t nargs)
+/* Whether an array the kernel may store through shares bytes with another
+ * array argument (the same array twice, a view of it, or memory wrapped
+ * twice): then the launch must keep program order between the pointers
+ * within an index, and the restrict variant may not run. */
+static int overlapping(const tack_kernel *k, const tack_arg *args)
 {
-    if (!k || (nargs && !args))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch: kernel and args must not be NULL");
+    for (int w = 0; w < k->sig.nparams; w++) {
+        if (!k->sig.params[w].writable)
+            continue;
+        const tack_array *a = args[w].value.array;
+        uintptr_t a0 = (uintptr_t)a->data, a1 = a0 + a->nbytes;
+        for (int o = 0; o < k->sig.nparams; o++) {
+            if (o == w || !k->sig.params[o].is_array)
+                continue;
+            const tack_array *b = args[o].value.array;
+            uintptr_t b0 = (uintptr_t)b->data, b1 = b0 + b->nbytes;
+            if (a0 < b1 && b0 < a1)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
+                          size_t nargs)
+{
     const int np = k->sig.nparams;
     if (nargs != (size_t)np)
         return count_error(k, nargs);
@@ -540,9 +562,25 @@ tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, c
         vals[i] = &ptrs[i];
         bufs[nbufs++] = arr->buffer;
     }
-    if (n < 0)
-        return tack_error_set(TACK_EVALUE, "kernel '%s' launched over n = %lld indices; n must be >= 0", k->sig.name,
-                              (long long)n);
+    if (ndim != k->sig.ndim)
+        return tack_error_set(TACK_EVALUE, "kernel '%s' takes %d ind%s; launch it over a shape of %d extent%s, not %d",
+                              k->sig.name, k->sig.ndim, k->sig.ndim == 1 ? "ex" : "ices", k->sig.ndim,
+                              k->sig.ndim == 1 ? "" : "s", ndim);
+    for (int dim = 0; dim < ndim; dim++) {
+        if (shape[dim] >= 0)
+            continue;
+        if (ndim == 1)
+            return tack_error_set(TACK_EVALUE, "kernel '%s' launched over n = %lld indices; n must be >= 0",
+                                  k->sig.name, (long long)shape[dim]);
+        return tack_error_set(TACK_EVALUE, "kernel '%s' launched with extent %lld for index '%s'; extents must be >= 0",
+                              k->sig.name, (long long)shape[dim], k->sig.index_names[dim]);
+    }
+    int64_t n = 1;
+    for (int dim = 0; dim < ndim && n; dim++) {
+        if (shape[dim] && n > INT64_MAX / shape[dim])
+            return tack_error_set(TACK_EVALUE, "kernel '%s' launched over more than 2^63 - 1 indices", k->sig.name);
+        n *= shape[dim];
+    }
     if (!d)
         return tack_error_set(TACK_EVALUE, "kernel '%s' has no array argument to take a device from; pass the "
                                            "device to launch on",
@@ -559,7 +597,15 @@ tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, c
             return st;
         atomic_store_explicit(&k->last, l, memory_order_release);
     }
-    return tack_queue_launch(d, l->handle, n, vals, bufs, nbufs);
+    struct tack_launch run = {ndim, shape, n, vals, !overlapping(k, args)};
+    return tack_queue_launch(d, l->handle, &run, bufs, nbufs);
+}
+
+tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, const tack_arg *args, size_t nargs)
+{
+    if (!k || (nargs && !args))
+        return tack_error_set(TACK_EVALUE, "tack_kernel_launch: kernel and args must not be NULL");
+    return launch(k, device, 1, &n, args, nargs);
 }
 
 uint64_t tack_kernel_expected_ns(tack_kernel *k, const tack_device *device, int64_t n)
@@ -585,8 +631,29 @@ tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
                               "size; launch it with an explicit n",
                               k->sig.name);
     /* A missing or wrong argument is reported by the launch's checks. */
-    int64_t n = 0;
-    if ((size_t)w < nargs && args[w].kind == TACK_ARG_ARRAY && args[w].value.array)
-        n = (int64_t)args[w].value.array->size;
-    return tack_kernel_launch(k, NULL, n, args, nargs);
+    const tack_array *a = (size_t)w < nargs && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
+    int64_t own[TACK_KERNEL_MAX_DIMS] = {a ? (int64_t)a->size : 0, 0, 0};
+    if (k->sig.ndim == 1 || !a || a->dtype != k->sig.params[w].dtype)
+        return launch(k, NULL, k->sig.ndim, own, args, nargs);
+    if (a->ndim != k->sig.ndim)
+        return tack_error_set(TACK_EVALUE,
+                              "kernel '%s' takes %d indices, but '%s', the first array it may store through, is "
+                              "%d-D; launch it over a shape: launch((h, w), ...) or tack_kernel_launch_nd",
+                              k->sig.name, k->sig.ndim, k->sig.params[w].name, a->ndim);
+    return launch(k, NULL, a->ndim, a->shape, args, nargs);
+}
+
+int tack_kernel_ndim(const tack_kernel *k) { return k->sig.ndim; }
+
+const char *tack_kernel_dim_name(const tack_kernel *k, int d)
+{
+    return d >= 0 && d < k->sig.ndim ? k->sig.index_names[d] : NULL;
+}
+
+tack_status tack_kernel_launch_nd(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
+                                  const tack_arg *args, size_t nargs)
+{
+    if (!k || !shape || (nargs && !args))
+        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_nd: kernel, shape and args must not be NULL");
+    return launch(k, device, ndim, shape, args, nargs);
 }

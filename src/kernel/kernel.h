@@ -66,9 +66,11 @@ struct tack_kernel {
 };
 
 /* Compiles host source with the system C compiler into the cache and loads it
- * (cache.c). On success *handle is a dlopen handle and *entry its entry.
+ * (cache.c). On success *handle is a dlopen handle, *entry its entry and
+ * *entry_restrict the entry of its restrict variant.
  * Sets the thread's compile log on a compile error. */
-tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry);
+tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry,
+                              tack_host_entry *entry_restrict);
 
 /* The cache directory, created when missing (cache.c). TACK_ERUNTIME when
  * it cannot be made or is not private (owned by another user, writable by

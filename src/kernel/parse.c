@@ -134,9 +134,12 @@ struct def {
     int ret_begin;    /* first token of the return type */
     int params_begin; /* first token after '(' */
     int params_end;   /* the ')' */
+    int body_open;    /* the body's '{' */
+    int body_close;   /* and its '}' */
 };
 
 struct scan {
+    const char *src;
     struct toks t;
     struct alias *aliases;
     int naliases;
@@ -254,13 +257,15 @@ static tack_status scan_top(struct scan *s)
                     if (!d)
                         return tack_error_set(TACK_ENOMEM, "out of memory reading a kernel's source");
                     s->defs = d;
-                    d[s->ndefs++] = (struct def){name, stmt, scan_next(s, open), close};
+                    d[s->ndefs++] = (struct def){name, stmt, scan_next(s, open), close, i, -1};
                 }
                 break;
             }
             int end = match(s, i, '{', '}', 1);
             if (end < 0)
                 return tack_error_set(TACK_EVALUE, "line %d: this '{' is never closed", t->line);
+            if (is_def)
+                s->defs[s->ndefs - 1].body_close = end;
             i = end;
             if (is_def)
                 stmt = scan_next(s, i);
@@ -473,6 +478,8 @@ static tack_status read_signature(const struct scan *s, const struct def *d, str
     /* Split the parameter list on top-level commas. */
     int pos = 0, begin = d->params_begin, depth = 0;
     out->nparams = 0;
+    out->ndim = 0;
+    int indices_done = 0;
     struct tack_param index = {{0}, TACK_NDTYPES, 0, 0};
     int empty = begin >= d->params_end;
     for (int i = d->params_begin; i <= d->params_end && !empty; i = scan_next(s, i)) {
@@ -483,26 +490,37 @@ static tack_status read_signature(const struct scan *s, const struct def *d, str
             depth--;
         if (i < d->params_end && !(punct(t, ',') && depth == 0))
             continue;
-        if (pos == 0) {
-            int is_void = scan_next(s, begin) == i && tok_is(&s->t.v[begin], "void");
+        int is_index = 0;
+        if (!indices_done) {
+            int is_void = pos == 0 && scan_next(s, begin) == i && tok_is(&s->t.v[begin], "void");
             if (is_void)
                 break;
-            st = parse_param(s, out->name, 0, begin, i, &index);
+            st = parse_param(s, out->name, pos, begin, i, &index);
             if (st != TACK_OK && st != TACK_ETYPE)
                 return st;
-            int is_index = st == TACK_OK && !index.is_array && index.dtype == TACK_I64;
-            /* Only tack_index marks the index: an int64_t first parameter
-             * could as well be meant as a scalar argument. */
+            is_index = st == TACK_OK && !index.is_array && index.dtype == TACK_I64;
+            /* Only tack_index marks an index: an int64_t parameter could as
+             * well be meant as a scalar argument. */
             for (int k = begin; is_index && k < i; k++)
                 if (s->t.v[k].kind == T_IDENT && tok_is(&s->t.v[k], "int64_t"))
                     is_index = 0;
-            if (!is_index)
+            if (!is_index && pos == 0)
                 break;
-            memcpy(out->index_name, index.name, sizeof out->index_name);
+            if (is_index && out->ndim == TACK_KERNEL_MAX_DIMS)
+                return tack_error_set(TACK_EVALUE,
+                                      "line %d: kernel '%s' has more than %d index parameters; a kernel takes at "
+                                      "most %d index parameters (a domain of 1 to %d dimensions)",
+                                      t->line, out->name, TACK_KERNEL_MAX_DIMS, TACK_KERNEL_MAX_DIMS,
+                                      TACK_KERNEL_MAX_DIMS);
+            indices_done = !is_index;
+        }
+        if (is_index) {
+            memcpy(out->index_names[out->ndim++], index.name, sizeof out->index_names[0]);
         } else {
             if (out->nparams == TACK_KERNEL_MAX_PARAMS)
-                return tack_error_set(TACK_EVALUE, "line %d: kernel '%s' has more than %d parameters after the index",
-                                      t->line, out->name, TACK_KERNEL_MAX_PARAMS);
+                return tack_error_set(TACK_EVALUE,
+                                      "line %d: kernel '%s' has more than %d parameters after the indices", t->line,
+                                      out->name, TACK_KERNEL_MAX_PARAMS);
             st = parse_param(s, out->name, pos, begin, i, &out->params[out->nparams]);
             if (st != TACK_OK)
                 return st;
@@ -515,6 +533,10 @@ static tack_status read_signature(const struct scan *s, const struct def *d, str
         return tack_error_set(TACK_EVALUE, "line %d: the first parameter of kernel '%s' must be the index, "
                                            "declared `tack_index i` (any name)",
                               nt->line, out->name);
+    const struct tok *open = &s->t.v[d->body_open], *close = &s->t.v[d->body_close];
+    out->body_begin = (size_t)(open->s - s->src);
+    out->body_end = (size_t)(close->s + close->len - s->src);
+    out->body_line = open->line;
     return TACK_OK;
 }
 
@@ -524,6 +546,7 @@ tack_status tack_signature_parse(const char *source, const char *name, struct ta
         return tack_error_set(TACK_EVALUE, "kernel source is NULL");
     struct scan s;
     memset(&s, 0, sizeof s);
+    s.src = source;
     tack_status st = lex(source, &s.t);
     if (st == TACK_OK)
         st = collect_defines(&s);

@@ -295,6 +295,18 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_kernel_launch(e->k, NULL, 1, &(tack_arg){TACK_ARG_ARRAY, TACK_F32, {.array = e->ro}}, 1)) \
     X(TACK_ETYPE, tack_kernel_launch(e->k, NULL, 1, &(tack_arg){TACK_ARG_SCALAR, TACK_F32, {.f32 = 1}}, 1))       \
     X(TACK_ETYPE, tack_kernel_launch(e->k, NULL, 1, &(tack_arg){TACK_ARG_ARRAY, TACK_F32, {.array = NULL}}, 1))   \
+    X(TACK_EVALUE, tack_kernel_create("void f(tack_index a, tack_index b, tack_index c, tack_index d) { }", NULL,  \
+                                      &e->ko))                                                                    \
+    X(TACK_EVALUE, tack_kernel_launch_nd(NULL, e->cpu, 1, (int64_t[]){1}, &(tack_arg){TACK_ARG_ARRAY, TACK_F32,   \
+                                                                                     {.array = e->a}}, 1))        \
+    X(TACK_EVALUE, tack_kernel_launch_nd(e->k, NULL, 1, NULL, &(tack_arg){TACK_ARG_ARRAY, TACK_F32,                \
+                                                                            {.array = e->a}}, 1))                 \
+    X(TACK_EVALUE, tack_kernel_launch_nd(e->k, NULL, 2, (int64_t[]){2, 2}, &(tack_arg){TACK_ARG_ARRAY, TACK_F32,   \
+                                                                                      {.array = e->a}}, 1))       \
+    X(TACK_EVALUE, tack_kernel_launch_nd(e->k, NULL, 0, (int64_t[]){1}, &(tack_arg){TACK_ARG_ARRAY, TACK_F32,      \
+                                                                                   {.array = e->a}}, 1))          \
+    X(TACK_EVALUE, tack_kernel_launch_nd(e->k, NULL, 1, (int64_t[]){-4}, &(tack_arg){TACK_ARG_ARRAY, TACK_F32,     \
+                                                                                    {.array = e->a}}, 1))         \
     X(TACK_EVALUE, tack_kernel_call(NULL, NULL, 0))                                                               \
     X(TACK_EVALUE, tack_kernel_call(e->k, NULL, 1))                                                               \
     X(TACK_EVALUE, tack_kernel_param_info(NULL, 0, &e->kp))                                                       \

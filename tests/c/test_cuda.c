@@ -690,7 +690,9 @@ static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float val
 {
     void *data = tack_array_data(a);
     void *const args[2] = {&data, &value};
-    tack_status st = d->ops->kernel_launch(d, k, (int64_t)tack_array_size(a), args);
+    int64_t n = (int64_t)tack_array_size(a);
+    struct tack_launch l = {1, &n, n, args, 0};
+    tack_status st = d->ops->kernel_launch(d, k, &l);
     if (st == TACK_OK)
         atomic_store(&tack_array_buffer(a)->last_launch, atomic_fetch_add(&d->submitted, 1) + 1);
     return st;
@@ -733,11 +735,12 @@ static void test_launch_geometry_strides_over_large_ranges(void)
     void *data = NULL;
     float value = 1.0f;
     void *const args[2] = {&data, &value};
-    CHECK_OK(d->ops->kernel_launch(d, k, (int64_t)1 << 40, args));
+    int64_t huge = (int64_t)1 << 40, none = 0;
+    CHECK_OK(d->ops->kernel_launch(d, k, &(struct tack_launch){1, &huge, huge, args, 0}));
     CHECK(fill_last.n == (int64_t)1 << 40);
     /* Filling the GPU (4 multiprocessors here), the entry strides over the rest. */
     CHECK(fill_last.grid == 4 * 32 && fill_last.block == 256);
-    CHECK_OK(d->ops->kernel_launch(d, k, 0, args));
+    CHECK_OK(d->ops->kernel_launch(d, k, &(struct tack_launch){1, &none, none, args, 0}));
     CHECK(sim_stat("launches") == 1);
     sim.set_kernel_hook(NULL, NULL);
     CHECK_OK(tack_device_synchronize(d));

@@ -17,6 +17,7 @@
 #include "arrays.h"
 #include "check.h"
 #include "kernels.h"
+#include "grid2d.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -187,6 +188,35 @@ static void test_checks_come_before_anything_runs(void)
     tack_array_release(y);
 }
 
+/* ---- a 2-D domain: the entry's extents, the grid, and its coverage -------- */
+
+static struct grid2d_launch seen2;
+
+static void *cuda_host_of(uint64_t ptr, size_t n) { return sim_host_address((CUdeviceptr)ptr, n); }
+
+static void *grid2d_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
+{
+    return grid2d_capture_values(name, params[0], params[1], params[2], (uint64_t) * (CUdeviceptr *)params[3],
+                                 cuda_host_of, grid, block, &seen2);
+}
+
+static void test_2d_launch_geometry_covers_the_domain(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(GRID2D_SOURCE, NULL, &k));
+    const char *src = NULL;
+    CHECK_OK(tack_kernel_generated_source(k, "cuda", &src));
+    CHECK(src && strstr(src, "tack_kernel_entry(tack_index tack_n0_, tack_index tack_n1_, int64_t tack_p0_"));
+    CHECK(src && strstr(src, "blockIdx.y") && strstr(src, "tack_i_ < tack_n0_") && strstr(src, "tack_j_ < tack_n1_"));
+    tack_kernel_release(k);
+    sim_set_kernel_hook(grid2d_capture, grid2d_run_and_free);
+    grid2d_check(cuda, 1000, 70, &seen2);
+    /* 32 threads along the contiguous index, 8 along the other. */
+    CHECK(seen2.block[0] == 32 && seen2.block[1] == 8 && seen2.block[2] == 1);
+    CHECK(seen2.grid[0] == 3 && seen2.grid[1] == 125 && seen2.grid[2] == 1);
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+}
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-cuda-kernel-XXXXXX";
@@ -209,6 +239,7 @@ int main(void)
     RUN(test_export_sees_queued_launches_complete);
     RUN(test_launch_over_wrapped_memory_completes_before_returning);
     RUN(test_checks_come_before_anything_runs);
+    RUN(test_2d_launch_geometry_covers_the_domain);
     saxpy_close(cuda, saxpy);
     remove_tree(cache);
     CHECK_DONE();

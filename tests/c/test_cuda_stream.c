@@ -18,6 +18,7 @@
 
 #include "../../src/core/internal.h"
 #include "../../src/core/queue.h"
+#include "../../src/core/toolchain.h"
 #include "../../src/driver/cuda.h"
 #include "backend.h"
 #include "check.h"
@@ -130,7 +131,9 @@ static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float val
     void *data = tack_array_data(a);
     void *const args[2] = {&data, &value};
     tack_buffer *b = tack_array_buffer(a);
-    return tack_queue_launch(d, k, (int64_t)tack_array_size(a), args, &b, 1);
+    int64_t n = (int64_t)tack_array_size(a);
+    struct tack_launch l = {1, &n, n, args, 0};
+    return tack_queue_launch(d, k, &l, &b, 1);
 }
 
 static const float *device_floats(tack_array *a)

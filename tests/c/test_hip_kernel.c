@@ -15,6 +15,7 @@
 #include "arrays.h"
 #include "check.h"
 #include "kernels.h"
+#include "grid2d.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -167,6 +168,25 @@ static void test_release_unloads_the_module(void)
     CHECK(sim_stats("modules_unloaded") == unloaded + 1);
 }
 
+/* ---- a 2-D domain: the entry's extents, the grid, and its coverage -------- */
+
+static struct grid2d_launch seen2;
+
+static void *grid2d_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
+{
+    return grid2d_capture_values(name, params[0], params[1], params[2], (uint64_t)(uintptr_t) * (void **)params[3],
+                                 sim_host_address, grid, block, &seen2);
+}
+
+static void test_2d_launch_geometry_covers_the_domain(void)
+{
+    sim_set_kernel_hook(grid2d_capture, grid2d_run_and_free);
+    grid2d_check(hip, 1000, 70, &seen2);
+    CHECK(seen2.block[0] == 32 && seen2.block[1] == 8 && seen2.block[2] == 1);
+    CHECK(seen2.grid[0] == 3 && seen2.grid[1] == 125 && seen2.grid[2] == 1);
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+}
+
 int main(void)
 {
     sim_open();
@@ -180,6 +200,7 @@ int main(void)
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_hiprtc_says_what_to_install);
     RUN(test_release_unloads_the_module);
+    RUN(test_2d_launch_geometry_covers_the_domain);
     saxpy_close(hip, saxpy);
     CHECK_DONE();
 }

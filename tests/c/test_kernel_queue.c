@@ -18,7 +18,7 @@
 #define QMAX 64
 
 struct qkernel {
-    tack_host_entry entry;
+    tack_host_entry entry, entry_restrict;
     int nargs;
     size_t sizes[TACK_KERNEL_MAX_PARAMS];
 };
@@ -26,6 +26,9 @@ struct qkernel {
 struct qlaunch {
     struct qkernel *k;
     int64_t n;
+    int ndim;
+    int64_t shape[TACK_KERNEL_MAX_DIMS];
+    int disjoint;
     /* Argument values copied at enqueue, as a real stream does. */
     uint64_t vals[TACK_KERNEL_MAX_PARAMS];
 };
@@ -36,6 +39,7 @@ struct qstream {
     int ran;    /* launches executed */
     int syncs;  /* synchronize calls */
     int loads, unloads;
+    struct qlaunch last; /* the last launch enqueued, kept after it ran */
 };
 
 static tack_status q_open(tack_device *d, const tack_option *o, size_t n)
@@ -71,7 +75,7 @@ static tack_status q_synchronize(tack_device *d)
         void *args[TACK_KERNEL_MAX_PARAMS];
         for (int a = 0; a < l->k->nargs; a++)
             args[a] = &l->vals[a];
-        l->k->entry(0, l->n, args);
+        l->k->entry(0, l->n, l->shape, args);
         s->ran++;
     }
     s->len = 0;
@@ -87,6 +91,7 @@ static tack_status q_kernel_load(tack_device *d, struct tack_kernel_code *code, 
     if (!k)
         return TACK_ENOMEM;
     k->entry = code->host;
+    k->entry_restrict = code->host_restrict;
     k->nargs = code->nargs;
     memcpy(k->sizes, code->arg_sizes, (size_t)code->nargs * sizeof *k->sizes);
     s->loads++;
@@ -94,8 +99,10 @@ static tack_status q_kernel_load(tack_device *d, struct tack_kernel_code *code, 
     return TACK_OK;
 }
 
-static tack_status q_kernel_launch(tack_device *d, void *kernel, int64_t n, void *const *args)
+static tack_status q_kernel_launch(tack_device *d, void *kernel, const struct tack_launch *launch)
 {
+    int64_t n = launch->n;
+    void *const *args = launch->args;
     struct qstream *s = d->impl;
     struct qkernel *k = kernel;
     if (s->len == QMAX)
@@ -103,6 +110,10 @@ static tack_status q_kernel_launch(tack_device *d, void *kernel, int64_t n, void
     struct qlaunch *l = &s->pending[s->len++];
     l->k = k;
     l->n = n;
+    l->ndim = launch->ndim;
+    memcpy(l->shape, launch->shape, (size_t)launch->ndim * sizeof *l->shape);
+    l->disjoint = launch->disjoint;
+    s->last = *l;
     for (int a = 0; a < k->nargs; a++) {
         l->vals[a] = 0;
         memcpy(&l->vals[a], args[a], k->sizes[a]);
@@ -374,6 +385,68 @@ static void test_backend_without_toolchain_runs_none(void)
     tack_device_release(d);
 }
 
+/* The launch a backend gets: the domain's rank and extents, their product,
+ * and whether its arrays are disjoint (which lets the CPU backend run the
+ * restrict variant the host code carries beside the plain entry). */
+static void test_launch_describes_domain_and_aliasing(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create("void f(tack_index i, tack_index j, const float *a, const float *b, float *y) "
+                                "{ y[i * 5 + j] = a[i * 5 + j] + b[i * 5 + j]; }",
+                                NULL, &k));
+    tack_array *a = qvec(TACK_F32, 15), *b = qvec(TACK_F32, 15), *y = qvec(TACK_F32, 15);
+    const int64_t shape[2] = {3, 5};
+    tack_arg sep[3] = {tack_arg_array(a), tack_arg_array(b), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_launch_nd(k, NULL, 2, shape, sep, 3));
+    struct qlaunch *l = &qs->last;
+    CHECK(l->ndim == 2 && l->shape[0] == 3 && l->shape[1] == 5 && l->n == 15 && l->disjoint == 1);
+    CHECK(l->k->entry_restrict && l->k->entry_restrict != l->k->entry);
+    /* One array read through two parameters: nothing it is written through. */
+    tack_arg reread[3] = {tack_arg_array(a), tack_arg_array(a), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_launch_nd(k, NULL, 2, shape, reread, 3));
+    CHECK(qs->last.disjoint == 1);
+    /* Written and read through two parameters. */
+    tack_arg same[3] = {tack_arg_array(y), tack_arg_array(b), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_launch_nd(k, NULL, 2, shape, same, 3));
+    CHECK(qs->last.disjoint == 0);
+    /* A view of part of the written array, one element in. */
+    tack_array *view = NULL;
+    int64_t fourteen = 14;
+    CHECK_OK(tack_array_wrap(qdev, (uint64_t)(uintptr_t)((float *)tack_array_data(y) + 1), TACK_F32, 1, &fourteen,
+                             1, &view));
+    tack_arg shifted[3] = {tack_arg_array(a), tack_arg_array(view), tack_arg_array(y)};
+    CHECK_OK(tack_kernel_launch_nd(k, NULL, 2, (int64_t[]){2, 5}, shifted, 3));
+    CHECK(qs->last.disjoint == 0);
+    /* Adjacent but not overlapping. */
+    tack_array *next = NULL;
+    CHECK_OK(tack_array_wrap(qdev, (uint64_t)(uintptr_t)((float *)tack_array_data(y) + 10), TACK_F32, 1,
+                             (int64_t[]){5}, 1, &next));
+    tack_array *first = NULL;
+    CHECK_OK(tack_array_wrap(qdev, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, (int64_t[]){10}, 1,
+                             &first));
+    tack_arg adjacent[3] = {tack_arg_array(next), tack_arg_array(b), tack_arg_array(first)};
+    CHECK_OK(tack_kernel_launch_nd(k, NULL, 2, (int64_t[]){1, 5}, adjacent, 3));
+    CHECK(qs->last.disjoint == 1);
+    /* Refused before anything is queued: the wrong rank, a negative extent,
+     * more than 2^63 - 1 indices. */
+    int queued = qs->len + qs->ran;
+    CHECK_STATUS(tack_kernel_launch(k, NULL, 15, sep, 3), TACK_EVALUE);
+    CHECK_STATUS(tack_kernel_launch_nd(k, NULL, 3, (int64_t[]){1, 3, 5}, sep, 3), TACK_EVALUE);
+    CHECK_STATUS(tack_kernel_launch_nd(k, NULL, 2, (int64_t[]){3, -5}, sep, 3), TACK_EVALUE);
+    CHECK_STATUS(tack_kernel_launch_nd(k, NULL, 2, (int64_t[]){(int64_t)1 << 32, (int64_t)1 << 32}, sep, 3),
+                 TACK_EVALUE);
+    CHECK_OK(tack_kernel_launch_nd(k, NULL, 2, (int64_t[]){0, (int64_t)1 << 62}, sep, 3));
+    CHECK(qs->len + qs->ran == queued);
+    CHECK_OK(tack_device_synchronize(qdev));
+    tack_array_release(first);
+    tack_array_release(next);
+    tack_array_release(view);
+    tack_array_release(a);
+    tack_array_release(b);
+    tack_array_release(y);
+    tack_kernel_release(k);
+}
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-queue-XXXXXX";
@@ -394,6 +467,7 @@ int main(void)
     RUN(test_release_waits);
     RUN(test_two_devices);
     RUN(test_backend_without_toolchain_runs_none);
+    RUN(test_launch_describes_domain_and_aliasing);
     tack_device_release(qdev);
     tack_device_release(cpu);
     remove_tree(cache);

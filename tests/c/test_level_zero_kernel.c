@@ -18,6 +18,7 @@
 #include "cache_files.h"
 #include "check.h"
 #include "kernels.h"
+#include "grid2d.h"
 #include "sim.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
@@ -250,6 +251,38 @@ static void test_missing_libocloc_says_what_to_install(void)
 /* Tack destroys no Level Zero object, kernels included. */
 static void nothing_destroyed(void) { CHECK(sim_stats("destroys") == 0); }
 
+/* ---- a 2-D domain: the entry's extents, the groups, and their coverage ----- */
+
+static struct grid2d_launch seen2;
+
+static void *grid2d_capture(const char *name, void *const *args, const size_t *sizes, int nargs,
+                            const uint32_t groups[3], const uint32_t group_size[3])
+{
+    if (nargs != 4 || sizes[0] != sizeof(int64_t) || sizes[1] != sizeof(int64_t))
+        return NULL;
+    uint64_t y;
+    memcpy(&y, args[3], sizeof y);
+    const unsigned grid[3] = {groups[0], groups[1], groups[2]};
+    const unsigned block[3] = {group_size[0], group_size[1], group_size[2]};
+    return grid2d_capture_values(name, args[0], args[1], args[2], y, sim_host_address, grid, block, &seen2);
+}
+
+static void test_2d_launch_geometry_covers_the_domain(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(GRID2D_SOURCE, NULL, &k));
+    const char *src = NULL;
+    CHECK_OK(tack_kernel_generated_source(k, "level_zero", &src));
+    CHECK(src && strstr(src, "get_global_id(1)") && strstr(src, "get_global_size(0)"));
+    tack_kernel_release(k);
+    sim_set_kernel_hook(grid2d_capture, grid2d_run_and_free);
+    grid2d_check(ze, 1000, 70, &seen2);
+    /* Groups along the contiguous index, one work-item deep in the other. */
+    CHECK(seen2.block[1] == 1 && seen2.grid[1] == 1000);
+    CHECK(seen2.grid[0] == (70 + seen2.block[0] - 1) / seen2.block[0]);
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+}
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-ze-kernel-XXXXXX";
@@ -270,6 +303,7 @@ int main(void)
     RUN(test_f64_needs_a_device_with_fp64);
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_libocloc_says_what_to_install);
+    RUN(test_2d_launch_geometry_covers_the_domain);
     saxpy_close(ze, saxpy);
     nothing_destroyed();
     remove_tree(cache);

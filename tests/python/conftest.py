@@ -525,3 +525,34 @@ def pytest_configure(config):
         "markers",
         "simulated_too: a GPU case (test_cuda_gpu.py) that needs only Tack and the driver, so test_cuda.py "
         "runs it on the simulated driver as well")
+
+
+# --------------------------------------------------------------------------
+# kernels
+
+
+@pytest.fixture(scope="module")
+def private_kernel_cache(tmp_path_factory):
+    """Kernels compile into a cache of this test module's own, with the
+    system compiler, whatever the environment says."""
+    saved = {k: os.environ.get(k) for k in ("TACK_CACHE_DIR", "TACK_CC", "TACK_CFLAGS")}
+    os.environ["TACK_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    os.environ.pop("TACK_CC", None)
+    os.environ.pop("TACK_CFLAGS", None)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def nvrtc_or_skip():
+    """Skips the test where NVRTC cannot be loaded (it needs no GPU)."""
+    probe = tack.Kernel("void probe(tack_index i, float *y) { y[i] = 0; }")
+    try:
+        probe.ptx()
+    except RuntimeError as exc:
+        if "NVRTC" in str(exc) and "not" in str(exc):
+            pytest.skip(f"NVRTC is not available: {exc}")
+        raise

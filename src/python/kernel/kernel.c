@@ -12,6 +12,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     tack_kernel *kernel;
     int nparams;
+    int ndim; /* index parameters */
     int first_writable;
     /* Per parameter, from the signature, so that a launch need not ask. */
     unsigned char is_array[TACK_KERNEL_MAX_PARAMS];
@@ -132,7 +133,10 @@ static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, 
     return 0;
 }
 
-static PyObject *launch(KernelObject *self, int64_t n, int n_from_args, PyObject *const *objs, Py_ssize_t nargs)
+/* Launches over `shape` (ndim extents), or, with n_from_args, over the
+ * shape the arguments give (the first array the kernel may store through). */
+static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, int n_from_args, PyObject *const *objs,
+                        Py_ssize_t nargs)
 {
     tack_arg args[TACK_KERNEL_MAX_PARAMS];
     if (nargs != self->nparams) {
@@ -143,13 +147,24 @@ static PyObject *launch(KernelObject *self, int64_t n, int n_from_args, PyObject
     }
     if (marshal(self, objs, nargs, args) < 0)
         return NULL;
+    int64_t own[TACK_KERNEL_MAX_DIMS];
     if (n_from_args) {
         int w = self->first_writable;
-        if (w < 0)
+        const tack_array *a = w >= 0 && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
+        /* No such array, or one of another rank: the C call says which. */
+        if (!a || (self->ndim > 1 && tack_array_ndim(a) != self->ndim))
             return raise_status(tack_kernel_call(self->kernel, args, (size_t)nargs));
-        /* marshal made an array argument of exactly the tack.Arrays. */
-        n = is_tack_array(objs[w]) ? (int64_t)tack_array_size(TACK_PY_ARRAY(objs[w])) : 0;
+        if (self->ndim == 1)
+            own[0] = (int64_t)tack_array_size(a);
+        else
+            for (int d = 0; d < self->ndim; d++)
+                own[d] = tack_array_shape(a)[d];
+        ndim = self->ndim;
+        shape = own;
     }
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n = shape[d] > 0 && n > 0 && shape[d] <= INT64_MAX / n ? n * shape[d] : 0;
     /* The launch's device, for its expected duration: the first array's
      * (a launch without one is refused before it runs). */
     const tack_device *device = NULL;
@@ -159,10 +174,10 @@ static PyObject *launch(KernelObject *self, int64_t n, int n_from_args, PyObject
     tack_status st;
     if (tack_kernel_expected_ns(self->kernel, device, n) > RELEASE_GIL_NS) {
         Py_BEGIN_ALLOW_THREADS
-        st = tack_kernel_launch(self->kernel, NULL, n, args, (size_t)nargs);
+        st = tack_kernel_launch_nd(self->kernel, NULL, ndim, shape, args, (size_t)nargs);
         Py_END_ALLOW_THREADS
     } else {
-        st = tack_kernel_launch(self->kernel, NULL, n, args, (size_t)nargs);
+        st = tack_kernel_launch_nd(self->kernel, NULL, ndim, shape, args, (size_t)nargs);
     }
     if (st != TACK_OK)
         return raise_status(st);
@@ -177,44 +192,65 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
                      tack_kernel_name(self->kernel));
         return NULL;
     }
-    return launch(self, 0, 1, args, PyVectorcall_NARGS(nargsf));
+    return launch(self, 0, NULL, 1, args, PyVectorcall_NARGS(nargsf));
+}
+
+/* One extent of a launch's domain: an int, or anything with __index__. */
+static int extent(PyObject *o, PyObject *domain, int64_t *out)
+{
+    PyObject *idx = PyLong_CheckExact(o) ? Py_NewRef(o) : PyNumber_Index(o);
+    if (!idx) {
+        PyErr_Clear();
+        if (o == domain)
+            PyErr_Format(PyExc_TypeError,
+                         "launch: the domain must be an integer or a tuple of 1 to %d integers (one extent per "
+                         "index), not %s",
+                         TACK_KERNEL_MAX_DIMS, Py_TYPE(o)->tp_name);
+        else
+            PyErr_Format(PyExc_TypeError, "launch: the extents of shape %R must be integers, not %s", domain,
+                         Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    Py_DECREF(idx);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "launch: extent %R does not fit a 64-bit index", o);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 static PyObject *kernel_launch(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     KernelObject *self = (KernelObject *)op;
     if (nargs < 1) {
-        PyErr_Format(PyExc_TypeError, "launch(n, *args): n, the number of indices, is missing");
+        PyErr_Format(PyExc_TypeError, "launch(n, *args) or launch((h, w), *args): n, the number of indices (or "
+                                      "the shape, one extent per index), is missing");
         return NULL;
     }
-    int64_t n;
-    if (PyLong_CheckExact(args[0])) {
-        int overflow;
-        long long v = PyLong_AsLongLongAndOverflow(args[0], &overflow);
-        if (overflow || (v == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "launch: n = %R does not fit a 64-bit index", args[0]);
+    PyObject *domain = args[0];
+    int64_t shape[TACK_KERNEL_MAX_DIMS];
+    int ndim = 1;
+    if (PyTuple_Check(domain) || PyList_Check(domain)) {
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(domain);
+        if (len < 1 || len > TACK_KERNEL_MAX_DIMS) {
+            PyErr_Format(PyExc_ValueError,
+                         "kernel '%s' takes %d ind%s; launch it over a shape of %d extent%s, not %zd",
+                         tack_kernel_name(self->kernel), self->ndim, self->ndim == 1 ? "ex" : "ices", self->ndim,
+                         self->ndim == 1 ? "" : "s", len);
             return NULL;
         }
-        n = v;
-    } else {
-        PyObject *idx = PyNumber_Index(args[0]);
-        if (!idx) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "launch: n must be an integer, not %s", Py_TYPE(args[0])->tp_name);
-            return NULL;
-        }
-        int overflow;
-        long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-        Py_DECREF(idx);
-        if (overflow || (v == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "launch: n = %R does not fit a 64-bit index", args[0]);
-            return NULL;
-        }
-        n = v;
+        for (Py_ssize_t d = 0; d < len; d++)
+            if (extent(PySequence_Fast_GET_ITEM(domain, d), domain, &shape[d]) < 0)
+                return NULL;
+        ndim = (int)len;
+    } else if (extent(domain, domain, &shape[0]) < 0) {
+        return NULL;
     }
-    return launch(self, n, 0, args + 1, nargs - 1);
+    return launch(self, ndim, shape, 0, args + 1, nargs - 1);
 }
 
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -251,6 +287,7 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->vectorcall = kernel_vectorcall;
     self->kernel = k;
     self->nparams = tack_kernel_num_params(k);
+    self->ndim = tack_kernel_ndim(k);
     self->first_writable = tack_kernel_first_writable(k);
     for (int i = 0; i < self->nparams; i++) {
         tack_kernel_param p;
@@ -292,8 +329,13 @@ static PyObject *signature(KernelObject *self)
     Py_DECREF(parts);
     if (!joined)
         return NULL;
-    PyObject *r = PyUnicode_FromFormat("%s(tack_index %s%s%U)", tack_kernel_name(self->kernel),
-                                       tack_kernel_index_name(self->kernel), self->nparams ? ", " : "", joined);
+    char indices[TACK_KERNEL_MAX_DIMS * 160] = "";
+    size_t used = 0;
+    for (int d = 0; d < self->ndim && used < sizeof indices; d++)
+        used += (size_t)snprintf(indices + used, sizeof indices - used, "%stack_index %s", d ? ", " : "",
+                                 tack_kernel_dim_name(self->kernel, d));
+    PyObject *r = PyUnicode_FromFormat("%s(%s%s%U)", tack_kernel_name(self->kernel), indices,
+                                       self->nparams ? ", " : "", joined);
     Py_DECREF(joined);
     return r;
 }
@@ -324,6 +366,12 @@ static PyObject *get_signature(PyObject *op, void *closure)
 {
     (void)closure;
     return signature((KernelObject *)op);
+}
+
+static PyObject *get_ndim(PyObject *op, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(((KernelObject *)op)->ndim);
 }
 
 static PyObject *get_params(PyObject *op, void *closure)
@@ -414,8 +462,10 @@ static PyObject *kernel_target(PyObject *op, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef kernel_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))kernel_launch, METH_FASTCALL,
-     "launch($self, n, /, *args)\n--\n\nRuns the kernel for every index i in [0, n). Arrays must be tack.Arrays on one "
-     "device; scalars are converted to the parameter's type. n = 0 runs nothing."},
+     "launch($self, shape, /, *args)\n--\n\nRuns the kernel for every index in the domain: i in [0, n) for "
+     "launch(n, ...), every (i, j) with i < h and j < w for launch((h, w), ...) (j fastest, as in C arrays), and "
+     "so on for three indices; one extent per index parameter. Arrays must be tack.Arrays on one device; scalars "
+     "are converted to the parameter's type. An empty domain runs nothing."},
     {"generated_source", (PyCFunction)(void (*)(void))kernel_generated_source, METH_VARARGS | METH_KEYWORDS,
      "generated_source($self, /, backend='cpu')\n--\n\nThe source a backend compiles ('cpu', 'cuda', 'hip' or 'level_zero')."},
     {"ptx", (PyCFunction)(void (*)(void))kernel_ptx, METH_VARARGS | METH_KEYWORDS,
@@ -435,6 +485,7 @@ static PyGetSetDef kernel_getset[] = {
     {"name", get_name, NULL, "The kernel function's name.", NULL},
     {"source", get_source, NULL, "The source as given.", NULL},
     {"signature", get_signature, NULL, "The kernel's C signature as Tack read it.", NULL},
+    {"ndim", get_ndim, NULL, "How many index parameters the kernel takes: the rank of its domain.", NULL},
     {"params", get_params, NULL,
      "The parameters after the index: (name, dtype, 'array' or 'scalar', writable) each.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -455,6 +506,9 @@ static PyTypeObject Kernel_Type = {
               "{ y[i] = a * x[i] + y[i]; }')\n"
               "    saxpy.launch(n, 2.0, x, y)  # i in [0, n)\n"
               "    saxpy(2.0, x, y)            # n = size of the first array the kernel may store to\n\n"
+              "A kernel may take up to three leading tack_index parameters, launched over a shape, "
+              "launch((h, w), ...); called without one it takes the shape of the first array it may store "
+              "to.\n\n"
               "The last function in the source is the kernel unless name says which.",
     .tp_methods = kernel_methods,
     .tp_getset = kernel_getset,
