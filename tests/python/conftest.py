@@ -21,6 +21,11 @@ import threading
 import numpy as np
 import pytest
 
+try:  # NumPy's bfloat16; tests of its absence run in a subprocess that hides it
+    import ml_dtypes  # noqa: F401
+except ImportError:
+    ml_dtypes = None
+
 import tack
 
 # --------------------------------------------------------------------------
@@ -38,8 +43,16 @@ DTYPES = [
     ("u64", "uint64", 1, 64),
     ("f32", "float32", 2, 32),
     ("f64", "float64", 2, 64),
+    ("bool", "bool", 6, 8),
+    ("f16", "float16", 2, 16),
+    ("bf16", "bfloat16", 4, 16),
+    ("c64", "complex64", 5, 64),
+    ("c128", "complex128", 5, 128),
 ]
 DTYPE_NAMES = [name for _, name, _, _ in DTYPES]
+# NumPy's DLPack (both ways) and array interface know every dtype but
+# bfloat16, which NumPy has only as ml_dtypes' type.
+NUMPY_NAMES = [name for name in DTYPE_NAMES if name != "bfloat16"]
 DL_CODES = {(code, bits): name for _, name, code, bits in DTYPES}
 
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLMetal = 1, 2, 3, 4, 7, 8
@@ -49,9 +62,17 @@ IS_COPIED = 1 << 1
 
 
 def sample(name, shape=(3, 4)):
-    """Distinct, exactly representable values of dtype `name`."""
+    """Exactly representable values of dtype `name`, distinct where the
+    dtype has room (bool alternates)."""
     n = int(np.prod(shape, dtype=np.int64))
     values = (np.arange(n) % 100) + 1
+    if name == "bool":
+        return (values % 2 == 0).reshape(shape)
+    if name.startswith("complex"):
+        return (values + 1j * (values % 7)).astype(name).reshape(shape)
+    if name == "bfloat16" and ml_dtypes is None:
+        pytest.skip("NumPy has bfloat16 through ml_dtypes only, which is not installed")
+    # bfloat16 is ml_dtypes' (imported above); its 8 bits hold 1 to 100 exactly.
     return values.astype(name).reshape(shape)
 
 

@@ -302,9 +302,10 @@ def test_capsule_imported_twice(probe, versioned):
     "dtype",
     [
         (3, 64, 1),  # opaque handle
-        (4, 16, 1),  # bfloat16
-        (5, 64, 1),  # complex64
-        (6, 8, 1),  # bool
+        (4, 32, 1),  # a bfloat of 32 bits
+        (5, 32, 1),  # complex32
+        (6, 16, 1),  # a bool of 16 bits
+        (10, 8, 1),  # float8_e4m3fn
         (7, 32, 1),
         (200, 32, 1),
         (0, 7, 1),
