@@ -274,29 +274,35 @@ static const struct tack_dialect hip_dialect = {
                "while ((int64_t)old cmp v) { seen = old; old = atomicCAS(q, seen, (unsigned long long)v); "
                "if (old == seen) break; } return (int64_t)old; }\n"
                "TACK_ATOMIC_PICK_(min, >) TACK_ATOMIC_PICK_(max, <)\n"
+               /* hipRTC has __half of its own: before ROCm 5.7 defined
+                * before any source (including HIP's hip_fp16.h again then
+                * defines it twice), from 5.7 in the hip_fp16.h it carries
+                * with hip_bf16.h, whose __hip_bfloat16 is new in 5.7. Included
+                * before the pragma below, which would make their host code
+                * device code too. */
+               "#if __has_include(<hip/hip_bf16.h>)\n"
+               "#include <hip/hip_fp16.h>\n#include <hip/hip_bf16.h>\n#define TACK_HIP_BF16_ 1\n#endif\n"
                /* The user's functions carry no __device__; clang's pragma
                 * makes every function up to the matching end (the entry's
                 * first line) callable on the GPU, the prelude's helpers
                 * too. */
                "#pragma clang force_cuda_host_device begin\n"
                "#define TACK_INLINE_ static inline\n"
-               /* hipRTC carries HIP's headers; __has_include keeps a
-                * hipRTC without the bfloat16 one (before ROCm 5.7) on the
-                * storage structs. */
-               "#if __has_include(<hip/hip_fp16.h>) && __has_include(<hip/hip_bf16.h>)\n"
-               "#include <hip/hip_fp16.h>\n#include <hip/hip_bf16.h>\n"
-               "typedef __half tack_f16;\ntypedef __hip_bfloat16 tack_bf16;\n"
-               "#define TACK_F16_NATIVE 1\n#define TACK_BF16_NATIVE 1\n"
+               "typedef __half tack_f16;\n"
+               "#define TACK_F16_NATIVE 1\n"
                "static inline float tack_f16_to_float(tack_f16 h) { return __half2float(h); }\n"
                "static inline tack_f16 tack_f16_from_float(float f) { return __float2half(f); }\n"
+               "#if defined(TACK_HIP_BF16_)\n"
+               "typedef __hip_bfloat16 tack_bf16;\n"
+               "#define TACK_BF16_NATIVE 1\n"
                "static inline float tack_bf16_to_float(tack_bf16 b) { return __bfloat162float(b); }\n"
                "static inline tack_bf16 tack_bf16_from_float(float f) { return __float2bfloat16(f); }\n"
                "#else\n"
                "static inline uint32_t tack_bits_of_float_(float f)\n"
                "{\n    uint32_t u;\n    __builtin_memcpy(&u, &f, sizeof u);\n    return u;\n}\n"
                "static inline float tack_float_of_bits_(uint32_t u)\n"
-               "{\n    float f;\n    __builtin_memcpy(&f, &u, sizeof f);\n    return f;\n}\n" TACK_PRELUDE_F16_STORAGE
-                   TACK_PRELUDE_BF16_STORAGE "#endif\n"
+               "{\n    float f;\n    __builtin_memcpy(&f, &u, sizeof f);\n    return f;\n}\n" TACK_PRELUDE_BF16_STORAGE
+               "#endif\n"
                "#define restrict __restrict__\n",
     .entry = hip_entry,
     .offline = TACK_CODE_NONE,
