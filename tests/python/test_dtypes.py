@@ -552,6 +552,28 @@ def test_the_hip_source_compiles_with_a_real_hiprtc(tmp_path):
         assert status == "0" and int(size) > 0, line
 
 
+# ocloc is Intel's and absent here, but Clang compiles OpenCL C 2.0 for
+# SPIR too: the Level Zero source is checked for a device with
+# cl_khr_fp16 (tack_f16 is half) and one without (the struct).
+@pytest.mark.parametrize("fp16", ["+cl_khr_fp16", "-cl_khr_fp16"])
+def test_the_level_zero_source_compiles_as_opencl_c(fp16, tmp_path):
+    if not shutil.which("clang"):
+        pytest.skip("clang is not installed")
+    src = ("void k(tack_index i, tack_f16 a, const tack_bf16 *x, tack_f16 *y, uint8_t *z) {\n"
+           "    float v = tack_f16_to_float(a) * tack_bf16_to_float(x[i]);\n"
+           "    y[i] = tack_f16_from_float(v);\n"
+           "    z[i] = tack_bf16_to_float(tack_bf16_from_float(v)) > 0.0f;\n}\n")
+    path = tmp_path / "kernel.cl"
+    path.write_text(tack.Kernel(src).generated_source("level_zero"))
+    flags = ["clang", "-x", "cl", "-cl-std=CL2.0", "-target", "spir64", "-Xclang", "-finclude-default-header",
+             "-Xclang", f"-cl-ext={fp16},+cl_khr_fp64", str(path)]
+    r = subprocess.run(flags + ["-fsyntax-only", "-Wall", "-Wextra", "-Werror"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    pre = subprocess.run(flags + ["-E"], capture_output=True, text=True, timeout=120).stdout
+    assert ("typedef half tack_f16;" in pre) == (fp16 == "+cl_khr_fp16")
+
+
 # --------------------------------------------------------------------------
 # pickle and copy
 
