@@ -359,7 +359,7 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
     if ((flags & PyBUF_FORMAT) == PyBUF_FORMAT && !tack_dtype_format(dtype)) {
         /* NumPy exports ml_dtypes' bfloat16 arrays no format either: a
          * consumer that asks for one gets none rather than a wrong type;
-         * one that takes plain bytes (np.frombuffer, file.write) gets them. */
+         * one that takes plain bytes (hashlib, file.write) gets them. */
         PyErr_Format(PyExc_BufferError,
                      "a %s array has no buffer-protocol format (the struct module and PEP 3118 have none for it), "
                      "so memoryview and other consumers that ask for one cannot take it; share it through DLPack "
@@ -564,7 +564,8 @@ static PyObject *array_array(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *np = tack_py_numpy();
     if (!np)
         return NULL;
-    PyObject *view = tack_array_dtype(a) == TACK_BF16 ? bfloat16_view(self, np) : PyObject_CallMethod(np, "from_dlpack", "O", self);
+    PyObject *view = tack_array_dtype(a) == TACK_BF16 ? bfloat16_view(self, np)
+                                                      : PyObject_CallMethod(np, "from_dlpack", "O", self);
     if (!view)
         return NULL;
     PyObject *fn = PyObject_GetAttrString(np, "asarray");

@@ -174,9 +174,10 @@ static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
 static int is_numpy_bfloat16(PyObject *obj)
 {
     PyObject *ml = PyImport_GetModule(str_ml_dtypes);
-    if (!ml)
+    int imported = ml && ml != Py_None;
+    Py_XDECREF(ml);
+    if (!imported)
         return PyErr_Occurred() ? -1 : 0;
-    Py_DECREF(ml);
     PyObject *np = tack_py_numpy();
     PyObject *ndarray = np ? PyObject_GetAttrString(np, "ndarray") : NULL;
     int r = ndarray ? PyObject_IsInstance(obj, ndarray) : -1;

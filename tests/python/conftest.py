@@ -49,16 +49,33 @@ DTYPES = [
     ("c64", "complex64", 5, 64),
     ("c128", "complex128", 5, 128),
 ]
+# Every DLPack code Tack imports; the dtype tests below skip bfloat16 where
+# NumPy cannot have it (no ml_dtypes: the NumPy-only run on other Pythons).
+DL_CODES = {(code, bits): name for _, name, code, bits in DTYPES}
+if ml_dtypes is None:
+    DTYPES = [entry for entry in DTYPES if entry[1] != "bfloat16"]
 DTYPE_NAMES = [name for _, name, _, _ in DTYPES]
 # NumPy's DLPack (both ways) and array interface know every dtype but
 # bfloat16, which NumPy has only as ml_dtypes' type.
 NUMPY_NAMES = [name for name in DTYPE_NAMES if name != "bfloat16"]
-DL_CODES = {(code, bits): name for _, name, code, bits in DTYPES}
 
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLMetal = 1, 2, 3, 4, 7, 8
 kDLROCM, kDLROCMHost, kDLCUDAManaged, kDLOneAPI = 10, 11, 13, 14
 READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1
+
+
+def numpy_name(name):
+    """The NumPy dtype that reads an array of dtype `name`: bfloat16 as its
+    bits where NumPy lacks it."""
+    return "uint16" if name == "bfloat16" and ml_dtypes is None else name
+
+
+def host_values(a):
+    """A host array's values as NumPy reads them (see numpy_name)."""
+    if numpy_name(a.dtype.name) != a.dtype.name:
+        return tack.array_from_ptr(a.ptr, "uint16", a.shape).to_numpy() if a.size else np.zeros(a.shape, np.uint16)
+    return a.to_numpy()
 
 
 def sample(name, shape=(3, 4)):
@@ -416,7 +433,7 @@ class HandTensor:
             return np.zeros(self.shape, dtype_name)  # only meaningful when empty
         offset = self.struct.dl_tensor.byte_offset
         raw = self.buffer[offset : offset + count * self.itemsize]
-        return raw.view(dtype_name).reshape(self.shape)
+        return raw.view(numpy_name(dtype_name)).reshape(self.shape)
 
 
 class Producer:

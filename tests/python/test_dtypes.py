@@ -349,6 +349,11 @@ def test_ml_dtypes_arrays_come_in_without_a_copy():
     assert (tack.array([1.5, -2.25], dtype=tack.bf16).to_numpy() == m).all()
 
 
+def test_numpys_own_dlpack_refusals_stay_numpys():
+    with pytest.raises(BufferError, match="longdouble"):
+        tack.asarray(np.zeros(3, np.longdouble))
+
+
 def test_a_dtype_numpy_lacks_through_dlpack_is_numpys_refusal():
     # NumPy's DLPack import knows no bfloat16: its own error, not a wrong type.
     with pytest.raises(RuntimeError, match="Unsupported dtype"):
@@ -623,6 +628,9 @@ def test_without_ml_dtypes_bfloat16_still_crosses_and_numpy_says_what_is_missing
             e = refused(call, TypeError, "pip install ml-dtypes")
             assert isinstance(e.__cause__, ImportError)
         refused(lambda: memoryview(a), BufferError, "no buffer-protocol format")
+        # NumPy's own refusals are still NumPy's, about its own dtype.
+        e = refused(lambda: tack.asarray(np.zeros(3, np.longdouble)), BufferError, "longdouble")
+        assert "bfloat16" not in str(e)
         assert "values not shown" in repr(a) and "ml-dtypes" in repr(a) and "bfloat16" in repr(a)
         # The other dtypes need no ml_dtypes.
         assert np.asarray(tack.zeros(2, tack.f16)).dtype == np.float16
