@@ -430,7 +430,7 @@ class HandTensor:
         """The values the tensor's memory holds, as NumPy reads them."""
         count = element_count(self.shape)
         if self.buffer is None:
-            return np.zeros(self.shape, dtype_name)  # only meaningful when empty
+            return np.zeros(self.shape, numpy_name(dtype_name))  # only meaningful when empty
         offset = self.struct.dl_tensor.byte_offset
         raw = self.buffer[offset : offset + count * self.itemsize]
         return raw.view(numpy_name(dtype_name)).reshape(self.shape)
