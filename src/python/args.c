@@ -205,21 +205,28 @@ int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape)
     return 1;
 }
 
+/* Replaces the conversion error pending for `obj`: a number too large for
+ * a double is out of range (ValueError), anything else not `what` for the
+ * dtype (TypeError). Returns -1. */
+static int number_refused(PyObject *obj, tack_dtype dtype, const char *what)
+{
+    int too_big = PyErr_ExceptionMatches(PyExc_OverflowError);
+    PyErr_Clear();
+    if (too_big)
+        PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
+    else
+        PyErr_Format(PyExc_TypeError, "expected %s for %s, got %s", what, tack_dtype_name(dtype),
+                     Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
 /* A Python number as a double, for the floating-point dtypes; -1 with
  * TypeError (not a real number) or ValueError (too large for a double). */
 static int to_double(PyObject *obj, tack_dtype dtype, double *out)
 {
     double v = PyFloat_AsDouble(obj);
-    if (v == -1.0 && PyErr_Occurred()) {
-        int too_big = PyErr_ExceptionMatches(PyExc_OverflowError);
-        PyErr_Clear();
-        if (too_big)
-            PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
-        else
-            PyErr_Format(PyExc_TypeError, "expected a real number for %s, got %s", tack_dtype_name(dtype),
-                         Py_TYPE(obj)->tp_name);
-        return -1;
-    }
+    if (v == -1.0 && PyErr_Occurred())
+        return number_refused(obj, dtype, "a real number");
     *out = v;
     return 0;
 }
@@ -247,16 +254,8 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
     if (kind == 'c') {
         /* complex, float, int and anything with __complex__ or __float__. */
         Py_complex z = PyComplex_AsCComplex(obj);
-        if (z.real == -1.0 && PyErr_Occurred()) {
-            int too_big = PyErr_ExceptionMatches(PyExc_OverflowError);
-            PyErr_Clear();
-            if (too_big)
-                PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
-            else
-                PyErr_Format(PyExc_TypeError, "expected a number for %s, got %s", tack_dtype_name(dtype),
-                             Py_TYPE(obj)->tp_name);
-            return -1;
-        }
+        if (z.real == -1.0 && PyErr_Occurred())
+            return number_refused(obj, dtype, "a number");
         if (dtype == TACK_C64) {
             float parts[2] = {(float)z.real, (float)z.imag};
             memcpy(out, parts, sizeof parts);
