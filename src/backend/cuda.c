@@ -828,12 +828,13 @@ static void cuda_entry(struct tack_source *b, const struct tack_signature *sig, 
 
 /* A complex type would come from a header NVRTC does not carry either
  * (cuComplex.h), and would not be C99's, which host kernels use. */
+#define NO_COMPLEX "NVRTC compiles CUDA C++, which has no C99 complex type; complex parameters work on the " \
+                   "cpu backend"
 static const char *const cuda_lacks[TACK_NDTYPES] = {
-    [TACK_C64] = "NVRTC compiles CUDA C++, which has no C99 complex type; complex64 parameters work on the cpu "
-                 "backend",
-    [TACK_C128] = "NVRTC compiles CUDA C++, which has no C99 complex type; complex128 parameters work on the cpu "
-                  "backend",
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
 };
+#undef NO_COMPLEX
 
 static const struct tack_dialect cuda_dialect = {
     .name = "cuda",

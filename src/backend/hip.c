@@ -232,12 +232,13 @@ static void hip_entry(struct tack_source *b, const struct tack_signature *sig, c
                              "", dims, steps);
 }
 
+#define NO_COMPLEX "hipRTC compiles HIP C++, which has no C99 complex type; complex parameters work on the " \
+                   "cpu backend"
 static const char *const hip_lacks[TACK_NDTYPES] = {
-    [TACK_C64] = "hipRTC compiles HIP C++, which has no C99 complex type; complex64 parameters work on the cpu "
-                 "backend",
-    [TACK_C128] = "hipRTC compiles HIP C++, which has no C99 complex type; complex128 parameters work on the cpu "
-                  "backend",
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
 };
+#undef NO_COMPLEX
 
 static const struct tack_dialect hip_dialect = {
     .name = "hip",

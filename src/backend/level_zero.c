@@ -588,12 +588,14 @@ static void ze_entry(struct tack_source *b, const struct tack_signature *sig, co
     tack_source_device_entry(b, sig, "__kernel void ", "__global ", dims, steps);
 }
 
+#define NO_COMPLEX "OpenCL C has no complex type; complex parameters work on the cpu backend"
 static const char *const ze_lacks[TACK_NDTYPES] = {
     [TACK_BOOL] = "OpenCL C allows no bool kernel parameter (the size of its bool is the device's); pass 0 and 1 "
                   "as uint8_t",
-    [TACK_C64] = "OpenCL C has no complex type; complex64 parameters work on the cpu backend",
-    [TACK_C128] = "OpenCL C has no complex type; complex128 parameters work on the cpu backend",
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
 };
+#undef NO_COMPLEX
 
 static const struct tack_dialect ze_dialect = {
     .name = "level_zero",
