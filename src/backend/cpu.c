@@ -903,9 +903,9 @@ static const struct tack_dialect cpu_dialect = {
                "{\n    union { uint32_t u; float f; } v;\n    v.u = u;\n    return v.f;\n}\n"
                /* The compilers say which types they have: GCC from 12 and
                 * Clang from 15 define __FLT16_MAX__ where _Float16 is an
-                * arithmetic type, and __BFLT16_MAX__ where __bf16 is (GCC
-                * 13, Clang 17). Before that __bf16 is a storage type at
-                * most, no better than the struct. */
+                * arithmetic type, GCC from 13 __BFLT16_MAX__ where __bf16
+                * is. Without the macro __bf16 is a storage type at most, no
+                * better than the struct. */
                "#if defined(__FLT16_MAX__)\n"
                /* __extension__: _Float16 is not ISO C, which -pedantic says. */
                "__extension__ typedef _Float16 tack_f16;\n"
