@@ -5,10 +5,24 @@
  * Tack reads only the kernel's signature. The first parameters, one to
  * three, are indices (`tack_index`, a 64-bit signed integer); a kernel of
  * two, void lap(tack_index i, tack_index j, ...), runs over a 2-D domain
- * (tack_kernel_launch_nd). The others are scalars of the ten
- * dtypes' C types (int8_t ... uint64_t, float, double), passed by value, or
- * pointers to them, bound to arrays. A pointer without `const` before its
- * element type is a parameter the kernel may store through. Helper functions,
+ * (tack_kernel_launch_nd). The others are scalars of the dtypes' C types
+ * (int8_t ... uint64_t, float, double, bool, tack_f16, tack_bf16,
+ * tack_c64, tack_c128), passed by value, or pointers to them, bound to
+ * arrays. A pointer without `const` before its element type is a
+ * parameter the kernel may store through.
+ *
+ * The prelude of every backend defines the portable names. tack_f16 and
+ * tack_bf16 are the compiler's own types where it has them (cpu: _Float16
+ * and __bf16 as GCC and Clang provide them; cuda: __half and __nv_bfloat16
+ * from the toolkit's cuda_fp16.h and cuda_bf16.h; hip: __half and
+ * __hip_bfloat16; level_zero: half, with cl_khr_fp16), and otherwise a
+ * two-byte struct that is loaded and stored whole; TACK_F16_NATIVE and
+ * TACK_BF16_NATIVE say which. tack_f16_to_float, tack_f16_from_float,
+ * tack_bf16_to_float and tack_bf16_from_float convert (round to nearest
+ * even) on every backend and compiler. tack_c64 and tack_c128 are C99's
+ * float _Complex and double _Complex, on the cpu backend alone. A backend
+ * whose compiler lacks a dtype refuses a kernel with such a parameter
+ * (TACK_ETYPE, naming the backend). Helper functions,
  * macros and typedefs may come before the kernel; the kernel is the last
  * function defined in the source unless it is named. The same source
  * compiles for every backend: a prelude defines tack_index, the fixed-width
@@ -75,6 +89,11 @@ typedef struct tack_arg {
         uint64_t u64;
         float f32;
         double f64;
+        uint8_t boolean;  /* 0 or 1 */
+        uint16_t f16;     /* the bits (tack_float16_from_double) */
+        uint16_t bf16;    /* the bits (tack_bfloat16_from_double) */
+        float c64[2];     /* real, imaginary */
+        double c128[2];   /* real, imaginary */
     } value;
 } tack_arg;
 
@@ -84,7 +103,7 @@ typedef struct tack_arg {
  * TACK_EVALUE for no such function, a kernel that does not return void or
  * whose first parameter is not `tack_index`, an unnamed parameter or more
  * than TACK_KERNEL_MAX_PARAMS; TACK_ETYPE for a parameter whose type is not
- * one of the ten scalar types or a pointer to one; TACK_ENOMEM. */
+ * one of the dtypes' C types or a pointer to one; TACK_ENOMEM. */
 tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out);
 
 /* Compiles the kernel for `device`'s backend, if not done yet, and loads it
@@ -116,7 +135,9 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * of what it is for (CUBIN or PTX, the architecture, the NVRTC's version).
  * level_zero: libocloc to SPIR-V for the device, cached and checked the
  * same way. hip: hipRTC to a code object for the device, once per process.
- * On error nothing is kept: TACK_ERUNTIME for a compile error (the message
+ * On error nothing is kept: TACK_ETYPE for a parameter of a dtype the
+ * backend's compiler lacks (as for tack_kernel_generated_source, the
+ * message naming the backend); TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
  * line numbers of the user's source), for no compiler (the message says
  * what to install, or how to set TACK_CC; for a GPU, what to install for
@@ -204,7 +225,9 @@ int tack_kernel_first_writable(const tack_kernel *kernel);
  * backend's entry point around it. `backend` is a backend's name: "cpu"
  * (C), "cuda" (CUDA C), "hip" (HIP) or "level_zero" (OpenCL C). The text is
  * owned by the kernel and lives as long as it. TACK_EVALUE for another
- * name, TACK_ENOMEM; *out untouched on error. */
+ * name, TACK_ETYPE for a parameter of a dtype the backend's compiler lacks
+ * (complex64 and complex128 off the cpu backend, bool on level_zero),
+ * TACK_ENOMEM; *out untouched on error. */
 tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backend, const char **out);
 
 /* PTX for CUDA, compiled by the first NVRTC Tack finds from the "cuda"
@@ -281,7 +304,39 @@ TACK_ARG_SCALAR_FN(i64, int64_t, TACK_I64)
 TACK_ARG_SCALAR_FN(u64, uint64_t, TACK_U64)
 TACK_ARG_SCALAR_FN(f32, float, TACK_F32)
 TACK_ARG_SCALAR_FN(f64, double, TACK_F64)
+TACK_ARG_SCALAR_FN(f16, uint16_t, TACK_F16)
+TACK_ARG_SCALAR_FN(bf16, uint16_t, TACK_BF16)
 #undef TACK_ARG_SCALAR_FN
+
+/* A bool: any nonzero value is true, as C converts it. */
+static inline tack_arg tack_arg_bool(int v)
+{
+    tack_arg r;
+    r.kind = TACK_ARG_SCALAR;
+    r.dtype = TACK_BOOL;
+    r.value.boolean = v != 0;
+    return r;
+}
+
+static inline tack_arg tack_arg_c64(float re, float im)
+{
+    tack_arg r;
+    r.kind = TACK_ARG_SCALAR;
+    r.dtype = TACK_C64;
+    r.value.c64[0] = re;
+    r.value.c64[1] = im;
+    return r;
+}
+
+static inline tack_arg tack_arg_c128(double re, double im)
+{
+    tack_arg r;
+    r.kind = TACK_ARG_SCALAR;
+    r.dtype = TACK_C128;
+    r.value.c128[0] = re;
+    r.value.c128[1] = im;
+    return r;
+}
 
 #ifdef __cplusplus
 }

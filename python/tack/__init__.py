@@ -12,8 +12,13 @@ from tack._tack import (  # noqa: F401
     array,
     array_from_ptr,
     asarray,
+    bf16,
+    bool,
+    c64,
+    c128,
     device,
     empty,
+    f16,
     f32,
     f64,
     from_dlpack,
@@ -34,4 +39,6 @@ from tack._tack import (  # noqa: F401
 )
 from tack._config import show_config  # noqa: F401
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# tack.bool is a dtype, like np.bool, but unlike NumPy's it is no type:
+# `from tack import *` must not shadow the builtin with it.
+__all__ = [name for name in dir() if not name.startswith("_") and name != "bool"]

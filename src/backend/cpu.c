@@ -886,13 +886,43 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
 
 static const struct tack_dialect cpu_dialect = {
     .name = "cpu",
-    .prelude = "#include <stddef.h>\n#include <stdint.h>\n#include <math.h>\n"
+    .prelude = "#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n#include <math.h>\n"
                "typedef int64_t tack_index;\n"
                "#define TACK_BACKEND_CPU 1\n"
                /* Hidden symbols bind inside the object: a helper named like a
                 * function already in the process (add, norm, main) is still
                 * ours, and calls to it can be inlined. The entry pops it. */
-               "#if defined(__GNUC__)\n#pragma GCC visibility push(hidden)\n#endif\n" CPU_ATOMICS,
+               "#if defined(__GNUC__)\n#pragma GCC visibility push(hidden)\n#endif\n"
+               /* Helpers a kernel may leave unused, which Clang's -Wall
+                * would report in a source file. */
+               "#if defined(__GNUC__)\n#define TACK_INLINE_ static inline __attribute__((unused))\n"
+               "#else\n#define TACK_INLINE_ static inline\n#endif\n"
+               "TACK_INLINE_ uint32_t tack_bits_of_float_(float f)\n"
+               "{\n    union { float f; uint32_t u; } v;\n    v.f = f;\n    return v.u;\n}\n"
+               "TACK_INLINE_ float tack_float_of_bits_(uint32_t u)\n"
+               "{\n    union { uint32_t u; float f; } v;\n    v.u = u;\n    return v.f;\n}\n"
+               /* The compilers say which types they have: GCC from 12 and
+                * Clang from 15 define __FLT16_MAX__ where _Float16 is an
+                * arithmetic type, GCC from 13 __BFLT16_MAX__ where __bf16
+                * is. Without the macro __bf16 is a storage type at most, no
+                * better than the struct. */
+               "#if defined(__FLT16_MAX__)\n"
+               /* __extension__: _Float16 is not ISO C, which -pedantic says. */
+               "__extension__ typedef _Float16 tack_f16;\n"
+               "#define TACK_F16_NATIVE 1\n"
+               "TACK_INLINE_ float tack_f16_to_float(tack_f16 h) { return (float)h; }\n"
+               "TACK_INLINE_ tack_f16 tack_f16_from_float(float f) { return (tack_f16)f; }\n"
+               "#else\n" TACK_PRELUDE_F16_STORAGE "#endif\n"
+               "#if defined(__BFLT16_MAX__)\n"
+               "__extension__ typedef __bf16 tack_bf16;\n"
+               "#define TACK_BF16_NATIVE 1\n"
+               "TACK_INLINE_ float tack_bf16_to_float(tack_bf16 b) { return (float)b; }\n"
+               "TACK_INLINE_ tack_bf16 tack_bf16_from_float(float f) { return (tack_bf16)f; }\n"
+               "#else\n" TACK_PRELUDE_BF16_STORAGE "#endif\n"
+               /* C99's complex types; <complex.h> stays the kernel's choice,
+                * since its `I` would take a common name. */
+               "typedef float _Complex tack_c64;\n"
+               "typedef double _Complex tack_c128;\n" CPU_ATOMICS,
     .entry = cpu_entry,
     .offline = TACK_CODE_HOST,
 };

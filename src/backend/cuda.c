@@ -826,6 +826,16 @@ static void cuda_entry(struct tack_source *b, const struct tack_signature *sig, 
     tack_source_device_entry(b, sig, "extern \"C\" __global__ void ", "", dims, steps);
 }
 
+/* A complex type would come from a header NVRTC does not carry either
+ * (cuComplex.h), and would not be C99's, which host kernels use. */
+#define NO_COMPLEX "NVRTC compiles CUDA C++, which has no C99 complex type; complex parameters work on the " \
+                   "cpu backend"
+static const char *const cuda_lacks[TACK_NDTYPES] = {
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
+};
+#undef NO_COMPLEX
+
 static const struct tack_dialect cuda_dialect = {
     .name = "cuda",
     /* NVRTC has no C library headers; these are the LP64 and LLP64
@@ -835,6 +845,23 @@ static const struct tack_dialect cuda_dialect = {
                "typedef int int32_t;\ntypedef unsigned int uint32_t;\n"
                "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
                "typedef int64_t tack_index;\n"
+               "#define TACK_INLINE_ static inline\n"
+               /* __half and __nv_bfloat16 are the toolkit's headers', which
+                * Tack puts on NVRTC's include path when it finds them
+                * (tack_nvrtc_api_get); without them the types are the
+                * storage structs, which pass and load the same way. */
+               "#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>)\n"
+               "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+               "typedef __half tack_f16;\ntypedef __nv_bfloat16 tack_bf16;\n"
+               "#define TACK_F16_NATIVE 1\n#define TACK_BF16_NATIVE 1\n"
+               "static inline float tack_f16_to_float(tack_f16 h) { return __half2float(h); }\n"
+               "static inline tack_f16 tack_f16_from_float(float f) { return __float2half_rn(f); }\n"
+               "static inline float tack_bf16_to_float(tack_bf16 b) { return __bfloat162float(b); }\n"
+               "static inline tack_bf16 tack_bf16_from_float(float f) { return __float2bfloat16_rn(f); }\n"
+               "#else\n"
+               "#define tack_bits_of_float_(f) __float_as_uint(f)\n"
+               "#define tack_float_of_bits_(u) __uint_as_float(u)\n" TACK_PRELUDE_F16_STORAGE
+                   TACK_PRELUDE_BF16_STORAGE "#endif\n"
                /* The source is C; CUDA is C++, which spells C99's restrict so. */
                "#define restrict __restrict__\n"
                "#define TACK_BACKEND_CUDA 1\n"
@@ -863,6 +890,7 @@ static const struct tack_dialect cuda_dialect = {
                "    return __longlong_as_double((long long)old);\n#endif\n}\n",
     .entry = cuda_entry,
     .offline = TACK_CODE_PTX,
+    .lacks = cuda_lacks,
 };
 
 /* Longest architecture name taken ("compute_100a" and the like fit). */
@@ -1072,9 +1100,10 @@ static void arch_of(const struct tack_compile *job, const struct tack_nvrtc_api 
 
 /* NVRTC's options for `job`'s code from `api`. */
 struct nvrtc_options {
-    const char *opts[2];
+    const char *opts[3];
     int nopts;
     char arch_opt[64];
+    char include_opt[4100];
 };
 
 static void options_of(const struct tack_compile *job, const struct tack_nvrtc_api *api, struct nvrtc_options *o)
@@ -1087,6 +1116,11 @@ static void options_of(const struct tack_compile *job, const struct tack_nvrtc_a
     if (arch[0]) {
         snprintf(o->arch_opt, sizeof o->arch_opt, "--gpu-architecture=%s", arch);
         o->opts[o->nopts++] = o->arch_opt;
+    }
+    /* The toolkit's headers, for the prelude's half-precision types. */
+    if (api->include_dir[0]) {
+        snprintf(o->include_opt, sizeof o->include_opt, "-I%s", api->include_dir);
+        o->opts[o->nopts++] = o->include_opt;
     }
 }
 

@@ -232,6 +232,14 @@ static void hip_entry(struct tack_source *b, const struct tack_signature *sig, c
                              "", dims, steps);
 }
 
+#define NO_COMPLEX "hipRTC compiles HIP C++, which has no C99 complex type; complex parameters work on the " \
+                   "cpu backend"
+static const char *const hip_lacks[TACK_NDTYPES] = {
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
+};
+#undef NO_COMPLEX
+
 static const struct tack_dialect hip_dialect = {
     .name = "hip",
     /* hipRTC's runtime header, which it includes before the source, may
@@ -248,7 +256,6 @@ static const struct tack_dialect hip_dialect = {
                "typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
                "typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\n"
                "typedef int64_t tack_index;\n"
-               "#define restrict __restrict__\n"
                "#define TACK_BACKEND_HIP 1\n"
                /* The atomics, as overloads of HIP's own, through the types
                 * every HIP version declares them for. Not every HIP has a
@@ -268,12 +275,39 @@ static const struct tack_dialect hip_dialect = {
                "while ((int64_t)old cmp v) { seen = old; old = atomicCAS(q, seen, (unsigned long long)v); "
                "if (old == seen) break; } return (int64_t)old; }\n"
                "TACK_ATOMIC_PICK_(min, >) TACK_ATOMIC_PICK_(max, <)\n"
+               /* hipRTC has __half of its own: before ROCm 5.7 defined
+                * before any source (including HIP's hip_fp16.h again then
+                * defines it twice), from 5.7 in the hip_fp16.h it carries
+                * with hip_bf16.h, whose __hip_bfloat16 is new in 5.7. Included
+                * before the pragma below, which would make their host code
+                * device code too. */
+               "#if __has_include(<hip/hip_bf16.h>)\n"
+               "#include <hip/hip_fp16.h>\n#include <hip/hip_bf16.h>\n#define TACK_HIP_BF16_ 1\n#endif\n"
                /* The user's functions carry no __device__; clang's pragma
                 * makes every function up to the matching end (the entry's
-                * first line) callable on the GPU. */
-               "#pragma clang force_cuda_host_device begin\n",
+                * first line) callable on the GPU, the prelude's helpers
+                * too. */
+               "#pragma clang force_cuda_host_device begin\n"
+               "#define TACK_INLINE_ static inline\n"
+               "typedef __half tack_f16;\n"
+               "#define TACK_F16_NATIVE 1\n"
+               "static inline float tack_f16_to_float(tack_f16 h) { return __half2float(h); }\n"
+               "static inline tack_f16 tack_f16_from_float(float f) { return __float2half(f); }\n"
+               "#if defined(TACK_HIP_BF16_)\n"
+               "typedef __hip_bfloat16 tack_bf16;\n"
+               "#define TACK_BF16_NATIVE 1\n"
+               "static inline float tack_bf16_to_float(tack_bf16 b) { return __bfloat162float(b); }\n"
+               "static inline tack_bf16 tack_bf16_from_float(float f) { return __float2bfloat16(f); }\n"
+               "#else\n"
+               "static inline uint32_t tack_bits_of_float_(float f)\n"
+               "{\n    uint32_t u;\n    __builtin_memcpy(&u, &f, sizeof u);\n    return u;\n}\n"
+               "static inline float tack_float_of_bits_(uint32_t u)\n"
+               "{\n    float f;\n    __builtin_memcpy(&f, &u, sizeof f);\n    return f;\n}\n" TACK_PRELUDE_BF16_STORAGE
+               "#endif\n"
+               "#define restrict __restrict__\n",
     .entry = hip_entry,
     .offline = TACK_CODE_NONE,
+    .lacks = hip_lacks,
 };
 
 static tack_status rtc_error(const struct tack_hiprtc_api *api, tack_hiprtc_result r, const char *what)

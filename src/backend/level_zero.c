@@ -588,6 +588,15 @@ static void ze_entry(struct tack_source *b, const struct tack_signature *sig, co
     tack_source_device_entry(b, sig, "__kernel void ", "__global ", dims, steps);
 }
 
+#define NO_COMPLEX "OpenCL C has no complex type; complex parameters work on the cpu backend"
+static const char *const ze_lacks[TACK_NDTYPES] = {
+    [TACK_BOOL] = "OpenCL C allows no bool kernel parameter (the size of its bool is the device's); pass 0 and 1 "
+                  "as uint8_t",
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
+};
+#undef NO_COMPLEX
+
 static const struct tack_dialect ze_dialect = {
     .name = "level_zero",
     .prelude = "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n"
@@ -625,9 +634,21 @@ static const struct tack_dialect ze_dialect = {
                "TACK_ATOMIC_(min, atom_min, long) TACK_ATOMIC_(min, atom_min, ulong)\n"
                "TACK_ATOMIC_(max, atom_max, long) TACK_ATOMIC_(max, atom_max, ulong)\n"
                "#endif\n"
-               "#define TACK_BACKEND_LEVEL_ZERO 1\n",
+               "#define TACK_BACKEND_LEVEL_ZERO 1\n"
+               "#define TACK_INLINE_ static inline\n"
+               "#define tack_bits_of_float_(f) as_uint(f)\n"
+               "#define tack_float_of_bits_(u) as_float(u)\n"
+               /* half is a type of its own, parameters and arithmetic, on a
+                * device with cl_khr_fp16; OpenCL C has no bfloat16. */
+               "#ifdef cl_khr_fp16\n#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+               "typedef half tack_f16;\n"
+               "#define TACK_F16_NATIVE 1\n"
+               "static inline float tack_f16_to_float(tack_f16 h) { return (float)h; }\n"
+               "static inline tack_f16 tack_f16_from_float(float f) { return (tack_f16)f; }\n"
+               "#else\n" TACK_PRELUDE_F16_STORAGE "#endif\n" TACK_PRELUDE_BF16_STORAGE,
     .entry = ze_entry,
     .offline = TACK_CODE_NONE,
+    .lacks = ze_lacks,
 };
 
 /* OpenCL C 2.0 for its generic address space: the user's functions take

@@ -165,9 +165,10 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
         return tack_error_set(TACK_EVALUE, "address is NULL; pass the address of the memory to wrap");
     /* Kernels read elements through typed pointers, and DLPack imports
      * refuse the same: misaligned elements are undefined behaviour in C. */
-    if (address % itemsize)
-        return tack_error_set(TACK_EVALUE, "address 0x%llx is not aligned to its %zu-byte elements",
-                              (unsigned long long)address, itemsize);
+    size_t align = tack_dtype_alignment(dtype);
+    if (address % align)
+        return tack_error_set(TACK_EVALUE, "address 0x%llx is not aligned to the %zu bytes its %s elements need",
+                              (unsigned long long)address, align, tack_dtype_name(dtype));
     return tack_array_wrap_memory(device, (void *)(uintptr_t)address, dtype, ndim, shape, size, nbytes, writable, NULL,
                                   NULL, out);
 }

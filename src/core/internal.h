@@ -267,6 +267,10 @@ tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, si
  * a Tack dtype, else sets *itemsize and checks the shape. */
 tack_status tack_layout_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *itemsize, size_t *size,
                               size_t *nbytes);
+/* The alignment a dtype's elements need in memory Tack did not allocate: a
+ * power of two, the size of a complex number's parts, otherwise the
+ * element's size; 0 for a value outside the enum. Never fails. */
+size_t tack_dtype_alignment(tack_dtype dtype);
 
 /* A buffer over memory that is already there (check_pointer applied),
  * shared from the start, with `extra` bytes reserved after its record:

@@ -41,12 +41,14 @@ static const struct tack_backend_ops *backend_for(DLDeviceType type)
 /* The rules every zero-copy import follows, whatever protocol described the
  * memory: the extents, a data pointer, C-contiguous strides (in elements,
  * or in bytes when `byte_strides`), an address that does not wrap around
- * and elements aligned to their size. The number of dimensions has passed
+ * and elements aligned as their type needs (a complex number as its parts,
+ * as C and NumPy align it). The number of dimensions has passed
  * tack_ndim_check. */
 static inline tack_status check_memory(const char *what, const void *data, uint64_t byte_offset, int ndim,
                                        const int64_t *shape, const int64_t *strides, int byte_strides,
-                                       size_t item, size_t *size, size_t *nbytes)
+                                       tack_dtype dtype, size_t *size, size_t *nbytes)
 {
+    size_t item = tack_dtype_size(dtype), align = tack_dtype_alignment(dtype);
     tack_status st = tack_extents_check(ndim, shape, item, size, nbytes);
     if (st != TACK_OK)
         return st;
@@ -72,11 +74,11 @@ static inline tack_status check_memory(const char *what, const void *data, uint6
         return tack_error_set(TACK_EVALUE, "%s's byte_offset %llu runs past the end of the address space", what,
                               (unsigned long long)byte_offset);
     uintptr_t addr = (uintptr_t)data + (uintptr_t)byte_offset;
-    if (*size && (addr & (item - 1))) /* item is a power of two: no division */
+    if (*size && (addr & (align - 1))) /* align is a power of two: no division */
         return tack_error_set(TACK_EVALUE,
-                              "%s data (%p + byte_offset %llu) is not aligned to its %zu-byte elements; copy it "
-                              "into aligned memory first",
-                              what, data, (unsigned long long)byte_offset, item);
+                              "%s data (%p + byte_offset %llu) is not aligned to the %zu bytes its %s elements "
+                              "need; copy it into aligned memory first",
+                              what, data, (unsigned long long)byte_offset, align, tack_dtype_name(dtype));
     return TACK_OK;
 }
 
@@ -88,8 +90,8 @@ static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, 
     st = tack_dtype_from_dlpack(t->dtype.code, t->dtype.bits, t->dtype.lanes, dtype);
     if (st != TACK_OK)
         return st;
-    return check_memory("DLPack tensor", t->data, t->byte_offset, t->ndim, t->shape, t->strides, 0,
-                        tack_dtype_size(*dtype), size, nbytes);
+    return check_memory("DLPack tensor", t->data, t->byte_offset, t->ndim, t->shape, t->strides, 0, *dtype, size,
+                        nbytes);
 }
 
 /* Whether `d` imports memory on `dl`; with `any_ordinal`, memory of its own
@@ -211,10 +213,10 @@ tack_status tack_import_array(const struct tack_import *im, tack_device *asked, 
     tack_status st = tack_ndim_check(im->ndim, im->shape);
     if (st != TACK_OK)
         return st;
-    size_t item = tack_dtype_size(im->dtype), size, nbytes;
-    if (!item)
+    size_t size, nbytes;
+    if (!tack_dtype_size(im->dtype))
         return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)im->dtype);
-    st = check_memory(im->what, im->data, 0, im->ndim, im->shape, im->strides, 1, item, &size, &nbytes);
+    st = check_memory(im->what, im->data, 0, im->ndim, im->shape, im->strides, 1, im->dtype, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (nbytes > im->max_bytes)

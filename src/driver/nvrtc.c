@@ -204,6 +204,52 @@ static void sort_archs(struct tack_nvrtc_api *api)
         }
 }
 
+/* Whether `dir` holds both half-precision headers; then it is api's. */
+static int headers_in(struct tack_nvrtc_api *api, const char *dir)
+{
+    char path[PATH_MAX + 32];
+    if (!dir || !*dir || strlen(dir) >= sizeof api->include_dir)
+        return 0;
+    snprintf(path, sizeof path, "%s/cuda_fp16.h", dir);
+    if (access(path, R_OK) != 0)
+        return 0;
+    snprintf(path, sizeof path, "%s/cuda_bf16.h", dir);
+    if (access(path, R_OK) != 0)
+        return 0;
+    snprintf(api->include_dir, sizeof api->include_dir, "%s", dir);
+    return 1;
+}
+
+static int headers_under(struct tack_nvrtc_api *api, const char *root)
+{
+    char dir[PATH_MAX + 16];
+    if (!root || !*root)
+        return 0;
+    snprintf(dir, sizeof dir, "%s/include", root);
+    return headers_in(api, dir);
+}
+
+/* The half-precision headers for a loaded NVRTC. A toolkit's lie in
+ * include/ beside its lib64/ (or lib/), and so do those of NVIDIA's wheels
+ * beside their lib/. */
+static void find_headers(struct tack_nvrtc_api *api)
+{
+    const char *given = getenv("TACK_CUDA_INCLUDE");
+    if (given && *given) {
+        (void)headers_in(api, given);
+        return;
+    }
+    char lib[PATH_MAX];
+    if (realpath(tack_library_path(&api->library), lib)) {
+        dirname_of(lib); /* .../lib64 */
+        dirname_of(lib); /* the toolkit or the wheel's directory */
+        if (headers_under(api, lib))
+            return;
+    }
+    (void)(headers_under(api, getenv("CUDA_PATH")) || headers_under(api, getenv("CUDA_HOME")) ||
+           headers_under(api, "/usr/local/cuda"));
+}
+
 /* Opens `path` into *api; 0 (and why in `why` when it is empty) if it is no
  * usable NVRTC. */
 static int load_one(const char *path, struct tack_nvrtc_api *api, char *why, size_t cap)
@@ -236,6 +282,7 @@ static int load_one(const char *path, struct tack_nvrtc_api *api, char *why, siz
         api->narchs = n;
     sort_archs(api);
     preload_builtins(tack_library_path(&api->library));
+    find_headers(api);
     return 1;
 }
 

@@ -80,6 +80,9 @@ struct tack_nvrtc_api {
     int archs[TACK_NVRTC_MAX_ARCHS];
     int narchs;
     struct tack_library library;
+    /* The directory holding the CUDA toolkit's cuda_fp16.h and cuda_bf16.h,
+     * which NVRTC does not carry; "" when none was found. */
+    char include_dir[4096];
 };
 
 /*
@@ -92,6 +95,11 @@ struct tack_nvrtc_api {
  * then the dynamic linker's search (libnvrtc.so.13, .so.12, .so.11.2,
  * .so). A library found twice (through a link, or by the linker) counts
  * once, and one that does not load is passed over.
+ *
+ * Each NVRTC's half-precision headers are looked for when it loads: in
+ * $TACK_CUDA_INCLUDE alone if set, otherwise in the include directory
+ * beside the library (../include), $CUDA_PATH/include, $CUDA_HOME/include
+ * and /usr/local/cuda/include.
  */
 
 /* The first NVRTC found. Thread-safe. On success sets *api and returns

@@ -35,6 +35,7 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
         if (p->writable && k->first_writable < 0)
             k->first_writable = i;
         k->uses_f64 |= p->dtype == TACK_F64;
+        k->dtypes |= 1u << p->dtype;
     }
     pthread_mutex_init(&k->lock, NULL);
     *out = k;
@@ -110,8 +111,30 @@ tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_para
 
 /* ---- generated source ---------------------------------------------------- */
 
+static void describe(const struct tack_param *p, char *out, size_t cap);
+
+/* TACK_ETYPE when a parameter has a dtype the dialect has no type for. */
+static tack_status check_dtypes(const tack_kernel *k, const struct tack_dialect *d)
+{
+    for (int i = 0; d->lacks && i < k->sig.nparams; i++) {
+        const struct tack_param *p = &k->sig.params[i];
+        if (!d->lacks[p->dtype])
+            continue;
+        char t[64];
+        describe(p, t, sizeof t);
+        return tack_error_set(TACK_ETYPE,
+                              "parameter '%s' of kernel '%s' is %s (%s), which kernels on the %s backend cannot "
+                              "take: %s",
+                              p->name, k->sig.name, t, tack_dtype_name(p->dtype), d->name, d->lacks[p->dtype]);
+    }
+    return TACK_OK;
+}
+
 static tack_status generated_locked(tack_kernel *k, const struct tack_dialect *d, const char **out)
 {
+    tack_status st = check_dtypes(k, d);
+    if (st != TACK_OK)
+        return st;
     struct tack_generated *g;
     for (g = k->generated; g; g = g->next)
         if (g->dialect == d)
@@ -246,7 +269,7 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
     if (!ops->kernel_compile && d->offline != TACK_CODE_HOST)
         return tack_error_set(TACK_ERUNTIME, "the %s backend has no compiler for its kernels", ops->name);
     struct tack_compile job = {
-        .name = k->sig.name, .uses_f64 = k->uses_f64, .device = device, .target = target};
+        .name = k->sig.name, .uses_f64 = k->uses_f64, .dtypes = k->dtypes, .device = device, .target = target};
     tack_status st = generated_locked(k, d, &job.source);
     if (st == TACK_OK && ops->kernel_key)
         st = ops->kernel_key(&job);

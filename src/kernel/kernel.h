@@ -54,6 +54,7 @@ struct tack_kernel {
     struct tack_signature sig;
     int first_writable;
     int uses_f64;
+    uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
     size_t arg_sizes[TACK_KERNEL_MAX_PARAMS];
 
     /* Guards everything below but the atomic. */

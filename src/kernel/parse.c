@@ -310,13 +310,20 @@ static int expand(const struct scan *s, int begin, int end, int skip_dir, struct
     return 0;
 }
 
+/* Every spelling of a dtype's C type: the portable names every prelude
+ * defines, and the compilers' own, which a kernel written for one backend
+ * uses. Words that are not reserved identifiers (half, complex) are left
+ * out: they could be a parameter's name. */
 static const struct {
     const char *word;
     tack_dtype dtype;
 } type_words[] = {
-    {"int8_t", TACK_I8},   {"uint8_t", TACK_U8},   {"int16_t", TACK_I16}, {"uint16_t", TACK_U16},
-    {"int32_t", TACK_I32}, {"uint32_t", TACK_U32}, {"int64_t", TACK_I64}, {"uint64_t", TACK_U64},
-    {"float", TACK_F32},   {"double", TACK_F64},   {"tack_index", TACK_I64},
+    {"int8_t", TACK_I8},      {"uint8_t", TACK_U8},     {"int16_t", TACK_I16},       {"uint16_t", TACK_U16},
+    {"int32_t", TACK_I32},    {"uint32_t", TACK_U32},   {"int64_t", TACK_I64},       {"uint64_t", TACK_U64},
+    {"float", TACK_F32},      {"double", TACK_F64},     {"tack_index", TACK_I64},    {"bool", TACK_BOOL},
+    {"_Bool", TACK_BOOL},     {"tack_f16", TACK_F16},   {"_Float16", TACK_F16},      {"__half", TACK_F16},
+    {"tack_bf16", TACK_BF16}, {"__bf16", TACK_BF16},    {"__nv_bfloat16", TACK_BF16}, {"__hip_bfloat16", TACK_BF16},
+    {"tack_c64", TACK_C64},   {"tack_c128", TACK_C128},
 };
 
 static int type_word(const struct tok *t, tack_dtype *dtype)
@@ -360,7 +367,8 @@ static void join(const struct ptoks *p, const struct tok *skip, char *out, size_
 
 static const char accepted_types[] =
     "a kernel parameter is one of int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t, "
-    "float, double (by value), or a pointer to one of them (an array; const for one the kernel only reads)";
+    "float, double, bool, tack_f16, tack_bf16, tack_c64 (float _Complex), tack_c128 (double _Complex) (by "
+    "value), or a pointer to one of them (an array; const for one the kernel only reads)";
 
 /* Reads one parameter from tokens [begin, end). `pos` counts from 0 for
  * the index. */
@@ -372,7 +380,7 @@ static tack_status parse_param(const struct scan *s, const char *kname, int pos,
     if (expand(s, begin, end, 1, &p, 0))
         return tack_error_set(TACK_EVALUE, "line %d: parameter %d of kernel '%s' is too long to read", line, pos,
                               kname);
-    int stars = 0, pointee_const = 0, have_type = 0, unknown = 0;
+    int stars = 0, pointee_const = 0, have_type = 0, unknown = 0, complex = 0;
     tack_dtype dtype = TACK_NDTYPES;
     const struct tok *name = NULL, *bad = NULL;
     for (int i = 0; i < p.n; i++) {
@@ -382,6 +390,11 @@ static tack_status parse_param(const struct scan *s, const char *kname, int pos,
             if (!stars)
                 pointee_const = 1;
         } else if (t->kind == T_IDENT && ignored_qualifier(t)) {
+        } else if (t->kind == T_IDENT && tok_is(t, "_Complex")) {
+            /* C99's complex types, in either order: float _Complex. */
+            if (complex)
+                bad = t;
+            complex = 1;
         } else if (t->kind == T_IDENT && type_word(t, &d)) {
             if (have_type)
                 bad = t;
@@ -414,7 +427,9 @@ static tack_status parse_param(const struct scan *s, const char *kname, int pos,
     if (name->len >= TACK_NAME_MAX)
         return tack_error_set(TACK_EVALUE, "line %d: parameter name '%.40s...' is too long", name->line,
                               name->s);
-    if (!have_type || unknown || bad || stars > 1)
+    if (complex)
+        dtype = dtype == TACK_F32 ? TACK_C64 : dtype == TACK_F64 ? TACK_C128 : TACK_NDTYPES;
+    if (!have_type || unknown || bad || stars > 1 || dtype == TACK_NDTYPES)
         return tack_error_set(TACK_ETYPE, "line %d: parameter '%.*s' of kernel '%s' has type '%s'; %s",
                               name->line, name->len, name->s, kname, type, accepted_types);
     tok_copy(name, out->name, sizeof out->name);

@@ -30,6 +30,35 @@ PyObject *tack_py_numpy(void)
     return numpy;
 }
 
+PyObject *tack_py_numpy_dtype(tack_dtype dtype)
+{
+    PyObject *np = tack_py_numpy();
+    if (!np)
+        return NULL;
+    if (dtype != TACK_BF16)
+        return PyObject_CallMethod(np, "dtype", "s", tack_dtype_name(dtype));
+    /* NumPy knows bfloat16 only as ml_dtypes' type, which the import
+     * registers. */
+    PyObject *ml = PyImport_ImportModule("ml_dtypes");
+    PyObject *type = ml ? PyObject_GetAttrString(ml, "bfloat16") : NULL;
+    Py_XDECREF(ml);
+    if (!type) {
+        PyObject *cause = tack_py_exception_take();
+        PyErr_Format(PyExc_TypeError,
+                     "NumPy has no bfloat16 dtype of its own; it has one with ml_dtypes, which cannot be imported "
+                     "(%S): install it (`pip install ml-dtypes`), or share a bfloat16 array with a library that "
+                     "has the type through DLPack (torch.from_dlpack(a))",
+                     cause ? cause : Py_None);
+        PyObject *exc = tack_py_exception_take();
+        PyException_SetCause(exc, cause);
+        tack_py_exception_restore(exc);
+        return NULL;
+    }
+    PyObject *r = PyObject_CallMethod(np, "dtype", "O", type);
+    Py_DECREF(type);
+    return r;
+}
+
 /* Callers pass the same kwnames tuple on every call from one call site
  * (it is a constant of the caller's code, or of a C library's call), so the
  * last few tuples are remembered with their resolved positions. */
@@ -176,27 +205,78 @@ int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape)
     return 1;
 }
 
+/* Replaces the conversion error pending for `obj`: a number too large for
+ * a double is out of range (ValueError), anything else not `what` for the
+ * dtype (TypeError). Returns -1. */
+static int number_refused(PyObject *obj, tack_dtype dtype, const char *what)
+{
+    int too_big = PyErr_ExceptionMatches(PyExc_OverflowError);
+    PyErr_Clear();
+    if (too_big)
+        PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
+    else
+        PyErr_Format(PyExc_TypeError, "expected %s for %s, got %s", what, tack_dtype_name(dtype),
+                     Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* A Python number as a double, for the floating-point dtypes; -1 with
+ * TypeError (not a real number) or ValueError (too large for a double). */
+static int to_double(PyObject *obj, tack_dtype dtype, double *out)
+{
+    double v = PyFloat_AsDouble(obj);
+    if (v == -1.0 && PyErr_Occurred())
+        return number_refused(obj, dtype, "a real number");
+    *out = v;
+    return 0;
+}
+
 int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
 {
     char kind = tack_dtype_kind(dtype);
-    if (kind == 'f') {
-        double v = PyFloat_AsDouble(obj);
-        if (v == -1.0 && PyErr_Occurred()) {
-            int too_big = PyErr_ExceptionMatches(PyExc_OverflowError);
-            PyErr_Clear();
-            if (too_big)
-                PyErr_Format(PyExc_ValueError, "%R is out of range for %s", obj, tack_dtype_name(dtype));
-            else
-                PyErr_Format(PyExc_TypeError, "expected a number for %s, got %s", tack_dtype_name(dtype),
-                             Py_TYPE(obj)->tp_name);
+    if (kind == 'f' || kind == 'V') {
+        double v;
+        if (to_double(obj, dtype, &v) < 0)
             return -1;
-        }
-        if (tack_dtype_size(dtype) == sizeof(float)) {
+        /* Beyond the largest finite value a float becomes an infinity, as
+         * NumPy's casts make it. */
+        if (dtype == TACK_F16 || dtype == TACK_BF16) {
+            uint16_t h = dtype == TACK_F16 ? tack_float16_from_double(v) : tack_bfloat16_from_double(v);
+            memcpy(out, &h, sizeof h);
+        } else if (dtype == TACK_F32) {
             float f = (float)v;
             memcpy(out, &f, sizeof f);
         } else {
             memcpy(out, &v, sizeof v);
         }
+        return 0;
+    }
+    if (kind == 'c') {
+        /* complex, float, int and anything with __complex__ or __float__. */
+        Py_complex z = PyComplex_AsCComplex(obj);
+        if (z.real == -1.0 && PyErr_Occurred())
+            return number_refused(obj, dtype, "a number");
+        if (dtype == TACK_C64) {
+            float parts[2] = {(float)z.real, (float)z.imag};
+            memcpy(out, parts, sizeof parts);
+        } else {
+            double parts[2] = {z.real, z.imag};
+            memcpy(out, parts, sizeof parts);
+        }
+        return 0;
+    }
+    if (kind == 'b') {
+        /* Any number, nonzero being true, as NumPy casts to bool; a string
+         * or an object is no number. */
+        const PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number;
+        int truth = -1;
+        if (PyComplex_Check(obj) || (nb && (nb->nb_float || nb->nb_index)))
+            truth = PyObject_IsTrue(obj);
+        else
+            PyErr_Format(PyExc_TypeError, "expected a bool or a number for bool, got %s", Py_TYPE(obj)->tp_name);
+        if (truth < 0)
+            return -1;
+        *(uint8_t *)out = (uint8_t)truth;
         return 0;
     }
     PyObject *idx;
@@ -256,7 +336,7 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
 }
 
 /* A C-contiguous NumPy array of obj (with dtype, if given); new reference. */
-PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype_name)
+PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype)
 {
     PyObject *np = tack_py_numpy();
     if (!np)
@@ -265,7 +345,7 @@ PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype_name)
     PyObject *fn = PyObject_GetAttrString(np, "asarray");
     if (!fn)
         return NULL;
-    PyObject *args = PyTuple_Pack(2, obj, dtype_name ? dtype_name : Py_None);
+    PyObject *args = PyTuple_Pack(2, obj, dtype ? dtype : Py_None);
     PyObject *kw = args ? Py_BuildValue("{s:s}", "order", "C") : NULL;
     PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
     Py_XDECREF(args);

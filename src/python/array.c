@@ -115,12 +115,21 @@ static PyObject *array_repr(PyObject *self)
     const char *why = "device memory; a.to_numpy() copies the values to the host";
     if (is_host(a)) {
         PyObject *np = tack_py_numpy();
-        if (np)
+        /* NumPy prints bfloat16 with ml_dtypes only. */
+        PyObject *dtype = np ? tack_py_numpy_dtype(tack_array_dtype(a)) : NULL;
+        if (dtype) {
+            Py_DECREF(dtype);
             return host_repr(self, np);
-        if (!PyErr_ExceptionMatches(PyExc_ImportError))
+        }
+        if (np && PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            why = "values not shown: NumPy prints bfloat16 with ml_dtypes only (`pip install ml-dtypes`)";
+        } else if (!PyErr_ExceptionMatches(PyExc_ImportError)) {
             return NULL;
-        PyErr_Clear();
-        why = "values not shown: NumPy, which prints them, cannot be imported";
+        } else {
+            PyErr_Clear();
+            why = "values not shown: NumPy, which prints them, cannot be imported";
+        }
     }
     PyObject *tail = repr_tail(a, 1, " ");
     PyObject *r = tail ? PyUnicode_FromFormat("<tack.Array %U: %s>", tail, why) : NULL;
@@ -225,7 +234,9 @@ static PyObject *array_to_numpy(PyObject *self, PyObject *unused)
     PyObject *shape = shape_tuple(a);
     if (!shape)
         return NULL;
-    PyObject *out = PyObject_CallMethod(np, "empty", "Os", shape, tack_dtype_name(tack_array_dtype(a)));
+    PyObject *dtype = tack_py_numpy_dtype(tack_array_dtype(a));
+    PyObject *out = dtype ? PyObject_CallMethod(np, "empty", "OO", shape, dtype) : NULL;
+    Py_XDECREF(dtype);
     Py_DECREF(shape);
     if (!out)
         return NULL;
@@ -253,9 +264,9 @@ static PyObject *array_from_numpy_method(PyObject *self, PyObject *arg)
     PyObject *np = tack_py_numpy();
     if (!np)
         return NULL;
-    PyObject *name = PyUnicode_FromString(tack_dtype_name(tack_array_dtype(a)));
-    PyObject *arr = name ? tack_py_as_numpy(arg, name) : NULL;
-    Py_XDECREF(name);
+    PyObject *dtype = tack_py_numpy_dtype(tack_array_dtype(a));
+    PyObject *arr = dtype ? tack_py_as_numpy(arg, dtype) : NULL;
+    Py_XDECREF(dtype);
     if (!arr)
         return NULL;
     PyObject *theirs = PyObject_GetAttrString(arr, "shape");
@@ -285,7 +296,7 @@ static PyObject *array_from_numpy_method(PyObject *self, PyObject *arg)
 static PyObject *array_fill(PyObject *self, PyObject *value)
 {
     tack_array *a = ARR(self);
-    uint64_t element[1] = {0};
+    uint64_t element[2] = {0, 0}; /* the largest element, complex128 */
     if (!tack_array_writable(a))
         return tack_py_raise(tack_array_fill(a, element));
     if (tack_py_to_element(value, tack_array_dtype(a), element) < 0)
@@ -345,6 +356,17 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
         return -1;
     }
     tack_dtype dtype = tack_array_dtype(a);
+    if ((flags & PyBUF_FORMAT) == PyBUF_FORMAT && !tack_dtype_format(dtype)) {
+        /* NumPy exports ml_dtypes' bfloat16 arrays no format either: a
+         * consumer that asks for one gets none rather than a wrong type;
+         * one that takes plain bytes (hashlib, file.write) gets them. */
+        PyErr_Format(PyExc_BufferError,
+                     "a %s array has no buffer-protocol format (the struct module and PEP 3118 have none for it), "
+                     "so memoryview and other consumers that ask for one cannot take it; share it through DLPack "
+                     "(torch.from_dlpack(a)), or view it with np.asarray(a), which gives ml_dtypes' %s",
+                     tack_dtype_name(dtype), tack_dtype_name(dtype));
+        return -1;
+    }
     int nd = tack_array_ndim(a);
     Py_ssize_t item = (Py_ssize_t)tack_dtype_size(dtype);
     Py_ssize_t *dims = NULL;
@@ -432,6 +454,15 @@ static PyObject *get_array_interface(PyObject *self, void *c)
                          : "");
         return NULL;
     }
+    if (tack_array_dtype(a) == TACK_BF16) {
+        /* Its typestr, "<V2", is two opaque bytes to NumPy, which would
+         * build a void array: without the interface NumPy reaches
+         * __array__, which gives bfloat16 values (or says what is missing). */
+        PyErr_SetString(PyExc_AttributeError,
+                        "a bfloat16 array has no __array_interface__: NumPy reads its typestr '<V2' as opaque "
+                        "bytes; np.asarray(a) gives an ml_dtypes.bfloat16 view of the memory instead");
+        return NULL;
+    }
     tack_status st = tack_buffer_share(tack_array_buffer(a));
     if (st != TACK_OK)
         return tack_py_raise(st);
@@ -490,6 +521,28 @@ static PyGetSetDef array_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* A NumPy view of a host bfloat16 array, typed ml_dtypes.bfloat16. NumPy's
+ * DLPack import has no bfloat16, and NumPy asks the buffer protocol for a
+ * format, which bfloat16 has not: NumPy imports the same memory as uint16
+ * and views that as bfloat16. The view holds the memory until it goes.
+ * Without ml_dtypes, the TypeError tack_py_numpy_dtype raises. */
+static PyObject *bfloat16_view(PyObject *self, PyObject *np)
+{
+    tack_array *a = ARR(self), *bits;
+    PyObject *dtype = tack_py_numpy_dtype(TACK_BF16);
+    if (!dtype)
+        return NULL;
+    tack_status st = tack_array_from_buffer(tack_array_buffer(a), TACK_U16, tack_array_ndim(a), tack_array_shape(a),
+                                            tack_array_writable(a), &bits);
+    PyObject *bits_obj = st == TACK_OK ? tack_py_array_new(bits) : tack_py_raise(st);
+    PyObject *u16 = bits_obj ? PyObject_CallMethod(np, "from_dlpack", "O", bits_obj) : NULL;
+    PyObject *r = u16 ? PyObject_CallMethod(u16, "view", "O", dtype) : NULL;
+    Py_XDECREF(u16);
+    Py_XDECREF(bits_obj);
+    Py_DECREF(dtype);
+    return r;
+}
+
 /* NumPy asks __array__ last, after the interfaces and the buffer protocol.
  * A host array never gets here through np.asarray; a device array does,
  * and without this NumPy would swallow the buffer protocol's refusal and
@@ -511,7 +564,8 @@ static PyObject *array_array(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *np = tack_py_numpy();
     if (!np)
         return NULL;
-    PyObject *view = PyObject_CallMethod(np, "from_dlpack", "O", self);
+    PyObject *view = tack_array_dtype(a) == TACK_BF16 ? bfloat16_view(self, np)
+                                                      : PyObject_CallMethod(np, "from_dlpack", "O", self);
     if (!view)
         return NULL;
     PyObject *fn = PyObject_GetAttrString(np, "asarray");
@@ -694,6 +748,17 @@ static PyObject *host_copy(const tack_array *a)
     return tack_py_array_new(h);
 }
 
+/* A host array's bytes as an array of uint8 over the same memory (a new
+ * reference): what a PickleBuffer can take of a dtype that has no buffer
+ * format (bfloat16). */
+static PyObject *byte_view(PyObject *host)
+{
+    tack_array *a = ARR(host), *bytes;
+    int64_t n = (int64_t)tack_array_nbytes(a);
+    tack_status st = tack_array_from_buffer(tack_array_buffer(a), TACK_U8, 1, &n, tack_array_writable(a), &bytes);
+    return st == TACK_OK ? tack_py_array_new(bytes) : tack_py_raise(st);
+}
+
 /* Pickles through the host: the values, the dtype and shape, the device's
  * name and the writable flag. From protocol 5 the values travel as a
  * PickleBuffer over the memory itself (a host array's own, a device
@@ -709,6 +774,8 @@ static PyObject *array_reduce_ex(PyObject *self, PyObject *arg)
     PyObject *payload;
     if (protocol >= 5) {
         PyObject *host = is_host(a) ? Py_NewRef(self) : host_copy(a);
+        if (host && !tack_dtype_format(tack_array_dtype(a)))
+            Py_SETREF(host, byte_view(host));
         payload = host ? PyPickleBuffer_FromObject(host) : NULL;
         Py_XDECREF(host);
     } else {

@@ -11,6 +11,8 @@
 
 #include "../dlpack/import.h"
 
+static PyObject *str_dlpack_attr, *str_cai_attr, *str_ml_dtypes;
+
 /* What keeps the memory of an imported buffer or CUDA Array Interface alive:
  * the exporter's Py_buffer (buffer protocol) or a reference to the producer
  * (CAI). It is released once, by the import's callback, when the last array
@@ -94,7 +96,10 @@ static void copy_extents(int64_t *out, const Py_ssize_t *in, int n)
         out[i] = (int64_t)in[i];
 }
 
-static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
+/* Shares the memory of a buffer-protocol exporter. The dtype is the one its
+ * format names, or with `known` (not TACK_NDTYPES) that one, for an
+ * exporter that gives no format for it: then only the bytes are asked for. */
+static PyObject *asarray_buffer_of(PyObject *obj, PyObject *device_obj, tack_dtype known)
 {
     py_hold *h = calloc(1, sizeof *h);
     if (!h)
@@ -102,7 +107,7 @@ static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
     /* Strides are asked for so that any exporter answers, contiguous or
      * not; contiguity is checked by the import so that it is a ValueError
      * as for DLPack, not the exporter's BufferError. */
-    if (PyObject_GetBuffer(obj, &h->view, PyBUF_RECORDS_RO) < 0) {
+    if (PyObject_GetBuffer(obj, &h->view, known == TACK_NDTYPES ? PyBUF_RECORDS_RO : PyBUF_STRIDES) < 0) {
         free(h);
         return NULL;
     }
@@ -124,10 +129,19 @@ static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
                         "describe indirect memory: copy it with tack.array(obj)");
         goto fail;
     }
-    tack_status st = tack_dtype_from_format(v->format, v->itemsize < 0 ? 0 : (size_t)v->itemsize, &im.dtype);
-    if (st != TACK_OK) {
-        tack_py_raise(st);
-        goto fail;
+    if (known != TACK_NDTYPES) {
+        if (v->itemsize != (Py_ssize_t)tack_dtype_size(known)) {
+            PyErr_Format(PyExc_ValueError, "tack.asarray: the %s buffer has %zd-byte items, not %s's %zu",
+                         Py_TYPE(obj)->tp_name, v->itemsize, tack_dtype_name(known), tack_dtype_size(known));
+            goto fail;
+        }
+        im.dtype = known;
+    } else {
+        tack_status st = tack_dtype_from_format(v->format, v->itemsize < 0 ? 0 : (size_t)v->itemsize, &im.dtype);
+        if (st != TACK_OK) {
+            tack_py_raise(st);
+            goto fail;
+        }
     }
     if (v->shape) {
         copy_extents(shape, v->shape, v->ndim);
@@ -147,6 +161,35 @@ static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
 fail:
     hold_release(h);
     return NULL;
+}
+
+static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
+{
+    return asarray_buffer_of(obj, device_obj, TACK_NDTYPES);
+}
+
+/* Whether obj is a NumPy array of ml_dtypes' bfloat16, which NumPy exports
+ * neither through DLPack nor with a buffer format; -1 with an exception.
+ * Only a process that imported ml_dtypes has such arrays. */
+static int is_numpy_bfloat16(PyObject *obj)
+{
+    PyObject *ml = PyImport_GetModule(str_ml_dtypes);
+    int imported = ml && ml != Py_None;
+    Py_XDECREF(ml);
+    if (!imported)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *np = tack_py_numpy();
+    PyObject *ndarray = np ? PyObject_GetAttrString(np, "ndarray") : NULL;
+    int r = ndarray ? PyObject_IsInstance(obj, ndarray) : -1;
+    Py_XDECREF(ndarray);
+    if (r != 1)
+        return r;
+    PyObject *theirs = PyObject_GetAttrString(obj, "dtype");
+    PyObject *bf16 = theirs ? tack_py_numpy_dtype(TACK_BF16) : NULL;
+    r = bf16 ? PyObject_RichCompareBool(theirs, bf16, Py_EQ) : -1;
+    Py_XDECREF(bf16);
+    Py_XDECREF(theirs);
+    return r;
 }
 
 /* The keys read from a __cuda_array_interface__ dictionary, interned once. */
@@ -299,7 +342,6 @@ static PyObject *asarray_cai(PyObject *obj, PyObject *cai, PyObject *device_obj)
     return import_held(&im, h, device_obj);
 }
 
-static PyObject *str_dlpack_attr, *str_cai_attr;
 
 static const char *const asarray_kwnames[] = {"device", NULL};
 
@@ -335,8 +377,24 @@ PyObject *tack_py_asarray(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     PyObject *attr;
     /* A method on the type (NumPy, PyTorch, CuPy, JAX, Warp) is found
      * without binding it; an instance attribute still counts. */
-    if (PyCapsule_CheckExact(obj) || _PyType_Lookup(Py_TYPE(obj), str_dlpack_attr))
-        return tack_py_from_dlpack(m, args, nargs, kwnames);
+    if (PyCapsule_CheckExact(obj) || _PyType_Lookup(Py_TYPE(obj), str_dlpack_attr)) {
+        PyObject *r = tack_py_from_dlpack(m, args, nargs, kwnames);
+        /* NumPy refuses bfloat16 to DLPack (BufferError): its bytes are
+         * shared instead, typed by the array's dtype. */
+        if (r || !PyErr_ExceptionMatches(PyExc_BufferError))
+            return r;
+        PyObject *refusal = tack_py_exception_take();
+        int bf16 = is_numpy_bfloat16(obj);
+        if (bf16 == 1) {
+            Py_DECREF(refusal);
+            return asarray_buffer_of(obj, device_obj, TACK_BF16);
+        }
+        if (bf16 < 0)
+            Py_DECREF(refusal);
+        else
+            tack_py_exception_restore(refusal);
+        return NULL;
+    }
     if (tack_py_lookup_optional(obj, str_dlpack_attr, &attr) < 0)
         return NULL;
     if (attr) {
@@ -364,5 +422,6 @@ int tack_py_asarray_init(PyObject *module)
     (void)module;
     str_dlpack_attr = PyUnicode_InternFromString("__dlpack__");
     str_cai_attr = PyUnicode_InternFromString("__cuda_array_interface__");
-    return str_dlpack_attr && str_cai_attr && cai_init() == 0 ? 0 : -1;
+    str_ml_dtypes = PyUnicode_InternFromString("ml_dtypes");
+    return str_dlpack_attr && str_cai_attr && str_ml_dtypes && cai_init() == 0 ? 0 : -1;
 }

@@ -1,6 +1,7 @@
 /* tack.DType: one object per dtype (tack.f32 ...), comparable with names and NumPy dtypes. */
 #include "ext.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static TackDTypeObject dtype_objects[TACK_NDTYPES];
@@ -17,8 +18,17 @@ static int lookup(PyObject *obj, tack_dtype *out)
     PyObject *name = NULL;
     if (PyUnicode_Check(obj)) {
         name = Py_NewRef(obj);
+    } else if (!strcmp(Py_TYPE(obj)->tp_name, "torch.dtype")) {
+        /* PyTorch's dtypes print as torch.<NumPy's name> (torch.bfloat16). */
+        PyObject *text = PyObject_Str(obj);
+        const char *t = text ? PyUnicode_AsUTF8(text) : NULL;
+        if (t && !strncmp(t, "torch.", 6))
+            name = PyUnicode_FromString(t + 6);
+        Py_XDECREF(text);
+        if (!name)
+            PyErr_Clear();
     } else {
-        /* NumPy dtypes and scalar types (np.float32), and torch dtypes, by name. */
+        /* NumPy dtypes and scalar types (np.float32, ml_dtypes.bfloat16), by name. */
         PyObject *np = tack_py_numpy();
         PyObject *npdt = np ? PyObject_CallMethod(np, "dtype", "O", obj) : NULL;
         if (npdt) {
@@ -48,10 +58,15 @@ int tack_py_dtype_converter(PyObject *obj, void *out)
     /* None is not passed to NumPy, which would read it as float64. */
     if (obj != Py_None && lookup(obj, out) == 0)
         return 1;
-    PyErr_Format(PyExc_TypeError,
-                 "unsupported dtype %R; use tack.i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, their names "
-                 "(\"float32\") or the NumPy dtypes",
-                 obj);
+    /* The names from the dtype table, so that the message lists them all. */
+    char names[256];
+    size_t used = 0;
+    names[0] = 0;
+    for (int d = 0; d < TACK_NDTYPES && used < sizeof names; d++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", d ? ", " : "tack.",
+                                 tack_dtype_short_name((tack_dtype)d));
+    PyErr_Format(PyExc_TypeError, "unsupported dtype %R; use %s, their names (\"float32\") or the NumPy and PyTorch dtypes",
+                 obj, names);
     return 0;
 }
 
@@ -99,8 +114,7 @@ static PyObject *dtype_get_itemsize(PyObject *self, void *c)
 static PyObject *dtype_get_numpy(PyObject *self, void *c)
 {
     (void)c;
-    PyObject *np = tack_py_numpy();
-    return np ? PyObject_CallMethod(np, "dtype", "s", tack_dtype_name(((TackDTypeObject *)self)->dtype)) : NULL;
+    return tack_py_numpy_dtype(((TackDTypeObject *)self)->dtype);
 }
 
 /* Pickled by reference, as the module attribute it is (tack.f32): an
@@ -114,7 +128,8 @@ static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
 static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL, "NumPy-style name, e.g. 'float32'", NULL},
     {"itemsize", dtype_get_itemsize, NULL, "bytes per element", NULL},
-    {"numpy", dtype_get_numpy, NULL, "the equivalent numpy.dtype", NULL},
+    {"numpy", dtype_get_numpy, NULL,
+     "the equivalent numpy.dtype (bfloat16: ml_dtypes' type, and without ml_dtypes a TypeError)", NULL},
     /* NumPy's dtype protocol: np.dtype(x) takes x.dtype when x has one, so
      * np.dtype(tack.f32) is float32, and so is every NumPy call given
      * dtype=tack.f32 (and dask, which asks np.dtype of an array's dtype). */
@@ -133,7 +148,7 @@ PyTypeObject TackDType_Type = {
     .tp_name = "tack.DType",
     .tp_basicsize = sizeof(TackDTypeObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An element type: tack.i8, u8, i16, u16, i32, u32, i64, u64, f32, f64.",
+    .tp_doc = "An element type: tack.i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, bool, f16, bf16, c64, c128.",
     .tp_repr = dtype_repr,
     .tp_str = dtype_str,
     .tp_hash = dtype_hash,

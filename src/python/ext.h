@@ -62,16 +62,24 @@ tack_device *tack_py_default_device(void);
  * length, and the C call the shape is for refuses it. 0 with an exception. */
 int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape);
 
-/* Converts a Python number to one element of `dtype` at `out`; -1 with
- * TypeError (not a number) or ValueError (out of range). */
+/* Converts a Python number to one element of `dtype` at `out`, as NumPy
+ * casts it (floats truncate to integers, nonzero is true, float16 and
+ * bfloat16 round to nearest even); -1 with TypeError (not a number, or a
+ * complex number for a real dtype) or ValueError (out of range). */
 int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out);
 
-/* A C-contiguous NumPy array of obj, cast to dtype_name (a str) if not NULL;
- * 0-d stays 0-d. New reference, or NULL with an exception. */
-PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype_name);
+/* A C-contiguous NumPy array of obj, cast to `dtype` (anything np.asarray
+ * takes as one) if not NULL; 0-d stays 0-d. New reference, or NULL with an
+ * exception. */
+PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype);
 
 /* NumPy, imported on first use (borrowed); NULL with ImportError. */
 PyObject *tack_py_numpy(void);
+
+/* The numpy.dtype of a Tack dtype (new reference): bfloat16 is ml_dtypes'
+ * type, and without ml_dtypes a TypeError that says to install it. NULL
+ * with an exception. */
+PyObject *tack_py_numpy_dtype(tack_dtype dtype);
 
 /* Keyword parsing for METH_FASTCALL | METH_KEYWORDS: fills vals[i] for the
  * keyword names in `names` (NULL-terminated), borrowed; unknown keywords are

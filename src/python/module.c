@@ -104,15 +104,17 @@ static PyObject *py_array(PyObject *m, PyObject *args, PyObject *kwargs)
         result = st == TACK_OK ? tack_py_array_new(r) : tack_py_raise(st);
         goto done;
     }
-    PyObject *name = have_dtype ? PyUnicode_FromString(tack_dtype_name(dtype)) : NULL;
-    if (PyObject_TypeCheck(obj, &TackArray_Type)) {
+    PyObject *npdtype = have_dtype ? tack_py_numpy_dtype(dtype) : NULL;
+    if (have_dtype && !npdtype) {
+        arr = NULL;
+    } else if (PyObject_TypeCheck(obj, &TackArray_Type)) {
         PyObject *host = PyObject_CallMethod(obj, "to_numpy", NULL);
-        arr = host ? tack_py_as_numpy(host, name) : NULL;
+        arr = host ? tack_py_as_numpy(host, npdtype) : NULL;
         Py_XDECREF(host);
     } else {
-        arr = tack_py_as_numpy(obj, name);
+        arr = tack_py_as_numpy(obj, npdtype);
     }
-    Py_XDECREF(name);
+    Py_XDECREF(npdtype);
     if (arr)
         result = array_from_numpy(arr, device);
 done:

@@ -172,10 +172,11 @@ static int64_t shape_2x3[2] = {2, 3};
 #define CASES(X)                                                                                                  \
     /* dtype.h */                                                                                                 \
     X(TACK_ETYPE, tack_dtype_from_name(NULL, &e->dt))                                                             \
-    X(TACK_ETYPE, tack_dtype_from_name("float16", &e->dt))                                                        \
+    X(TACK_ETYPE, tack_dtype_from_name("float8", &e->dt))                                                         \
     X(TACK_ETYPE, tack_dtype_from_name("", &e->dt))                                                               \
     X(TACK_EVALUE, tack_dtype_from_name("float32", NULL))                                                         \
-    X(TACK_ETYPE, tack_dtype_from_dlpack(kDLFloat, 16, 1, &e->dt))                                                \
+    X(TACK_ETYPE, tack_dtype_from_dlpack(kDLFloat, 8, 1, &e->dt))                                                 \
+    X(TACK_ETYPE, tack_dtype_from_dlpack(kDLComplex, 32, 1, &e->dt))                                              \
     X(TACK_ETYPE, tack_dtype_from_dlpack(kDLFloat, 32, 0, &e->dt))                                                \
     X(TACK_EVALUE, tack_dtype_from_dlpack(kDLFloat, 32, 1, NULL))                                                 \
     X(TACK_ETYPE, tack_dtype_to_dlpack((tack_dtype)-1, &e->code, &e->bits))                                       \
@@ -186,7 +187,8 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_ETYPE, tack_dtype_from_typestr("<f3", &e->dt))                                                         \
     X(TACK_ETYPE, tack_dtype_from_typestr("<f4\n", &e->dt))                                                      \
     X(TACK_EVALUE, tack_dtype_from_typestr("<f4", NULL))                                                          \
-    X(TACK_ETYPE, tack_dtype_from_format("?", 1, &e->dt))                                                         \
+    X(TACK_ETYPE, tack_dtype_from_format("?", 4, &e->dt))                                                         \
+    X(TACK_ETYPE, tack_dtype_from_typestr("|V2", &e->dt))                                                         \
     X(TACK_ETYPE, tack_dtype_from_format("i", 3, &e->dt))                                                         \
     X(TACK_EVALUE, tack_dtype_from_format("f", 4, NULL))                                                          \
     X(TACK_ETYPE, tack_dtype_typestr(TACK_NDTYPES, e->typestr, sizeof e->typestr))                                \
@@ -268,7 +270,7 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_array_to_dltensor(e->a, NULL))                                                            \
     X(TACK_EVALUE, tack_dlpack_allocate(NULL, &e->mv))                                                            \
     X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape4, NULL, 0}, NULL)) \
-    X(TACK_ETYPE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 16, 1}, shape4, NULL, 0}, &e->mv)) \
+    X(TACK_ETYPE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 24, 1}, shape4, NULL, 0}, &e->mv)) \
     X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape_overflow, NULL, 0}, &e->mv)) \
     X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, NULL, NULL, 0}, &e->mv)) \
     X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCUDAHost, 0}, 1, {kDLFloat, 32, 1}, shape4, NULL, 0}, &e->mv)) \

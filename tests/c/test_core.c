@@ -1,8 +1,10 @@
 /* The C API of devices, buffers and arrays on the CPU backend. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "check.h"
+#include "internal.h"
 #include "tack/tack.h"
 
 static tack_device *cpu(void)
@@ -188,14 +190,145 @@ static void test_dtypes(void)
         CHECK_OK(tack_dtype_from_name(tack_dtype_name((tack_dtype)i), &back));
         CHECK(back == (tack_dtype)i);
     }
+    /* The DLPack codes the specification gives each of them. */
+    static const struct {
+        tack_dtype dtype;
+        const char *name, *short_name;
+        uint8_t code, bits;
+        size_t size, align;
+    } rows[] = {
+        {TACK_BOOL, "bool", "bool", kDLBool, 8, 1, 1},
+        {TACK_F16, "float16", "f16", kDLFloat, 16, 2, 2},
+        {TACK_BF16, "bfloat16", "bf16", kDLBfloat, 16, 2, 2},
+        {TACK_C64, "complex64", "c64", kDLComplex, 64, 8, 4},
+        {TACK_C128, "complex128", "c128", kDLComplex, 128, 16, 8},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        uint8_t code = 0, bits = 0;
+        tack_dtype back = TACK_NDTYPES;
+        CHECK_OK(tack_dtype_to_dlpack(rows[i].dtype, &code, &bits));
+        CHECK(code == rows[i].code && bits == rows[i].bits);
+        CHECK(!strcmp(tack_dtype_name(rows[i].dtype), rows[i].name));
+        CHECK(!strcmp(tack_dtype_short_name(rows[i].dtype), rows[i].short_name));
+        CHECK_OK(tack_dtype_from_name(rows[i].short_name, &back));
+        CHECK(back == rows[i].dtype);
+        CHECK(tack_dtype_size(rows[i].dtype) == rows[i].size);
+        CHECK(tack_dtype_alignment(rows[i].dtype) == rows[i].align);
+    }
     tack_dtype d = TACK_I8;
-    CHECK_STATUS(tack_dtype_from_dlpack(kDLFloat, 16, 1, &d), TACK_ETYPE);
+    CHECK_STATUS(tack_dtype_from_dlpack(kDLFloat8_e4m3fn, 8, 1, &d), TACK_ETYPE);
+    CHECK_STATUS(tack_dtype_from_dlpack(kDLComplex, 32, 1, &d), TACK_ETYPE);
+    CHECK_STATUS(tack_dtype_from_dlpack(kDLBfloat, 32, 1, &d), TACK_ETYPE);
+    CHECK_STATUS(tack_dtype_from_dlpack(kDLBool, 16, 1, &d), TACK_ETYPE);
     CHECK_STATUS(tack_dtype_from_dlpack(kDLFloat, 32, 4, &d), TACK_ETYPE);
-    CHECK_STATUS(tack_dtype_from_dlpack(kDLBool, 8, 1, &d), TACK_ETYPE);
-    CHECK_STATUS(tack_dtype_from_name("complex64", &d), TACK_ETYPE);
+    CHECK_STATUS(tack_dtype_from_name("complex32", &d), TACK_ETYPE);
+    CHECK_STATUS(tack_dtype_from_name("float8_e4m3fn", &d), TACK_ETYPE);
     CHECK(d == TACK_I8);
 }
 
+/* Bit patterns NumPy (float16) and ml_dtypes (bfloat16) give, and the
+ * cases where one rounding from double differs from rounding to float32
+ * first, as PyTorch and ml_dtypes do. */
+static void test_half_conversions(void)
+{
+    static const struct {
+        double v;
+        uint16_t f16, bf16;
+    } cases[] = {
+        {1.0, 0x3c00, 0x3f80},
+        {-2.0, 0xc000, 0xc000},
+        {0.0, 0x0000, 0x0000},
+        {-0.0, 0x8000, 0x8000},
+        {65504.0, 0x7bff, 0x4780},
+        {65519.99, 0x7bff, 0x4780},
+        {65520.0, 0x7c00, 0x4780},      /* the tie above float16's largest goes to even: infinity */
+        {0x1p-24, 0x0001, 0x3380},      /* float16's smallest subnormal */
+        {0x1p-25, 0x0000, 0x3300},      /* half of it: a tie, to even */
+        {0x1.0000000001p-25, 0x0001, 0x3300},
+        {0x1.8p-24, 0x0002, 0x33c0},    /* 1.5 subnormal units: a tie, to even (2) */
+        {0x1.ffcp-15, 0x0400, 0x3880},  /* rounds up out of the subnormals */
+        {1 + 0x1p-11, 0x3c00, 0x3f80},  /* a tie: even */
+        {1 + 0x1p-11 + 0x1p-40, 0x3c01, 0x3f80}, /* above the tie; float32 would make it one */
+        {1.00390625, 0x3c04, 0x3f80},   /* bfloat16's tie between 1 and 1 + 2^-7: even */
+        {1.00390625 + 0x1p-40, 0x3c04, 0x3f81},
+        {1.01171875, 0x3c0c, 0x3f82},   /* a tie to the even 0x3f82 */
+        {0x1.fep127, 0x7c00, 0x7f7f},   /* bfloat16's largest */
+        {0x1.ffp127, 0x7c00, 0x7f80},   /* the tie above it: infinity */
+        {1e300, 0x7c00, 0x7f80},
+        {-1e300, 0xfc00, 0xff80},
+        {0x1p-133, 0x0000, 0x0001},     /* bfloat16's smallest subnormal */
+        {0x1p-134, 0x0000, 0x0000},
+        {5e-324, 0x0000, 0x0000},
+        {INFINITY, 0x7c00, 0x7f80},
+        {-INFINITY, 0xfc00, 0xff80},
+        {NAN, 0x7e00, 0x7fc0},
+        {-NAN, 0xfe00, 0xffc0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint16_t h = tack_float16_from_double(cases[i].v), b = tack_bfloat16_from_double(cases[i].v);
+        if (h != cases[i].f16 || b != cases[i].bf16)
+            fprintf(stderr, "%a: float16 %#06x (want %#06x), bfloat16 %#06x (want %#06x)\n", cases[i].v, h,
+                    cases[i].f16, b, cases[i].bf16);
+        CHECK(h == cases[i].f16 && b == cases[i].bf16);
+    }
+    /* A NaN of float16 never becomes an infinity, whatever its payload. */
+    uint64_t signaling = 0x7ff0000000000001u;
+    double s;
+    memcpy(&s, &signaling, sizeof s);
+    CHECK(tack_float16_from_double(s) == 0x7c01 && tack_bfloat16_from_double(s) == 0x7fc0);
+    /* Every value of both formats comes back as it was. */
+    int exact = 1;
+    for (uint32_t bits = 0; bits <= 0xffff; bits++) {
+        uint16_t b16 = (uint16_t)bits;
+        double h = tack_float16_to_double(b16), b = tack_bfloat16_to_double(b16);
+        exact &= isnan(h) ? (b16 & 0x7c00) == 0x7c00 && (b16 & 0x3ff) : tack_float16_from_double(h) == b16;
+        exact &= isnan(b) ? (b16 & 0x7f80) == 0x7f80 && (b16 & 0x7f) : tack_bfloat16_from_double(b) == b16;
+    }
+    CHECK(exact);
+    CHECK(tack_float16_to_double(0x0001) == 0x1p-24 && tack_float16_to_double(0x7bff) == 65504.0);
+    CHECK(tack_bfloat16_to_double(0x3f81) == 1.0078125 && tack_bfloat16_to_double(0x0001) == 0x1p-133);
+}
+
+/* A fill stores the element's bytes, whatever the dtype. */
+static void test_fill_new_dtypes(void)
+{
+    tack_device *d = cpu();
+    int64_t shape[1] = {3};
+    struct {
+        tack_dtype dtype;
+        unsigned char value[16];
+    } cases[] = {
+        {TACK_BOOL, {1}},
+        {TACK_F16, {0x00, 0x3c}},
+        {TACK_BF16, {0x80, 0x3f}},
+        {TACK_C64, {0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0}},
+        {TACK_C128, {0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x40}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tack_array *a = NULL;
+        CHECK_OK(tack_array_empty(d, cases[i].dtype, 1, shape, 0, &a));
+        if (!a)
+            continue;
+        size_t item = tack_dtype_size(cases[i].dtype);
+        CHECK(tack_array_nbytes(a) == 3 * item);
+        CHECK_OK(tack_array_fill(a, cases[i].value));
+        unsigned char host[48];
+        CHECK_OK(tack_array_copy_to_host(a, host, 3 * item));
+        for (int k = 0; k < 3; k++)
+            CHECK(!memcmp(host + (size_t)k * item, cases[i].value, item));
+        tack_array_release(a);
+    }
+    /* A complex128 wrap needs its parts' alignment, not its size. */
+    double mem[5];
+    tack_array *w = NULL;
+    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)(mem + 1), TACK_C128, 1, (int64_t[]){2}, 0, &w));
+    tack_array_release(w);
+    w = NULL;
+    CHECK_STATUS(tack_array_wrap(d, (uint64_t)(uintptr_t)mem + 4, TACK_C128, 1, (int64_t[]){1}, 0, &w),
+                 TACK_EVALUE);
+    CHECK(w == NULL && strstr(tack_last_error(), "8 bytes its complex128"));
+    tack_device_release(d);
+}
 
 int main(void)
 {
@@ -209,5 +342,7 @@ int main(void)
     RUN(test_wrap_release_runs_once);
     RUN(test_export_memory_unsupported);
     RUN(test_dtypes);
+    RUN(test_half_conversions);
+    RUN(test_fill_new_dtypes);
     CHECK_DONE();
 }

@@ -156,7 +156,7 @@ static void bad_strides(struct producer *p)
 }
 static void unknown_device(struct producer *p) { p->v.dl_tensor.device.device_type = (DLDeviceType)99; }
 static void metal(struct producer *p) { p->v.dl_tensor.device.device_type = kDLMetal; }
-static void bfloat(struct producer *p) { p->v.dl_tensor.dtype = (DLDataType){kDLBfloat, 16, 1}; }
+static void float8(struct producer *p) { p->v.dl_tensor.dtype = (DLDataType){kDLFloat8_e4m3fn, 8, 1}; }
 static void lanes(struct producer *p) { p->v.dl_tensor.dtype.lanes = 4; }
 static void odd_bits(struct producer *p) { p->v.dl_tensor.dtype.bits = 7; }
 static void neg_ndim(struct producer *p) { p->v.dl_tensor.ndim = -1; }
@@ -177,7 +177,7 @@ static void test_import_refusals(void)
         {"strides", TACK_EVALUE, bad_strides},
         {"device 99", TACK_EVALUE, unknown_device},
         {"metal", TACK_EVALUE, metal},
-        {"bfloat16", TACK_ETYPE, bfloat},
+        {"float8_e4m3fn", TACK_ETYPE, float8},
         {"lanes", TACK_ETYPE, lanes},
         {"7 bits", TACK_ETYPE, odd_bits},
         {"ndim -1", TACK_EVALUE, neg_ndim},

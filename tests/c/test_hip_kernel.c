@@ -187,6 +187,56 @@ static void test_2d_launch_geometry_covers_the_domain(void)
     sim_set_kernel_hook(saxpy_capture, saxpy_run);
 }
 
+/* The values a launch of the half-precision kernel below bound. */
+static struct {
+    int seen;
+    uint16_t a, b;
+} halves;
+
+static void *halves_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
+{
+    (void)grid;
+    (void)block;
+    if (!strcmp(name, "tack_kernel_entry")) {
+        halves.seen = 1;
+        memcpy(&halves.a, params[1], sizeof halves.a);
+        memcpy(&halves.b, params[2], sizeof halves.b);
+    }
+    return &halves;
+}
+
+static void halves_run(void *closure) { (void)closure; }
+
+/* __half, and __hip_bfloat16 where hipRTC has its header (the storage
+ * struct otherwise): two bytes by value either way. HIP C++ has no C99
+ * complex type, so complex parameters are refused, naming the backend. */
+static void test_half_parameters_and_complex_refusal(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create("void h(tack_index i, tack_f16 a, tack_bf16 b, tack_bf16 *y) {\n"
+                                "    y[i] = tack_bf16_from_float(tack_f16_to_float(a) * tack_bf16_to_float(b));\n}\n",
+                                NULL, &k));
+    const char *src = NULL;
+    CHECK_OK(tack_kernel_generated_source(k, "hip", &src));
+    CHECK(src && strstr(src, "typedef __half tack_f16;") && strstr(src, "typedef __hip_bfloat16 tack_bf16;") &&
+          strstr(src, "typedef struct { uint16_t bits; } tack_bf16;"));
+    tack_array *y = NULL;
+    CHECK_OK(tack_array_empty(hip, TACK_BF16, 1, (int64_t[]){4}, 0, &y));
+    tack_arg args[3] = {tack_arg_f16(0x4000), tack_arg_bf16(0xbf80), tack_arg_array(y)};
+    sim_set_kernel_hook(halves_capture, halves_run);
+    memset(&halves, 0, sizeof halves);
+    CHECK_OK(tack_kernel_launch(k, NULL, 4, args, 3));
+    CHECK_OK(tack_device_synchronize(hip));
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    CHECK(halves.seen && halves.a == 0x4000 && halves.b == 0xbf80);
+    tack_array_release(y);
+    tack_kernel_release(k);
+    k = (tack_kernel *)0x1;
+    CHECK_STATUS(tack_kernel_compile("void z(tack_index i, tack_c64 *y) { }", NULL, hip, &k), TACK_ETYPE);
+    CHECK(k == (tack_kernel *)0x1 && strstr(tack_last_error(), "on the hip backend") &&
+          strstr(tack_last_error(), "complex64"));
+}
+
 int main(void)
 {
     sim_open();
@@ -201,6 +251,7 @@ int main(void)
     RUN(test_missing_hiprtc_says_what_to_install);
     RUN(test_release_unloads_the_module);
     RUN(test_2d_launch_geometry_covers_the_domain);
+    RUN(test_half_parameters_and_complex_refusal);
     saxpy_close(hip, saxpy);
     CHECK_DONE();
 }

@@ -121,6 +121,37 @@ static void test_signature_errors(void)
     expect_parse_error("void k(tack_index i, struct s *y) { }", NULL, TACK_ETYPE, "parameter 'y'");
     expect_parse_error("void k(tack_index i, float *) { }", NULL, TACK_EVALUE, "has no name");
     expect_parse_error("void k(tack_index i, float *y) { y[i] = 0; ", NULL, TACK_EVALUE, "never closed");
+    expect_parse_error("void k(tack_index i, _Complex int *y) { }", NULL, TACK_ETYPE, "'_Complex int *'");
+    expect_parse_error("void k(tack_index i, _Complex _Complex float *y) { }", NULL, TACK_ETYPE, "parameter 'y'");
+    expect_parse_error("void k(tack_index i, tack_f16 _Complex *y) { }", NULL, TACK_ETYPE, "parameter 'y'");
+    expect_parse_error("void k(tack_index i, _Complex y) { }", NULL, TACK_ETYPE, "parameter 'y'");
+    expect_parse_error("void k(tack_index i, bool float *y) { }", NULL, TACK_ETYPE, "parameter 'y'");
+}
+
+/* Every spelling of the newer dtypes' C types. */
+static void test_signature_new_types(void)
+{
+    const char *src = "typedef double _Complex zd;\n"
+                      "void k(tack_index i, bool a, _Bool *b, tack_f16 c, const _Float16 *d, __half *e,\n"
+                      "       tack_bf16 f, const __bf16 *g, __nv_bfloat16 *h, __hip_bfloat16 *j,\n"
+                      "       float _Complex l, const _Complex float *m, tack_c64 *n, _Complex double o,\n"
+                      "       zd *p, const tack_c128 *q) { }\n";
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(src, NULL, &k));
+    if (!k)
+        return;
+    const tack_dtype want[] = {TACK_BOOL, TACK_BOOL, TACK_F16, TACK_F16,  TACK_F16,  TACK_BF16, TACK_BF16, TACK_BF16,
+                               TACK_BF16, TACK_C64,  TACK_C64, TACK_C64,  TACK_C128, TACK_C128, TACK_C128};
+    const int arrays[] = {0, 1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 1, 0, 1, 1};
+    CHECK(tack_kernel_num_params(k) == 15);
+    for (int i = 0; i < 15 && i < tack_kernel_num_params(k); i++) {
+        tack_kernel_param p;
+        CHECK_OK(tack_kernel_param_info(k, i, &p));
+        if (p.dtype != want[i] || p.is_array != arrays[i])
+            fprintf(stderr, "parameter %s: dtype %s\n", p.name, tack_dtype_name(p.dtype));
+        CHECK(p.dtype == want[i] && p.is_array == arrays[i]);
+    }
+    tack_kernel_release(k);
 }
 
 /* ---- launches ---- */
@@ -211,6 +242,105 @@ static void test_every_dtype(void)
     dtype_u64();
     dtype_f32();
     dtype_f64();
+}
+
+static void expect_launch_error(tack_kernel *k, const tack_arg *args, size_t nargs, int64_t n, tack_status want,
+                                const char *fragment);
+
+/* bool, float16, bfloat16 and both complex types through a cpu kernel,
+ * compiled by `cc` (NULL: the default), whose half types may be native
+ * (_Float16 with GCC 12) or the storage structs (Clang 14, or __bf16
+ * before GCC 13): the same source and the same bits either way. */
+static void new_dtypes_with(const char *cc)
+{
+    if (cc) {
+        char probe[300];
+        snprintf(probe, sizeof probe, "command -v %s >/dev/null 2>&1", cc);
+        if (system(probe) != 0) {
+            printf("no %s: its kernel build is not checked\n", cc);
+            return;
+        }
+        setenv("TACK_CC", cc, 1);
+    }
+    static const char src[] =
+        "void k(tack_index i, bool flag, tack_f16 h, tack_bf16 b, tack_c64 z, tack_c128 w,\n"
+        "       const bool *fx, const tack_f16 *hx, const tack_bf16 *bx, const float _Complex *zx,\n"
+        "       const tack_c128 *wx, bool *fy, tack_f16 *hy, tack_bf16 *by, tack_c64 *zy, double _Complex *wy)\n"
+        "{\n"
+        "    fy[i] = fx[i] != flag;\n"
+        "    hy[i] = tack_f16_from_float(tack_f16_to_float(hx[i]) * tack_f16_to_float(h));\n"
+        "    by[i] = tack_bf16_from_float(tack_bf16_to_float(bx[i]) + tack_bf16_to_float(b));\n"
+        "    zy[i] = zx[i] * z;\n"
+        "    wy[i] = wx[i] + w;\n"
+        "}\n";
+    tack_kernel *k = compile(src, NULL);
+    const tack_dtype dts[5] = {TACK_BOOL, TACK_F16, TACK_BF16, TACK_C64, TACK_C128};
+    tack_array *in[5], *out[5];
+    for (int j = 0; j < 5; j++) {
+        in[j] = vec(dts[j], 3);
+        out[j] = vec(dts[j], 3);
+    }
+    if (!k || !in[4] || !out[4])
+        goto done;
+    const uint8_t flags[3] = {0, 1, 1};
+    const uint16_t halves[3] = {0x3c00, 0xc000, 0x3555}; /* 1, -2, 0.333 */
+    const uint16_t bhalves[3] = {0x3f80, 0xc000, 0x3eab};
+    const float zs[6] = {1, 2, -3, 0.5f, 0, 1};
+    const double ws[6] = {1, 2, 3, 4, 5, 6};
+    CHECK_OK(tack_array_copy_from_host(in[0], flags, sizeof flags));
+    CHECK_OK(tack_array_copy_from_host(in[1], halves, sizeof halves));
+    CHECK_OK(tack_array_copy_from_host(in[2], bhalves, sizeof bhalves));
+    CHECK_OK(tack_array_copy_from_host(in[3], zs, sizeof zs));
+    CHECK_OK(tack_array_copy_from_host(in[4], ws, sizeof ws));
+    tack_arg args[15] = {
+        tack_arg_bool(1),
+        tack_arg_f16(tack_float16_from_double(3.0)),
+        tack_arg_bf16(tack_bfloat16_from_double(0.5)),
+        tack_arg_c64(0.0f, 1.0f), /* i */
+        tack_arg_c128(-1.0, 0.25),
+    };
+    for (int j = 0; j < 5; j++) {
+        args[5 + j] = tack_arg_array(in[j]);
+        args[10 + j] = tack_arg_array(out[j]);
+    }
+    CHECK_OK(tack_kernel_launch(k, NULL, 3, args, 15));
+    uint8_t f[3];
+    uint16_t h[3], b[3];
+    float z[6];
+    double w[6];
+    CHECK_OK(tack_array_copy_to_host(out[0], f, sizeof f));
+    CHECK_OK(tack_array_copy_to_host(out[1], h, sizeof h));
+    CHECK_OK(tack_array_copy_to_host(out[2], b, sizeof b));
+    CHECK_OK(tack_array_copy_to_host(out[3], z, sizeof z));
+    CHECK_OK(tack_array_copy_to_host(out[4], w, sizeof w));
+    CHECK(f[0] == 1 && f[1] == 0 && f[2] == 0);
+    /* 3, -6, and 0x3555 * 3 = 1 - 2^-12, a tie that goes to the even 1.0
+     * (NumPy's float16 gives the same bits) */
+    CHECK(h[0] == 0x4200 && h[1] == 0xc600 && h[2] == 0x3c00);
+    /* 1.5, -1.5, and 0.333984375 + 0.5 rounded to bfloat16's 8 bits: 0x3f56
+     * (as ml_dtypes rounds it) */
+    CHECK(b[0] == 0x3fc0 && b[1] == 0xbfc0 && b[2] == 0x3f56);
+    /* (1 + 2i) i = -2 + i, (-3 + 0.5i) i = -0.5 - 3i, (0 + i) i = -1 */
+    CHECK(z[0] == -2 && z[1] == 1 && z[2] == -0.5f && z[3] == -3 && z[4] == -1 && z[5] == 0);
+    CHECK(w[0] == 0 && w[1] == 2.25 && w[2] == 2 && w[3] == 4.25 && w[4] == 4 && w[5] == 6.25);
+    /* A scalar of the wrong dtype is refused like any other. */
+    args[1] = tack_arg_u16(0x3c00);
+    expect_launch_error(k, args, 15, 3, TACK_ETYPE, "parameter 'h'");
+done:
+    for (int j = 0; j < 5; j++) {
+        tack_array_release(in[j]);
+        tack_array_release(out[j]);
+    }
+    tack_kernel_release(k);
+    if (cc)
+        unsetenv("TACK_CC");
+}
+
+static void test_new_dtypes(void)
+{
+    new_dtypes_with(NULL);
+    new_dtypes_with("clang");
+    new_dtypes_with("gcc");
 }
 
 static void expect_launch_error(tack_kernel *k, const tack_arg *args, size_t nargs, int64_t n, tack_status want,
@@ -572,6 +702,38 @@ static void test_generated_source(void)
     CHECK(contains(host, "#line 1 \"kernel\"") && contains(host, "tack_kernel_entry"));
     CHECK(contains(cuda, "__global__") && contains(cuda, "#line 1 \"kernel\""));
     tack_kernel_release(k);
+
+    /* A dtype a backend's compiler lacks is refused there, naming it; the
+     * others generate as usual. */
+    static const struct {
+        const char *src, *refused_by[4];
+    } cases[] = {
+        {"void k(tack_index i, const tack_c64 *x, tack_c128 *y) { y[i] = x[i]; }", {"cuda", "hip", "level_zero"}},
+        {"void k(tack_index i, bool b, bool *y) { y[i] = b; }", {"level_zero"}},
+        {"void k(tack_index i, tack_f16 a, const __bf16 *x, _Float16 *y) { y[i] = a; }", {NULL}},
+    };
+    static const char *const backends[] = {"cpu", "cuda", "hip", "level_zero"};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        CHECK_OK(tack_kernel_create(cases[c].src, NULL, &k));
+        if (!k)
+            continue;
+        for (int b = 0; b < 4; b++) {
+            int refused = 0;
+            for (int r = 0; r < 4 && cases[c].refused_by[r]; r++)
+                refused |= !strcmp(cases[c].refused_by[r], backends[b]);
+            const char *text = (const char *)0x1;
+            tack_status st = tack_kernel_generated_source(k, backends[b], &text);
+            if (refused) {
+                CHECK(st == TACK_ETYPE && text == (const char *)0x1);
+                char says[64];
+                snprintf(says, sizeof says, "on the %s backend", backends[b]);
+                CHECK(contains(tack_last_error(), says));
+            } else {
+                CHECK(st == TACK_OK && contains(text, "tack_kernel_entry"));
+            }
+        }
+        tack_kernel_release(k);
+    }
 }
 
 int main(void)
@@ -592,8 +754,10 @@ int main(void)
     }
     RUN(test_signature);
     RUN(test_signature_errors);
+    RUN(test_signature_new_types);
     RUN(test_saxpy);
     RUN(test_every_dtype);
+    RUN(test_new_dtypes);
     RUN(test_launch_checks);
     RUN(test_aliasing);
     RUN(test_parallel_coverage);

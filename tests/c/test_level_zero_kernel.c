@@ -237,6 +237,71 @@ static void test_f64_needs_a_device_with_fp64(void)
     tack_device_release(no_fp64);
 }
 
+/* What a launch of the half-precision kernel below bound. */
+static struct {
+    int nargs;
+    size_t sizes[4];
+    uint16_t a, b;
+} halves;
+
+static void *halves_capture(const char *name, void *const *args, const size_t *sizes, int nargs,
+                            const uint32_t groups[3], const uint32_t group_size[3])
+{
+    (void)name;
+    (void)groups;
+    (void)group_size;
+    halves.nargs = nargs;
+    for (int i = 0; i < nargs && i < 4; i++)
+        halves.sizes[i] = sizes[i];
+    if (nargs == 4) {
+        memcpy(&halves.a, args[1], sizeof halves.a);
+        memcpy(&halves.b, args[2], sizeof halves.b);
+    }
+    return &halves;
+}
+
+static void halves_run(void *closure) { (void)closure; }
+
+/* float16 is OpenCL's half where the device has cl_khr_fp16, bfloat16 a
+ * storage struct: both pass as two bytes. bool and the complex types have
+ * no OpenCL C kernel parameter, and are refused before anything compiles. */
+static void test_half_parameters_pass_two_bytes(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create("void h(tack_index i, tack_f16 a, tack_bf16 b, tack_f16 *y) {\n"
+                                "    y[i] = tack_f16_from_float(tack_f16_to_float(a) + tack_bf16_to_float(b));\n}\n",
+                                NULL, &k));
+    const char *src = NULL;
+    CHECK_OK(tack_kernel_generated_source(k, "level_zero", &src));
+    CHECK(src && strstr(src, "#ifdef cl_khr_fp16") && strstr(src, "typedef half tack_f16;") &&
+          strstr(src, "typedef struct { uint16_t bits; } tack_bf16;"));
+    CHECK(src && strstr(src, "tack_f16 tack_p0_, tack_bf16 tack_p1_, __global tack_f16 *tack_p2_)"));
+    tack_array *y = NULL;
+    CHECK_OK(tack_array_empty(ze, TACK_F16, 1, (int64_t[]){8}, 0, &y));
+    tack_arg args[3] = {tack_arg_f16(0x3c00), tack_arg_bf16(0x3f80), tack_arg_array(y)};
+    sim_set_kernel_hook(halves_capture, halves_run);
+    memset(&halves, 0, sizeof halves);
+    CHECK_OK(tack_kernel_launch(k, NULL, 8, args, 3));
+    CHECK_OK(tack_device_synchronize(ze));
+    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    CHECK(halves.nargs == 4 && halves.sizes[0] == 8 && halves.sizes[1] == 2 && halves.sizes[2] == 2 &&
+          halves.sizes[3] == 8);
+    CHECK(halves.a == 0x3c00 && halves.b == 0x3f80);
+    tack_array_release(y);
+    tack_kernel_release(k);
+
+    static const char *const refused[] = {
+        "void b(tack_index i, bool *y) { y[i] = 1; }",
+        "void c(tack_index i, const tack_c64 *x, float *y) { y[i] = 0; }",
+        "void d(tack_index i, double _Complex z, double *y) { y[i] = 0; }",
+    };
+    for (int i = 0; i < 3; i++) {
+        k = (tack_kernel *)0x1;
+        CHECK_STATUS(tack_kernel_compile(refused[i], NULL, ze, &k), TACK_ETYPE);
+        CHECK(k == (tack_kernel *)0x1 && strstr(tack_last_error(), "on the level_zero backend"));
+    }
+}
+
 static void test_compile_error_carries_the_log(void)
 {
     CHECK_COMPILE_ERROR(ze, "level_zero");
@@ -301,6 +366,7 @@ int main(void)
     RUN(test_read_only_binding_is_refused);
     RUN(test_two_contexts_never_meet);
     RUN(test_f64_needs_a_device_with_fp64);
+    RUN(test_half_parameters_pass_two_bytes);
     RUN(test_compile_error_carries_the_log);
     RUN(test_missing_libocloc_says_what_to_install);
     RUN(test_2d_launch_geometry_covers_the_domain);

@@ -144,9 +144,12 @@ struct recipe {
     struct view_recipe views[MAX_VIEWS];
 };
 
-static const uint8_t valid_dtypes[10][2] = {
-    {kDLInt, 8}, {kDLUInt, 8}, {kDLInt, 16}, {kDLUInt, 16}, {kDLInt, 32},
-    {kDLUInt, 32}, {kDLInt, 64}, {kDLUInt, 64}, {kDLFloat, 32}, {kDLFloat, 64},
+/* (code, bits, alignment): a complex number is aligned as its parts. */
+#define N_DTYPES 15
+static const uint8_t valid_dtypes[N_DTYPES][3] = {
+    {kDLInt, 8, 1},    {kDLUInt, 8, 1},   {kDLInt, 16, 2},    {kDLUInt, 16, 2},      {kDLInt, 32, 4},
+    {kDLUInt, 32, 4},  {kDLInt, 64, 8},   {kDLUInt, 64, 8},   {kDLFloat, 32, 4},     {kDLFloat, 64, 8},
+    {kDLBool, 8, 1},   {kDLFloat, 16, 2}, {kDLBfloat, 16, 2}, {kDLComplex, 64, 4}, {kDLComplex, 128, 8},
 };
 
 static const int32_t device_types[16] = {
@@ -192,8 +195,8 @@ static void read_recipe(struct reader *r, struct recipe *c)
 
     s = rd_u8(r);
     if (s < 0xE0) {
-        c->code = valid_dtypes[s % 10][0];
-        c->bits = valid_dtypes[s % 10][1];
+        c->code = valid_dtypes[s % N_DTYPES][0];
+        c->bits = valid_dtypes[s % N_DTYPES][1];
     } else {
         c->code = rd_u8(r);
         c->bits = rd_u8(r);
@@ -308,7 +311,7 @@ struct model {
     unsigned allowed; /* bit per tack_status a refusal may carry */
     int known_size;   /* size and nbytes are meaningful */
     uint64_t size, nbytes;
-    int64_t item;
+    int64_t item, align;
 };
 
 #define BIT(s) (1u << (s))
@@ -336,12 +339,17 @@ static void judge(const struct recipe *c, const void *data, const int64_t *shape
     else if (c->ndim > 0 && !shape)
         refuse(m, TACK_EVALUE);
 
-    int dtype_ok = 0;
-    for (int i = 0; i < 10; i++)
-        dtype_ok |= valid_dtypes[i][0] == c->code && valid_dtypes[i][1] == c->bits;
+    int dtype_ok = 0, align = 0;
+    for (int i = 0; i < N_DTYPES; i++) {
+        if (valid_dtypes[i][0] == c->code && valid_dtypes[i][1] == c->bits) {
+            dtype_ok = 1;
+            align = valid_dtypes[i][2];
+        }
+    }
     if (!dtype_ok || c->lanes != 1)
         refuse(m, TACK_ETYPE);
     m->item = dtype_ok ? c->bits / 8 : 0;
+    m->align = align;
 
     if (!host_type(c->device_type)) {
         if (gpu_type(c->device_type)) {
@@ -426,7 +434,7 @@ static void judge(const struct recipe *c, const void *data, const int64_t *shape
     }
     if (data && m->item) {
         uintptr_t base = (uintptr_t)data;
-        if (c->byte_offset > (uint64_t)(UINTPTR_MAX - base) || (base + c->byte_offset) % (uint64_t)m->item)
+        if (c->byte_offset > (uint64_t)(UINTPTR_MAX - base) || (base + c->byte_offset) % (uint64_t)m->align)
             refuse(m, TACK_EVALUE);
         /* Memory that would run past the end of the address space cannot
          * be a real tensor; Tack may or may not notice. */

@@ -17,7 +17,8 @@ NULL_OUT, NULL_TENSOR, NO_CALLED, ROUND_TRIP = 0x20, 0x30, 0x40, 0x80
 BUFFER, NULL, WILD, MISALIGNED = range(4)
 S_NULL, S_C, S_RAW, S_PERTURBED = range(4)
 
-DTYPES = {"i8": 0, "u8": 1, "i16": 2, "u16": 3, "i32": 4, "u32": 5, "i64": 6, "u64": 7, "f32": 8, "f64": 9}
+DTYPES = {"i8": 0, "u8": 1, "i16": 2, "u16": 3, "i32": 4, "u32": 5, "i64": 6, "u64": 7, "f32": 8, "f64": 9,
+          "bool": 10, "f16": 11, "bf16": 12, "c64": 13, "c128": 14}
 DEVICE_TYPES = [1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0, 19]
 INT64_MAX = (1 << 63) - 1
 SPECIAL = [
@@ -135,6 +136,12 @@ SEEDS = {
     "accept_c_strides": seed(mode=VERSIONED, strides=S_C, shape=(2, 3, 4), dtype="i16"),
     "accept_stride_of_unit_extent": seed(strides=S_PERTURBED, shape=(3, 1, 4), perturb=(1, -7)),
     "accept_byte_offset": seed(mode=VERSIONED, byte_offset=16, shape=(5,), dtype="f64"),
+    "accept_bf16_round_trip": seed(mode=VERSIONED | ROUND_TRIP, shape=(3, 2), dtype="bf16", views=[(0,)]),
+    "accept_legacy_f16": seed(shape=(4,), dtype="f16"),
+    "accept_bool": seed(mode=VERSIONED, shape=(5,), dtype="bool"),
+    # complex128 needs its parts' alignment (8), not its size (16)
+    "accept_c128_aligned_to_parts": seed(mode=VERSIONED, byte_offset=8, shape=(2,), dtype="c128"),
+    "accept_c64": seed(shape=(2, 2), dtype="c64"),
     "accept_cuda_host": seed(device_type=3, device_id=7, shape=(6,)),
     "accept_rocm_host_on_cpu": seed(mode=ASK_CPU | DEFAULT_CPU, device_type=11, shape=(6,), dtype="u8"),
     "accept_max_ndim": seed(mode=VERSIONED, ndim=64, shape=(1,) * 63 + (3,), dtype="u32"),
@@ -167,9 +174,10 @@ SEEDS = {
     "refuse_zero_strides": seed(mode=VERSIONED, strides=S_RAW, shape=(4, 4), raw_strides=(0, 0)),
     "refuse_perturbed_stride": seed(strides=S_PERTURBED, shape=(3, 4), perturb=(0, 5)),
     "refuse_huge_stride": seed(strides=S_RAW, shape=(2, 2), raw_strides=(INT64_MAX, 1)),
-    "refuse_float16": seed(code_bits=(2, 16)),
-    "refuse_bool": seed(mode=VERSIONED, code_bits=(6, 8)),
-    "refuse_complex": seed(code_bits=(5, 64)),
+    "refuse_float8": seed(code_bits=(10, 8)),
+    "refuse_bool_16": seed(mode=VERSIONED, code_bits=(6, 16)),
+    "refuse_complex32": seed(code_bits=(5, 32)),
+    "refuse_misaligned_c128": seed(data=MISALIGNED, misalign=4, dtype="c128", shape=(2,)),
     "refuse_opaque_bits_0": seed(mode=VERSIONED, code_bits=(3, 0)),
     "refuse_lanes_4": seed(lanes=4),
     "refuse_lanes_0": seed(mode=VERSIONED, lanes=0),

@@ -21,6 +21,11 @@ import threading
 import numpy as np
 import pytest
 
+try:  # NumPy's bfloat16; tests of its absence run in a subprocess that hides it
+    import ml_dtypes  # noqa: F401
+except ImportError:
+    ml_dtypes = None
+
 import tack
 
 # --------------------------------------------------------------------------
@@ -38,9 +43,21 @@ DTYPES = [
     ("u64", "uint64", 1, 64),
     ("f32", "float32", 2, 32),
     ("f64", "float64", 2, 64),
+    ("bool", "bool", 6, 8),
+    ("f16", "float16", 2, 16),
+    ("bf16", "bfloat16", 4, 16),
+    ("c64", "complex64", 5, 64),
+    ("c128", "complex128", 5, 128),
 ]
-DTYPE_NAMES = [name for _, name, _, _ in DTYPES]
+# Every DLPack code Tack imports; the dtype tests below skip bfloat16 where
+# NumPy cannot have it (no ml_dtypes: the NumPy-only run on other Pythons).
 DL_CODES = {(code, bits): name for _, name, code, bits in DTYPES}
+if ml_dtypes is None:
+    DTYPES = [entry for entry in DTYPES if entry[1] != "bfloat16"]
+DTYPE_NAMES = [name for _, name, _, _ in DTYPES]
+# NumPy's DLPack (both ways) and array interface know every dtype but
+# bfloat16, which NumPy has only as ml_dtypes' type.
+NUMPY_NAMES = [name for name in DTYPE_NAMES if name != "bfloat16"]
 
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLMetal = 1, 2, 3, 4, 7, 8
 kDLROCM, kDLROCMHost, kDLCUDAManaged, kDLOneAPI = 10, 11, 13, 14
@@ -48,10 +65,31 @@ READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1
 
 
+def numpy_name(name):
+    """The NumPy dtype that reads an array of dtype `name`: bfloat16 as its
+    bits where NumPy lacks it."""
+    return "uint16" if name == "bfloat16" and ml_dtypes is None else name
+
+
+def host_values(a):
+    """A host array's values as NumPy reads them (see numpy_name)."""
+    if numpy_name(a.dtype.name) != a.dtype.name:
+        return tack.array_from_ptr(a.ptr, "uint16", a.shape).to_numpy() if a.size else np.zeros(a.shape, np.uint16)
+    return a.to_numpy()
+
+
 def sample(name, shape=(3, 4)):
-    """Distinct, exactly representable values of dtype `name`."""
+    """Exactly representable values of dtype `name`, distinct where the
+    dtype has room (bool alternates)."""
     n = int(np.prod(shape, dtype=np.int64))
     values = (np.arange(n) % 100) + 1
+    if name == "bool":
+        return (values % 2 == 0).reshape(shape)
+    if name.startswith("complex"):
+        return (values + 1j * (values % 7)).astype(name).reshape(shape)
+    if name == "bfloat16" and ml_dtypes is None:
+        pytest.skip("NumPy has bfloat16 through ml_dtypes only, which is not installed")
+    # bfloat16 is ml_dtypes' (imported above); its 8 bits hold 1 to 100 exactly.
     return values.astype(name).reshape(shape)
 
 
@@ -392,10 +430,10 @@ class HandTensor:
         """The values the tensor's memory holds, as NumPy reads them."""
         count = element_count(self.shape)
         if self.buffer is None:
-            return np.zeros(self.shape, dtype_name)  # only meaningful when empty
+            return np.zeros(self.shape, numpy_name(dtype_name))  # only meaningful when empty
         offset = self.struct.dl_tensor.byte_offset
         raw = self.buffer[offset : offset + count * self.itemsize]
-        return raw.view(dtype_name).reshape(self.shape)
+        return raw.view(numpy_name(dtype_name)).reshape(self.shape)
 
 
 class Producer:

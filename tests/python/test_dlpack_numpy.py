@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tack
-from conftest import DL_CODES, DTYPES, READ_ONLY, capsule_name, capsule_tensor, sample
+from conftest import DL_CODES, DTYPES, NUMPY_NAMES, READ_ONLY, capsule_name, capsule_tensor, sample
 
 NAMES = [name for _, name, _, _ in DTYPES]
 
@@ -19,7 +19,7 @@ def address(n):
 # NumPy -> Tack
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NUMPY_NAMES)
 def test_numpy_to_tack_every_dtype_zero_copy(name):
     n = sample(name)
     a = tack.from_dlpack(n)
@@ -32,7 +32,7 @@ def test_numpy_to_tack_every_dtype_zero_copy(name):
     a.fill(7)  # Tack writes, NumPy sees them
     np.testing.assert_array_equal(n, np.full((3, 4), 7, name))
     n[1, 2] = 42  # NumPy writes, Tack sees them
-    assert a.to_numpy()[1, 2] == 42
+    assert a.to_numpy()[1, 2] == np.array(42).astype(name)
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (5,), (2, 3, 4), (0,), (3, 0)])
@@ -73,10 +73,12 @@ def test_numpy_non_contiguous_is_a_value_error(view):
     np.testing.assert_array_equal(a.to_numpy(), n)
 
 
-@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.bool_])
+# NumPy exports through DLPack no dtype that Tack lacks: its copies are
+# refused instead.
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble])
 def test_numpy_dtype_without_equivalent_is_a_type_error(dtype):
-    with pytest.raises(TypeError):
-        tack.from_dlpack(np.zeros(3, dtype))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        tack.from_dlpack(np.zeros(3, dtype), copy=True)
 
 
 def test_numpy_read_only_imports_read_only():
@@ -120,6 +122,12 @@ def test_import_on_an_explicit_cpu_device():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_tack_to_numpy_every_dtype_zero_copy(name):
+    if name == "bfloat16":
+        # NumPy's DLPack import has no bfloat16 (np.asarray(a) views it
+        # through ml_dtypes instead): NumPy's own refusal.
+        with pytest.raises(RuntimeError, match="Unsupported dtype"):
+            np.from_dlpack(tack.zeros(3, tack.bf16))
+        return
     a = tack.array(sample(name))
     n = np.from_dlpack(a)
     assert address(n) == a.ptr

@@ -224,7 +224,7 @@ def test_import_memory_refusals_leave_no_descriptor():
         (ValueError, "'metal'", lambda: tack.import_memory(record(e, backend="metal"), "int32", 12)),
         (ValueError, "cannot be imported on", lambda: tack.import_memory(record(e, backend="cuda"), "int32", 12,
                                                                          device="cpu")),
-        (TypeError, None, lambda: tack.import_memory(e, "complex64", 12)),
+        (TypeError, None, lambda: tack.import_memory(e, "float8", 12)),
         (ValueError, None, lambda: tack.import_memory(e, "int32", -1)),
     ]
     for exc, text, call in cases:

@@ -418,7 +418,7 @@ FORGED = [
     ("version 0", "header(4096, version=0)", 1, "ValueError", "version is 0"),
     ("sizes", "header(4096, alloc=16)", 1, "ValueError", "sizes do not agree"),
     ("shape", "header(4096, shape=(-1,))", 1, "ValueError", None),
-    ("dtype", "header(4096, dtype=(2, 16, 1))", 1, "ValueError", "not a Tack dtype"),
+    ("dtype", "header(4096, dtype=(10, 8, 1))", 1, "ValueError", "not a Tack dtype"),
     ("flags", "header(4096, flags=0x40)", 1, "ValueError", "flags"),
     ("header_size", "header(4096, header_size=600)", 1, "ValueError", "says it is 600 bytes"),
     ("no descriptor", "header(4096)", 0, "ValueError", "carried 0"),

@@ -207,7 +207,7 @@ BAD_PICKLES = [
     (b"\0" * 8, "float32", (1,), "cpu", True, ValueError, "8 bytes of values"),
     (b"\0" * 8, "float32", (-2,), "cpu", True, ValueError, "negative"),
     (b"\0" * 8, "float32", (1 << 62, 1 << 62), "cpu", True, ValueError, "overflow"),
-    (b"\0" * 8, "bool", (8,), "cpu", True, TypeError, "unsupported dtype"),
+    (b"\0" * 8, "float8", (8,), "cpu", True, TypeError, "unsupported dtype"),
     (b"\0" * 8, "float32", "ab", "cpu", True, TypeError, "shape"),
     (b"\0" * 8, "float32", (2,), "nosuch", True, ValueError, "nosuch"),
     (b"\0" * 8, "float32", (2,), 0, True, TypeError, "str"),

@@ -92,12 +92,37 @@ static int to_scalar(PyObject *o, tack_dtype dtype, tack_arg *out)
         PyErr_Clear();
     }
     /* A kernel parameter is a C argument, not an element store: a float
-     * given for an integer is refused, as ctypes and PyTorch refuse it,
-     * rather than truncated behind the caller's back. */
-    if (dtype != TACK_F32 && dtype != TACK_F64 && PyFloat_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "expected an integer, got %s %R; convert it with int() or round() first",
-                     Py_TYPE(o)->tp_name, o);
+     * given for an integer or a bool is refused, as ctypes and PyTorch
+     * refuse it, rather than truncated behind the caller's back; so is a
+     * complex number for a real parameter, whose imaginary part would be
+     * lost. */
+    char kind = tack_dtype_kind(dtype);
+    if ((kind == 'i' || kind == 'u' || kind == 'b') && PyFloat_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "expected %s, got %s %R; convert it with %s first",
+                     kind == 'b' ? "a bool" : "an integer", Py_TYPE(o)->tp_name, o,
+                     kind == 'b' ? "bool()" : "int() or round()");
         return -1;
+    }
+    if (kind != 'c' && PyComplex_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "expected a real number, got complex %R; pass .real if that is meant", o);
+        return -1;
+    }
+    /* A bool is True or False (NumPy's too), or the integer 0 or 1. */
+    if (kind == 'b' && !PyBool_Check(o) && strcmp(Py_TYPE(o)->tp_name, "numpy.bool") != 0) {
+        PyObject *idx = PyNumber_Index(o);
+        int overflow = 0;
+        long long v = idx ? PyLong_AsLongLongAndOverflow(idx, &overflow) : -1;
+        Py_XDECREF(idx);
+        if (!idx) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "expected a bool, got %s", Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        if (overflow || (v != 0 && v != 1)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%R is out of range for bool (True, False, 0 or 1)", o);
+            return -1;
+        }
     }
     return tack_py_to_element(o, dtype, &out->value);
 }
