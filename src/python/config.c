@@ -59,15 +59,15 @@ static PyObject *py_config(PyObject *module, PyObject *unused)
         return NULL;
     for (const char *const *name = tack_backend_names(); *name; name++) {
         tack_backend_report r;
-        tack_status st;
         /* Loading a driver and running the C compiler for its version take
-         * a while, and touch no Python object. */
-        Py_BEGIN_ALLOW_THREADS
-        st = tack_backend_describe(*name, &r);
-        Py_END_ALLOW_THREADS
-        if (st != TACK_OK) {
+         * a while, and touch no Python object; Ctrl-C stops the compiler. */
+        tack_py_released gil;
+        tack_py_compile_begin(&gil);
+        tack_status st = tack_backend_describe(*name, &r);
+        tack_py_compile_end(&gil);
+        if (st != TACK_OK || PyErr_Occurred()) {
             Py_DECREF(backends);
-            return tack_py_raise(st);
+            return PyErr_Occurred() ? NULL : tack_py_raise(st);
         }
         PyObject *entry = backend(&r);
         if (!entry || PyList_Append(backends, entry) < 0) {

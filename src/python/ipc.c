@@ -225,31 +225,20 @@ static int socket_fd(PyObject *obj, int *fd, int64_t *timeout_ms)
     return 1;
 }
 
-/* A send or receive run with the GIL released; a signal that interrupts its
- * wait takes the GIL back to run the Python handlers, so Ctrl-C raises
- * KeyboardInterrupt at once (and a handler that raises nothing lets the
- * wait go on, as PEP 475 has socket calls do). */
+/* A send or receive run with the GIL released (tack_py_release): a signal
+ * that interrupts its wait runs the Python handlers. */
 struct blocking_call {
-    PyThreadState *released;
+    tack_py_released gil;
     tack_ipc_wait wait;
 };
-
-static int check_signals(void *context)
-{
-    struct blocking_call *c = context;
-    PyEval_RestoreThread(c->released);
-    int stop = PyErr_CheckSignals() < 0;
-    c->released = PyEval_SaveThread();
-    return stop;
-}
 
 static void blocking_call_start(struct blocking_call *c, int64_t timeout_ms)
 {
     memset(c, 0, sizeof *c);
     c->wait.timeout_ms = timeout_ms;
-    c->wait.interrupted = check_signals;
-    c->wait.context = c;
-    c->released = PyEval_SaveThread();
+    c->wait.interrupted = tack_py_signals_raised;
+    c->wait.context = &c->gil;
+    tack_py_release(&c->gil);
 }
 
 /* The exception for a failed send or receive: what socket.send and
@@ -290,7 +279,7 @@ static PyObject *py_send_array(PyObject *m, PyObject *args, PyObject *kwargs)
     struct blocking_call c;
     blocking_call_start(&c, timeout_ms);
     tack_status st = tack_array_send_wait(fd, TACK_PY_ARRAY(array), &c.wait);
-    PyEval_RestoreThread(c.released);
+    tack_py_reacquire(&c.gil);
     if (st != TACK_OK)
         return raise_call(st, &c);
     Py_RETURN_NONE;
@@ -312,7 +301,7 @@ static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
     struct blocking_call c;
     blocking_call_start(&c, timeout_ms);
     tack_status st = tack_array_receive_wait(fd, device, &c.wait, &a);
-    PyEval_RestoreThread(c.released);
+    tack_py_reacquire(&c.gil);
     tack_device_release(device);
     if (st != TACK_OK)
         return raise_call(st, &c);
