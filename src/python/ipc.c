@@ -328,4 +328,70 @@ static PyMethodDef ipc_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int tack_py_ipc_init(PyObject *module) { return PyModule_AddFunctions(module, ipc_functions); }
+/* ExportedMemory is a record of plain values, but its handle is a
+ * descriptor number of this process, kept open by the buffer its hidden
+ * owner holds: neither a pickle nor a deep copy can carry the descriptor
+ * with it, and copying the number alone would name whatever file another
+ * process (or this one, later) has under it. */
+static PyObject *refuse_copy(PyObject *record, const char *what)
+{
+    PyObject *handle = PySequence_GetItem(record, 3);
+    if (!handle)
+        return NULL;
+    PyErr_Format(PyExc_TypeError,
+                 "cannot %s a tack.ExportedMemory: its handle %R is a descriptor number of this process, held "
+                 "open by the exporting array's buffer for as long as the record lives; the number means "
+                 "nothing in another process, and a copy could not own the descriptor. To give the memory to "
+                 "another process, send the array with tack.send_array(sock, array) and map it there with "
+                 "tack.receive_array(sock), or send the descriptor itself over a Unix socket with SCM_RIGHTS "
+                 "(socket.send_fds) and the record's other fields beside it",
+                 what, handle);
+    Py_DECREF(handle);
+    return NULL;
+}
+
+static PyObject *record_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return refuse_copy(self, "pickle");
+}
+
+static PyObject *record_reduce_ex(PyObject *self, PyObject *protocol)
+{
+    (void)protocol;
+    return refuse_copy(self, "pickle");
+}
+
+static PyObject *record_deepcopy(PyObject *self, PyObject *memo)
+{
+    (void)memo;
+    return refuse_copy(self, "deep-copy");
+}
+
+/* Immutable and sharing its owner: the record itself, as copy.copy gives
+ * a tuple back. */
+static PyObject *record_copy(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyMethodDef record_methods[] = {
+    {"__reduce__", record_reduce, METH_NOARGS, "Refused: a descriptor number means nothing in another process."},
+    {"__reduce_ex__", record_reduce_ex, METH_O, "Refused: a descriptor number means nothing in another process."},
+    {"__deepcopy__", record_deepcopy, METH_O, "Refused: a copy could not own the descriptor."},
+    {"__copy__", record_copy, METH_NOARGS, "The record itself: it is immutable."},
+    {NULL, NULL, 0, NULL},
+};
+
+int tack_py_ipc_init(PyObject *module)
+{
+    for (PyMethodDef *d = record_methods; d->ml_name; d++) {
+        PyObject *method = PyDescr_NewMethod(TackExportedMemory_Type, d);
+        int r = method ? PyObject_SetAttrString((PyObject *)TackExportedMemory_Type, d->ml_name, method) : -1;
+        Py_XDECREF(method);
+        if (r < 0)
+            return -1;
+    }
+    return PyModule_AddFunctions(module, ipc_functions);
+}
