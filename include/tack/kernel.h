@@ -137,7 +137,9 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * cached on disk like host objects and checked the same way, under a key
  * of what it is for (CUBIN or PTX, the architecture, the NVRTC's version).
  * level_zero: libocloc to SPIR-V for the device, cached and checked the
- * same way. hip: hipRTC to a code object for the device, once per process.
+ * same way, under a key of libocloc's path and version (ocloc query
+ * OCL_DRIVER_VERSION) and the device. hip: hipRTC to a code object for
+ * the device, once per process.
  * On error nothing is kept: TACK_ETYPE for a parameter of a dtype the
  * backend's compiler lacks (as for tack_kernel_generated_source, the
  * message naming the backend); TACK_ERUNTIME for a compile error (the message
