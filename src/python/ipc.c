@@ -377,10 +377,14 @@ static PyObject *record_copy(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef record_methods[] = {
-    {"__reduce__", record_reduce, METH_NOARGS, "Refused: a descriptor number means nothing in another process."},
-    {"__reduce_ex__", record_reduce_ex, METH_O, "Refused: a descriptor number means nothing in another process."},
-    {"__deepcopy__", record_deepcopy, METH_O, "Refused: a copy could not own the descriptor."},
-    {"__copy__", record_copy, METH_NOARGS, "The record itself: it is immutable."},
+    {"__reduce__", record_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nRefused (TypeError): a descriptor number means nothing in another process."},
+    {"__reduce_ex__", record_reduce_ex, METH_O,
+     "__reduce_ex__($self, protocol, /)\n--\n\nRefused (TypeError): a descriptor number means nothing in another "
+     "process."},
+    {"__deepcopy__", record_deepcopy, METH_O,
+     "__deepcopy__($self, memo, /)\n--\n\nRefused (TypeError): a copy could not own the descriptor."},
+    {"__copy__", record_copy, METH_NOARGS, "__copy__($self, /)\n--\n\nThe record itself: it is immutable."},
     {NULL, NULL, 0, NULL},
 };
 
