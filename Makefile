@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # Debian packages: a C compiler; clang for the fuzzer; the Level Zero and HIP
 # headers, against which tests check our driver declarations (they skip
-# where the headers are absent); shellcheck for tests/gpu/run.sh; a C++
+# where the headers are absent); shellcheck for the shell scripts; a C++
 # compiler, pkg-config and CMake, with which the installed library is used.
 # Installed only when missing and root.
 SYSDEPS := gcc clang libclang-rt-14-dev libze-dev libamdhip64-dev openmpi-bin libopenmpi-dev shellcheck \

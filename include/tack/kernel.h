@@ -111,7 +111,10 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * pay (and see the errors of) compilation early.
  * cpu: a C compiler (TACK_CC when set; else the first of cc, gcc and clang
  * on PATH; else zig's, see tack_kernel_set_python), with -O3 -march=native
- * -fno-math-errno -funroll-loops -fPIC -shared and then TACK_CFLAGS, into a
+ * -fno-math-errno -funroll-loops -fPIC -shared and then TACK_CFLAGS, run in
+ * a process group of its own for at most TACK_COMPILE_TIMEOUT seconds
+ * (default 600; 0: no limit; a question such as zig's version gets at most
+ * 10 s) and stopped past it as tack_kernel_set_interrupt says, into a
  * shared object cached under TACK_CACHE_DIR (default ~/.cache/tack) keyed
  * by a hash of the generated source, the compiler, the flags, the host
  * CPU's model and features, and Tack's version; a cached object is loaded
@@ -134,12 +137,17 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * cached on disk like host objects and checked the same way, under a key
  * of what it is for (CUBIN or PTX, the architecture, the NVRTC's version).
  * level_zero: libocloc to SPIR-V for the device, cached and checked the
- * same way. hip: hipRTC to a code object for the device, once per process.
+ * same way, under a key of libocloc's path and version (ocloc query
+ * OCL_DRIVER_VERSION) and the device. hip: hipRTC to a code object for
+ * the device, once per process.
  * On error nothing is kept: TACK_ETYPE for a parameter of a dtype the
  * backend's compiler lacks (as for tack_kernel_generated_source, the
  * message naming the backend); TACK_ERUNTIME for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
- * line numbers of the user's source), for no compiler (the message says
+ * line numbers of the user's source), for a C compiler that ran past its
+ * time limit (the message names its command and the limit) or whose wait
+ * the thread's interrupt check stopped, for a TACK_COMPILE_TIMEOUT that
+ * is not a number of seconds, for no compiler (the message says
  * what to install, or how to set TACK_CC; for a GPU, what to install for
  * its compiler library), for an unusable cache directory or one that is
  * not private (the message names it), or for a backend that cannot run
@@ -269,6 +277,21 @@ uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device,
  * sys.executable when it is imported; NULL or "" forgets the interpreter.
  * Never fails. Thread-safe. */
 void tack_kernel_set_python(const char *executable);
+
+/* Lets the calling thread stop a wait for a compiler process: while a
+ * build on this thread waits for the C compiler of a cpu kernel (or for
+ * a compiler's answer to a version query), `interrupted(context)` is
+ * called on this thread whenever a signal interrupts the wait (EINTR) and
+ * at least every 100 ms (a signal may have been delivered to another
+ * thread). Nonzero stops the wait: the compiler's process group gets
+ * SIGTERM, then SIGKILL after 0.5 s, it is reaped, nothing is cached and
+ * the call fails with TACK_ERUNTIME ("interrupted"). It stays set for the
+ * thread until set again; NULL removes it, and without one a signal does
+ * not stop the wait (the time limit still holds). A language binding
+ * passes a function that runs its signal handlers (Python's raises
+ * KeyboardInterrupt); a program whose handlers only set a flag passes one
+ * that reads the flag. Never fails. */
+void tack_kernel_set_interrupt(int (*interrupted)(void *context), void *context);
 
 /* Threads the cpu backend splits a launch over (TACK_NUM_THREADS, default
  * the cores this process may run on). Never fails. */

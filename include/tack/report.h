@@ -15,6 +15,8 @@ extern "C" {
 
 /* Devices named in a backend's report, at most (device_count counts all). */
 #define TACK_REPORT_DEVICES 8
+/* Compiler libraries listed in a backend's report, at most. */
+#define TACK_REPORT_COMPILERS 8
 
 /* A library or program Tack uses at run time: a backend's driver, or the
  * compiler of its kernels. Strings are NUL-terminated, "" when unknown. */
@@ -32,6 +34,17 @@ typedef struct tack_backend_report {
     tack_component_report compiler; /* name "" for a backend that builds no kernels */
     int device_count;              /* devices the driver lists; 0 without a driver */
     char devices[TACK_REPORT_DEVICES][128]; /* the first ones' names, as the driver gives them */
+    /* Every library of the compiler found, in the order Tack tries them,
+     * where a backend looks for several and chooses among them by device
+     * and driver (cuda: each NVRTC); `compiler` is the first. 0 and none
+     * listed for the other backends. */
+    int compiler_count;
+    tack_component_report compilers[TACK_REPORT_COMPILERS];
+    /* For each device named, what its kernels would be built as and by
+     * which of those libraries ("CUBIN sm_90 from NVRTC 13.0 (<path>)",
+     * "PTX compute_90 from ..."), or why none fits its driver; "" where a
+     * backend does not choose. */
+    char kernel_code[TACK_REPORT_DEVICES][1024];
 } tack_backend_report;
 
 /* The backends Tack was built with ("cpu", "cuda", ...), NULL-terminated.

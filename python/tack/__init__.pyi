@@ -1,5 +1,5 @@
 from types import EllipsisType, TracebackType
-from typing import Any, Final, Literal, Protocol, Sequence, SupportsIndex, Union, final
+from typing import Any, Final, Literal, NoReturn, Protocol, Sequence, SupportsIndex, Union, final
 
 from builtins import bool as _bool
 
@@ -93,6 +93,10 @@ class ExportedMemory(structseq[Any], tuple[str, int, int, int, str, bytes]):
     # Not in the tuple: keeps the exporting buffer, and so handle, alive.
     @property
     def owner(self) -> object: ...
+    # The record itself; a deep copy (or a pickle) is a TypeError: handle is
+    # a descriptor of this process, which no copy could own.
+    def __copy__(self) -> ExportedMemory: ...
+    def __deepcopy__(self, memo: Any, /) -> NoReturn: ...
 
 @final
 class Array:

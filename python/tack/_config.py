@@ -69,8 +69,14 @@ def _backend(report: dict[str, Any]) -> list[str]:
         out += _lines(f"{name}:{i}", device, 2)
     if count > len(report["devices"]):
         out += _lines("", f"... and {count - len(report['devices'])} more", 2)
-    if report["compiler"]["name"]:
-        out += _lines(report["compiler"]["name"], _component(report["compiler"]), 2)
+    # Where a backend chooses among several libraries (NVRTC), each found,
+    # and what each device's kernels would be built as.
+    compilers = report["compilers"] or ([report["compiler"]] if report["compiler"]["name"] else [])
+    for compiler in compilers:
+        out += _lines(compiler["name"], _component(compiler), 2)
+    for i, code in enumerate(report["kernel_code"]):
+        if code:
+            out += _lines(f"{name}:{i} kernels", code, 2)
     return out
 
 
@@ -98,7 +104,9 @@ def show_config(file: IO[str] | None = None) -> None:
     """Prints what a bug report about Tack needs: Tack's, Python's and NumPy's
     versions; for each backend whether its driver was found, where and which
     version, and its devices; each backend's kernel compiler (the C
-    compiler, NVRTC, hipRTC, ocloc) with its version; and the kernel cache
-    directory. Nothing is allocated on a device. `python -m tack` prints
+    compiler, NVRTC, hipRTC, ocloc) with its version -- every NVRTC found,
+    and for each CUDA device which one its kernels would be built by, and
+    as what (a CUBIN for its architecture, or PTX), or why none fits its
+    driver; and the kernel cache directory. Nothing is allocated on a device. `python -m tack` prints
     the same."""
     (file if file is not None else sys.stdout).write(config_text())

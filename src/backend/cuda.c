@@ -1022,23 +1022,25 @@ struct cuda_choice {
     enum tack_code_kind kind;
 };
 
-static tack_status none_fits(const tack_device *d, struct cuda_device *cd, int refused, const char *refusal)
+/* Why no NVRTC makes code that a GPU of `arch` called `gpu` runs with a
+ * driver of CUDA `driver` (`refused`: the driver refused a CUBIN there,
+ * for `refusal`), and what to install. Returns TACK_ERUNTIME. */
+static tack_status none_fits(const char *gpu, int arch, int driver, int refused, const char *refusal)
 {
-    int driver = cd->cu->driver_version;
     char found[1200], why[300], advice[160];
     size_t used = 0;
     found[0] = 0;
     const struct tack_nvrtc_api *api;
     for (int i = 0; used < sizeof found && tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
-        why_not(api, driver, cd->arch, refused, why, sizeof why);
+        why_not(api, driver, arch, refused, why, sizeof why);
         used += (size_t)snprintf(found + used, sizeof found - used, "%sNVRTC %d.%d (%s) %s", i ? "; " : "",
                                  api->major, api->minor, tack_library_path(&api->library), why);
     }
-    int update = advise(driver, cd->arch, advice, sizeof advice);
+    int update = advise(driver, arch, advice, sizeof advice);
     return tack_error_set(TACK_ERUNTIME,
                           "no NVRTC here makes code that %s (compute capability %d.%d) runs with its CUDA %d.%d "
                           "driver%s%s: %s. %s%s%s%s",
-                          d->name, cd->arch / 10, cd->arch % 10, driver / 1000, driver % 1000 / 10,
+                          gpu, arch / 10, arch % 10, driver / 1000, driver % 1000 / 10,
                           refused ? ", which refused " : "", refused ? refusal : "", found,
                           tack_nvrtc_forced() ? "TACK_NVRTC_LIBRARY names the one NVRTC Tack uses: point it at the "
                                                 "libnvrtc.so of "
@@ -1050,34 +1052,50 @@ static tack_status none_fits(const tack_device *d, struct cuda_device *cd, int r
                           update ? ". Or update the driver" : "");
 }
 
-/* The code for device `d`: a CUBIN from the first NVRTC that makes one the
- * driver loads for the GPU, else PTX from the first whose PTX the driver
- * reads. A driver whose version is unknown (0) is taken to load anything. */
-static tack_status choose(const tack_device *d, struct cuda_device *cd, struct cuda_choice *c)
+/* The code for a GPU of `arch` with a driver of CUDA `driver`: a CUBIN
+ * from the first NVRTC that makes one the driver loads for the GPU (unless
+ * the driver `refused` one there), else PTX from the first whose PTX the
+ * driver reads. A driver whose version is unknown (0) is taken to load
+ * anything. 0 when none fits; TACK_ERUNTIME when no NVRTC is found at all
+ * (the message says where Tack looked). */
+static tack_status pick(int driver, int arch, int refused, struct cuda_choice *c, int *fits)
 {
     const struct tack_nvrtc_api *api;
     tack_status st = tack_nvrtc_api_get(&api);
+    *fits = 0;
     if (st != TACK_OK)
         return st;
-    int driver = cd->cu->driver_version;
+    for (int i = 0; !refused && tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
+        if (makes_cubins(api) && lists(api, arch) && (!driver || loads_cubin_of(driver, api))) {
+            *c = (struct cuda_choice){i, api, TACK_CODE_CUBIN};
+            *fits = 1;
+            return TACK_OK;
+        }
+    }
+    for (int i = 0; tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
+        if (newest_up_to(api, arch) && (!driver || reads_ptx_of(driver, api))) {
+            *c = (struct cuda_choice){i, api, TACK_CODE_PTX};
+            *fits = 1;
+            return TACK_OK;
+        }
+    }
+    return TACK_OK;
+}
+
+/* The code for device `d`, as pick chooses it for its GPU and driver and
+ * what the driver refused there before. */
+static tack_status choose(const tack_device *d, struct cuda_device *cd, struct cuda_choice *c)
+{
     char refusal[sizeof cd->refusal];
     pthread_mutex_lock(&cd->code_lock);
     int refused = cd->cubin_refused;
     memcpy(refusal, cd->refusal, sizeof refusal);
     pthread_mutex_unlock(&cd->code_lock);
-    for (int i = 0; !refused && tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
-        if (makes_cubins(api) && lists(api, cd->arch) && (!driver || loads_cubin_of(driver, api))) {
-            *c = (struct cuda_choice){i, api, TACK_CODE_CUBIN};
-            return TACK_OK;
-        }
-    }
-    for (int i = 0; tack_nvrtc_api_at(i, &api) == TACK_OK; i++) {
-        if (newest_up_to(api, cd->arch) && (!driver || reads_ptx_of(driver, api))) {
-            *c = (struct cuda_choice){i, api, TACK_CODE_PTX};
-            return TACK_OK;
-        }
-    }
-    return none_fits(d, cd, refused, refusal);
+    int fits;
+    tack_status st = pick(cd->cu->driver_version, cd->arch, refused, c, &fits);
+    if (st != TACK_OK || fits)
+        return st;
+    return none_fits(d->name, cd->arch, cd->cu->driver_version, refused, refusal);
 }
 
 /* The architecture option's value for `job`'s code from `api`: the one
@@ -1615,6 +1633,30 @@ static const DLDeviceType cuda_wraps[] = {kDLCUDA, kDLCUDAManaged, 0};
 
 /* ---- describe ----------------------------------------------------------- */
 
+/* What kernels for GPU `index`, of `arch`, would be built as with a driver
+ * of CUDA `driver`, as pick chooses (no CUBIN refused yet), or why none. */
+static void describe_code(int driver, int arch, int index, char *out, size_t cap)
+{
+    struct cuda_choice c;
+    int fits;
+    if (pick(driver, arch, 0, &c, &fits) != TACK_OK) {
+        snprintf(out, cap, "none: %s", tack_last_error());
+        return;
+    }
+    if (!fits) {
+        char gpu[32];
+        snprintf(gpu, sizeof gpu, "cuda:%d", index);
+        none_fits(gpu, arch, driver, 0, "");
+        snprintf(out, cap, "none: %s", tack_last_error());
+        return;
+    }
+    int target = c.kind == TACK_CODE_CUBIN ? arch : newest_up_to(c.api, arch);
+    snprintf(out, cap, "%s %s_%d from NVRTC %d.%d (%s)%s", c.kind == TACK_CODE_CUBIN ? "CUBIN" : "PTX",
+             c.kind == TACK_CODE_CUBIN ? "sm" : "compute", target, c.api->major, c.api->minor,
+             tack_library_path(&c.api->library),
+             c.kind == TACK_CODE_CUBIN ? "" : ", which the driver compiles when it loads it");
+}
+
 static void cuda_describe(tack_backend_report *out)
 {
     const struct tack_cuda_api *cu;
@@ -1629,6 +1671,18 @@ static void cuda_describe(tack_backend_report *out)
     if (st != TACK_OK || cu->cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 0)
         count = 0;
     out->device_count = count;
+    /* Every NVRTC found, in the order a device's code is chosen from. */
+    const struct tack_nvrtc_api *nvrtc;
+    tack_status found = tack_nvrtc_api_get(&nvrtc);
+    if (found == TACK_OK)
+        snprintf(version, sizeof version, "%d.%d", nvrtc->major, nvrtc->minor);
+    tack_report_component(&out->compiler, "NVRTC", found,
+                          found == TACK_OK ? tack_library_path(&nvrtc->library) : NULL, version);
+    for (int i = 0; found == TACK_OK && i < TACK_REPORT_COMPILERS && tack_nvrtc_api_at(i, &nvrtc) == TACK_OK; i++) {
+        snprintf(version, sizeof version, "%d.%d", nvrtc->major, nvrtc->minor);
+        tack_report_component(&out->compilers[i], "NVRTC", TACK_OK, tack_library_path(&nvrtc->library), version);
+        out->compiler_count = i + 1;
+    }
     for (int i = 0; i < count && i < TACK_REPORT_DEVICES; i++) {
         CUdevice dev;
         char name[96] = "";
@@ -1642,13 +1696,8 @@ static void cuda_describe(tack_backend_report *out)
         cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
         snprintf(out->devices[i], sizeof out->devices[i], "%s, compute capability %d.%d",
                  name[0] ? name : "(no name)", major, minor);
+        describe_code(cu->driver_version, 10 * major + minor, i, out->kernel_code[i], sizeof out->kernel_code[i]);
     }
-    const struct tack_nvrtc_api *nvrtc;
-    st = tack_nvrtc_api_get(&nvrtc);
-    if (st == TACK_OK)
-        snprintf(version, sizeof version, "%d.%d", nvrtc->major, nvrtc->minor);
-    tack_report_component(&out->compiler, "NVRTC", st, st == TACK_OK ? tack_library_path(&nvrtc->library) : NULL,
-                          version);
 }
 
 const struct tack_backend_ops tack_cuda_backend = {

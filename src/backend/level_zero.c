@@ -682,16 +682,61 @@ static tack_status prepare(const struct tack_compile *job, const struct tack_ocl
     return tack_ocloc_load(api);
 }
 
-/* SPIR-V depends on libocloc (which offers no version query: its path
- * stands for it), the options and the device. */
+/* libocloc's version, as `ocloc query OCL_DRIVER_VERSION` gives it; ""
+ * from a libocloc without that query. */
+static void ocloc_version(const struct tack_ocloc_api *api, char *out, size_t cap)
+{
+    const char *argv[] = {"ocloc", "query", "OCL_DRIVER_VERSION"};
+    uint32_t nout = 0;
+    uint8_t **outputs = NULL;
+    uint64_t *lens = NULL;
+    char **names = NULL;
+    out[0] = 0;
+    int rc = api->oclocInvoke((unsigned)(sizeof argv / sizeof *argv), argv, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL,
+                              &nout, &outputs, &lens, &names);
+    for (uint32_t i = 0; rc == 0 && outputs && names && lens && i < nout; i++) {
+        if (!names[i] || strcmp(names[i], "OCL_DRIVER_VERSION") || !outputs[i])
+            continue;
+        size_t n = 0;
+        while (n < lens[i] && n + 1 < cap && outputs[i][n] && outputs[i][n] != '\n' && outputs[i][n] != '\r')
+            n++;
+        memcpy(out, outputs[i], n);
+        out[n] = 0;
+    }
+    if (outputs || names || lens)
+        api->oclocFreeOutput(&nout, &outputs, &lens, &names);
+}
+
+/* The version of the libocloc loaded, asked once: the library stays
+ * loaded for the process, and every kernel's key needs it. */
+static pthread_mutex_t ocloc_version_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct tack_ocloc_api *ocloc_version_api;
+static char ocloc_version_text[128];
+
+static void loaded_ocloc_version(const struct tack_ocloc_api *api, char *out, size_t cap)
+{
+    pthread_mutex_lock(&ocloc_version_lock);
+    if (ocloc_version_api != api) {
+        ocloc_version(api, ocloc_version_text, sizeof ocloc_version_text);
+        ocloc_version_api = api;
+    }
+    snprintf(out, cap, "%s", ocloc_version_text);
+    pthread_mutex_unlock(&ocloc_version_lock);
+}
+
+/* SPIR-V depends on libocloc (its path, and its version, so that an
+ * upgraded ocloc in the same place compiles again), the options and the
+ * device. */
 static tack_status ze_kernel_key(struct tack_compile *job)
 {
     const struct tack_ocloc_api *api;
-    char device[32];
+    char device[32], version[128];
     tack_status st = prepare(job, &api, device);
     if (st != TACK_OK)
         return st;
-    snprintf(job->key, sizeof job->key, "%s %s %s", tack_library_path(&api->library), OCLOC_OPTIONS, device);
+    loaded_ocloc_version(api, version, sizeof version);
+    snprintf(job->key, sizeof job->key, "%s %s %s %s", tack_library_path(&api->library), version, OCLOC_OPTIONS,
+             device);
     job->kind = TACK_CODE_SPIRV;
     return TACK_OK;
 }
@@ -970,31 +1015,6 @@ static void ze_describe_devices(const struct tack_ze_api *ze, tack_backend_repor
     free(all);
 }
 
-/* libocloc's version, as `ocloc query OCL_DRIVER_VERSION` gives it; ""
- * from a libocloc without that query. */
-static void ocloc_version(const struct tack_ocloc_api *api, char *out, size_t cap)
-{
-    const char *argv[] = {"ocloc", "query", "OCL_DRIVER_VERSION"};
-    uint32_t nout = 0;
-    uint8_t **outputs = NULL;
-    uint64_t *lens = NULL;
-    char **names = NULL;
-    out[0] = 0;
-    int rc = api->oclocInvoke((unsigned)(sizeof argv / sizeof *argv), argv, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL,
-                              &nout, &outputs, &lens, &names);
-    for (uint32_t i = 0; rc == 0 && outputs && names && lens && i < nout; i++) {
-        if (!names[i] || strcmp(names[i], "OCL_DRIVER_VERSION") || !outputs[i])
-            continue;
-        size_t n = 0;
-        while (n < lens[i] && n + 1 < cap && outputs[i][n] && outputs[i][n] != '\n' && outputs[i][n] != '\r')
-            n++;
-        memcpy(out, outputs[i], n);
-        out[n] = 0;
-    }
-    if (outputs || names || lens)
-        api->oclocFreeOutput(&nout, &outputs, &lens, &names);
-}
-
 static void ze_describe(tack_backend_report *out)
 {
     const struct tack_ze_api *ze;
@@ -1006,7 +1026,7 @@ static void ze_describe(tack_backend_report *out)
     char version[sizeof out->compiler.version] = "";
     st = tack_ocloc_load(&ocloc);
     if (st == TACK_OK)
-        ocloc_version(ocloc, version, sizeof version);
+        loaded_ocloc_version(ocloc, version, sizeof version);
     tack_report_component(&out->compiler, "ocloc", st, st == TACK_OK ? tack_library_path(&ocloc->library) : NULL,
                           version);
 }

@@ -14,13 +14,11 @@
 #include <string.h>
 #include <time.h>
 
-#if !defined(_WIN32)
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#endif
 
 #include "internal.h"
 
@@ -134,28 +132,6 @@ tack_status tack_array_import_memory(tack_device *device, const tack_exported_me
     return import_array(device, exported, dtype, ndim, shape, 0, out);
 }
 
-#if defined(_WIN32)
-
-tack_status tack_array_send_wait(int socket_fd, tack_array *array, tack_ipc_wait *wait)
-{
-    (void)socket_fd;
-    (void)array;
-    if (wait)
-        wait->os_error = 0;
-    return tack_error_set(TACK_ERUNTIME, "tack_array_send needs Unix-domain sockets with SCM_RIGHTS");
-}
-
-tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out)
-{
-    (void)socket_fd;
-    (void)device;
-    (void)out;
-    if (wait)
-        wait->os_error = 0;
-    return tack_error_set(TACK_ERUNTIME, "tack_array_receive needs Unix-domain sockets with SCM_RIGHTS");
-}
-
-#else
 
 #if defined(MSG_NOSIGNAL)
 #define SEND_FLAGS MSG_NOSIGNAL
@@ -657,5 +633,3 @@ tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **
 {
     return tack_array_receive_wait(socket_fd, device, NULL, out);
 }
-
-#endif

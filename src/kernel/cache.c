@@ -20,7 +20,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -487,69 +489,264 @@ static const char *const flags[] = {"-O3", "-march=native", "-fno-math-errno", "
 static const char *const flags[] = {"-O3", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared"};
 #endif
 
-/* Runs argv, collecting its standard output and error. Returns the exit
- * status (-1 if it could not be run, with errno in *err). */
-static int run(char *const *argv, char **output, size_t *output_len, int *err)
+/* ---- running the compiler --------------------------------------------------
+ *
+ * A compiler is a program like any other input: it may hang (a compiler
+ * reading a file on a dead network mount, a wrapper waiting for a licence
+ * server, a TACK_CC that never exits). So it runs against a deadline on the
+ * monotonic clock, in a process group of its own so that what it started
+ * (cc1, as, ld, the shell's children) goes with it, and the wait lets the
+ * calling thread's interrupt check run when a signal arrives. */
+
+/* A compile's limit unless TACK_COMPILE_TIMEOUT says otherwise, and the
+ * most a question such as `--version` may take. */
+#define COMPILE_LIMIT_S 600
+#define QUERY_LIMIT_S 10
+/* While waiting, the interrupt check runs at least this often, since a
+ * signal may have been delivered to another thread of the process, and a
+ * compiler that has exited is noticed even though something it left
+ * running still holds its output open. */
+#define TICK_MS 100
+/* A compiler stopped early gets SIGTERM first, which lets gcc and clang
+ * delete their temporary files as they do on Ctrl-C; whatever of its
+ * process group still runs this much later is killed. */
+#define GRACE_MS 500
+/* The most of a compiler's output that is kept. */
+#define MAX_OUTPUT ((size_t)16 << 20)
+
+static _Thread_local int (*interrupt_check)(void *context);
+static _Thread_local void *interrupt_context;
+
+void tack_kernel_set_interrupt(int (*interrupted)(void *context), void *context)
 {
-    int fds[2];
-    *output = NULL;
-    *output_len = 0;
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        *err = errno;
-        return -1;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    pid_t pid;
-    int r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (r != 0) {
-        close(fds[0]);
-        *err = r;
-        return -1;
-    }
-    size_t cap = 0, len = 0;
-    char *buf = NULL;
-    for (;;) {
-        if (len + 4096 > cap) {
-            size_t ncap = cap ? cap * 2 : 8192;
-            char *nb = ncap <= (16u << 20) ? realloc(buf, ncap) : NULL;
-            if (!nb)
-                break; /* keep what we have; the rest of a huge log adds nothing */
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t got = read(fds[0], buf + len, cap - len - 1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-    }
-    /* Drain whatever a runaway compiler still writes so it never blocks. */
-    char sink[4096];
-    while (read(fds[0], sink, sizeof sink) > 0) {
-    }
-    close(fds[0]);
-    if (buf)
-        buf[len] = 0;
-    *output = buf;
-    *output_len = len;
+    interrupt_check = interrupted;
+    interrupt_context = interrupted ? context : NULL;
+}
+
+static int interrupted_now(void) { return interrupt_check && interrupt_check(interrupt_context); }
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The limit on one compile in ns, -1 for none: TACK_COMPILE_TIMEOUT
+ * seconds (0: none), else COMPILE_LIMIT_S. TACK_ERUNTIME for a value that
+ * is not a number of seconds. */
+static tack_status compile_limit(int64_t *ns)
+{
+    const char *text = getenv("TACK_COMPILE_TIMEOUT");
+    *ns = (int64_t)COMPILE_LIMIT_S * 1000000000;
+    if (!text || !*text)
+        return TACK_OK;
+    char *end;
+    errno = 0;
+    double s = strtod(text, &end);
+    while (end != text && (*end == ' ' || *end == '\t'))
+        end++;
+    /* !(s >= 0) is also true of NaN; 1e9 s keeps the sum in range. */
+    if (errno || end == text || *end || !(s >= 0) || s > 1e9)
+        return tack_error_set(TACK_ERUNTIME,
+                              "TACK_COMPILE_TIMEOUT=%s is not a number of seconds: set it to the longest a "
+                              "kernel's compile may take (for example 600), 0 for no limit, or unset it for the "
+                              "default of %d s",
+                              text, COMPILE_LIMIT_S);
+    *ns = s == 0 ? -1 : (int64_t)(s * 1e9) + 1;
+    return TACK_OK;
+}
+
+/* A question's limit: QUERY_LIMIT_S, or the compile limit when that is
+ * shorter (one that cannot be read leaves the question its own). */
+static int64_t query_limit(void)
+{
+    int64_t compile, query = (int64_t)QUERY_LIMIT_S * 1000000000;
+    if (compile_limit(&compile) != TACK_OK)
+        return query;
+    return compile >= 0 && compile < query ? compile : query;
+}
+
+/* "600 s", "0.5 s": a limit as TACK_COMPILE_TIMEOUT would say it. */
+static void limit_text(int64_t ns, char *out, size_t cap) { snprintf(out, cap, "%.3g s", (double)ns / 1e9); }
+
+/* How a run ended. */
+enum run_end { RUN_EXITED, RUN_NOT_STARTED, RUN_TIMED_OUT, RUN_INTERRUPTED };
+
+struct run_result {
+    enum run_end end;
+    int status;   /* RUN_EXITED: the exit status, 128 + the signal that ended it */
+    int err;      /* RUN_NOT_STARTED: why (an errno) */
+    char *output; /* standard output and error together, NUL-terminated, malloc'd; may be NULL */
+    size_t output_len;
+};
+
+/* 1 once `pid` has exited, leaving it to be reaped (so that its process
+ * group's number cannot be taken by another). A child that SIGCHLD's
+ * disposition reaped already counts as exited. */
+static int has_exited(pid_t pid)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+        return errno != EINTR;
+    return info.si_pid == pid;
+}
+
+static void sleep_ms(int ms) { (void)poll(NULL, 0, ms); }
+
+/* Ends the process group `pid` leads: SIGTERM, GRACE_MS for the leader to
+ * go, then SIGKILL for everything of the group still there. */
+static void stop_group(pid_t pid)
+{
+    (void)kill(-pid, SIGTERM);
+    for (int waited = 0; waited < GRACE_MS && !has_exited(pid); waited += 5)
+        sleep_ms(5);
+    (void)kill(-pid, SIGKILL);
+}
+
+/* Waits for `pid`'s exit status. */
+static int reap(pid_t pid)
+{
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno == EINTR)
             continue;
         /* SIGCHLD ignored by the application: the child was reaped for us
          * and its status is lost; the output file tells. */
-        return errno == ECHILD ? 0 : -1;
+        return 0;
     }
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* Appends what `fd` has to *r; 0 at end of file or on an error. */
+static int take_output(int fd, struct run_result *r, size_t *cap)
+{
+    char sink[4096];
+    for (;;) {
+        char *into = sink;
+        size_t room = sizeof sink;
+        if (r->output_len + 4096 > *cap && *cap < MAX_OUTPUT) {
+            size_t ncap = *cap ? *cap * 2 : 8192;
+            char *nb = realloc(r->output, ncap);
+            if (nb) {
+                r->output = nb;
+                *cap = ncap;
+            }
+        }
+        /* Past what is kept (or out of memory) the rest is read and
+         * dropped, so that the compiler never blocks on a full pipe. */
+        if (r->output && r->output_len + 1 < *cap) {
+            into = r->output + r->output_len;
+            room = *cap - r->output_len - 1;
+        }
+        ssize_t got = read(fd, into, room);
+        if (got > 0) {
+            if (into != sink)
+                r->output_len += (size_t)got;
+            continue;
+        }
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return 1;
+        return 0;
+    }
+}
+
+/* Runs argv (argv[0] a path), collecting its standard output and error,
+ * for at most limit_ns (-1: no limit). A run that passes its limit, or
+ * whose wait the thread's interrupt check stops, has its process group
+ * ended (stop_group) and reaped before this returns: no process of it is
+ * left running, and none is left unreaped. */
+static void run(char *const *argv, int64_t limit_ns, struct run_result *r)
+{
+    memset(r, 0, sizeof *r);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        r->end = RUN_NOT_STARTED;
+        r->err = errno;
+        return;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    /* Its own process group, to be ended whole; no signal blocked, and the
+     * signals that end it at their default, whatever this thread has (an
+     * interpreter ignores SIGPIPE), so that SIGTERM lets it clean up. */
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGHUP);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid;
+    int e = posix_spawn(&pid, argv[0], &fa, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (e != 0) {
+        close(fds[0]);
+        r->end = RUN_NOT_STARTED;
+        r->err = e;
+        return;
+    }
+    (void)fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    int64_t deadline = limit_ns < 0 ? -1 : now_ns() + limit_ns, next_check = now_ns() + (int64_t)TICK_MS * 1000000;
+    size_t cap = 0;
+    int reading = 1, pause = 1;
+    r->end = RUN_EXITED;
+    for (;;) {
+        /* Exited with its output closed; or exited while something it
+         * started holds its output open, which the wait need not outlast. */
+        if (has_exited(pid)) {
+            if (reading)
+                (void)take_output(fds[0], r, &cap);
+            break;
+        }
+        int ms = TICK_MS;
+        if (!reading) {
+            /* The output closed just before the exit: brief waits. */
+            ms = pause;
+            pause = pause < 16 ? pause * 2 : pause;
+        }
+        int64_t now = now_ns();
+        if (deadline >= 0 && deadline - now <= 0) {
+            r->end = RUN_TIMED_OUT;
+            break;
+        }
+        if (deadline >= 0 && deadline - now < (int64_t)ms * 1000000)
+            ms = (int)((deadline - now + 999999) / 1000000);
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        int n = reading ? poll(&p, 1, ms) : poll(NULL, 0, ms);
+        int signalled = n < 0 && errno == EINTR;
+        if (n < 0 && !signalled)
+            sleep_ms(ms); /* no poll (ENOMEM): wait all the same */
+        if (signalled || now_ns() >= next_check) {
+            next_check = now_ns() + (int64_t)TICK_MS * 1000000;
+            if (interrupted_now()) {
+                r->end = RUN_INTERRUPTED;
+                break;
+            }
+        }
+        if (n > 0 && reading)
+            reading = take_output(fds[0], r, &cap);
+    }
+    close(fds[0]);
+    if (r->end != RUN_EXITED)
+        stop_group(pid);
+    r->status = reap(pid);
+    if (r->output)
+        r->output[r->output_len] = 0;
 }
 
 /* Without a system C compiler, zig's serves: the ziglang package (pip
@@ -596,6 +793,25 @@ static void last_line(const char *text, size_t len, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(len - start < cap ? len - start : cap - 1), text + start);
 }
 
+/* Why a question put to a program (`asked`: its argument) got no answer:
+ * it could not be run, ran out of time or was interrupted, or what it said
+ * last. */
+static void run_trouble(const struct run_result *r, const char *asked, char *out, size_t cap)
+{
+    char limit[32];
+    limit_text(query_limit(), limit, sizeof limit);
+    if (r->end == RUN_NOT_STARTED)
+        snprintf(out, cap, "%s", strerror(r->err));
+    else if (r->end == RUN_TIMED_OUT)
+        snprintf(out, cap, "no answer to %s within %s; it was stopped", asked, limit);
+    else if (r->end == RUN_INTERRUPTED)
+        snprintf(out, cap, "interrupted while it answered %s", asked);
+    else if (r->output && r->output_len)
+        last_line(r->output, r->output_len, out, cap);
+    else
+        snprintf(out, cap, "no output");
+}
+
 /* -P: python -m puts the working directory first on the module path, so a
  * directory holding a "ziglang" of someone else's would run in its place. */
 static char arg_safe[] = "-P", arg_m[] = "-m", arg_ziglang[] = "ziglang", arg_cc[] = "cc",
@@ -615,23 +831,19 @@ static int find_zig(struct compiler *c, char *why, size_t cap)
         return 0;
     if (!version[0]) {
         char *argv[] = {python, arg_safe, arg_m, arg_ziglang, arg_version, NULL};
-        char *out = NULL;
-        size_t len = 0;
-        int err = 0;
-        int status = run(argv, &out, &len, &err);
-        if (status == 0 && out)
-            first_line(out, version, sizeof version);
-        if (status != 0 || version[0] < '0' || version[0] > '9') {
-            char said[256] = "";
-            if (status < 0)
-                snprintf(said, sizeof said, "%s", strerror(err));
-            else if (out)
-                last_line(out, len, said, sizeof said);
-            snprintf(why, cap, "%s -P -m ziglang cannot run zig (%s)", python, said[0] ? said : "no output");
-            free(out);
+        struct run_result r;
+        run(argv, query_limit(), &r);
+        int ok = r.end == RUN_EXITED && r.status == 0 && r.output;
+        if (ok)
+            first_line(r.output, version, sizeof version);
+        if (!ok || version[0] < '0' || version[0] > '9') {
+            char said[256];
+            run_trouble(&r, "version", said, sizeof said);
+            snprintf(why, cap, "%s -P -m ziglang cannot run zig (%s)", python, said);
+            free(r.output);
             return 0;
         }
-        free(out);
+        free(r.output);
         pthread_mutex_lock(&zig_lock);
         if (!strcmp(zig_python, python))
             memcpy(zig_version, version, sizeof version);
@@ -725,8 +937,16 @@ static tack_status load(const char *path, void **handle, tack_host_entry *entry,
     return TACK_OK;
 }
 
+/* The compiler's command as it is run, less Tack's own arguments. */
+static void command_of(const struct compiler *c, char *out, size_t cap)
+{
+    size_t used = (size_t)snprintf(out, cap, "%s", c->path);
+    for (int i = 1; i < c->argc && used < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, " %s", c->argv[i]);
+}
+
 static tack_status compile_to(const struct compiler *c, const char *name, const char *dir, const char *hex,
-                              const char *source, const char *final)
+                              const char *source, const char *final, int64_t limit_ns)
 {
     char src[4096], obj[4096], kept[4096];
     if (!temp_name(src, sizeof src, dir, ".c") || !temp_name(obj, sizeof obj, dir, ".so") ||
@@ -759,28 +979,41 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
     argv[n++] = "-lm";
     argv[n] = NULL;
 
-    char *log = NULL;
-    size_t log_len = 0;
-    int err = 0;
-    int status = run(argv, &log, &log_len, &err);
+    struct run_result r;
+    run(argv, limit_ns, &r);
     tack_status st = TACK_OK;
     struct stat sb;
-    if (status < 0) {
+    char command[1200], limit[32];
+    command_of(c, command, sizeof command);
+    limit_text(limit_ns, limit, sizeof limit);
+    if (r.end == RUN_NOT_STARTED) {
         st = tack_error_set(TACK_ERUNTIME,
                             "cannot run the C compiler %s: %s. Install one (gcc or clang) or set TACK_CC to a "
                             "compiler command",
-                            c->path, strerror(err));
-    } else if (status != 0 || stat(obj, &sb) != 0) {
+                            c->path, strerror(r.err));
+    } else if (r.end == RUN_TIMED_OUT) {
+        st = tack_error_set(TACK_ERUNTIME,
+                            "kernel '%s': the C compiler (%s) did not finish within its time limit of %s and was "
+                            "stopped; nothing was cached. If it is only slow, set TACK_COMPILE_TIMEOUT to more "
+                            "seconds (0: no limit); if it hangs, see what it waits for, or choose another with "
+                            "TACK_CC",
+                            name, command, limit);
+    } else if (r.end == RUN_INTERRUPTED) {
+        st = tack_error_set(TACK_ERUNTIME,
+                            "kernel '%s': compiling was interrupted by a signal; the C compiler (%s) was stopped "
+                            "and nothing was cached",
+                            name, command);
+    } else if (r.status != 0 || stat(obj, &sb) != 0) {
         /* The message carries the start of the log; the whole of it is
          * kept for tack_kernel_compile_log(). */
-        st = tack_compile_failed(log, log_len, "kernel '%s' failed to compile (%s exited with status %d):\n", name,
-                                 c->display, status);
+        st = tack_compile_failed(r.output, r.output_len, "kernel '%s' failed to compile (%s exited with status %d):\n",
+                                 name, c->display, r.status);
     } else if (!seal_object(obj)) {
         st = tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel %s: %s", obj, strerror(errno));
     } else if (rename(obj, final) != 0) {
         st = tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel as %s: %s", final, strerror(errno));
     }
-    free(log);
+    free(r.output);
     unlink(obj);
     /* The generated source stays beside its object, for whoever wonders
      * what was compiled. */
@@ -792,8 +1025,14 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
 tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry,
                               tack_host_entry *entry_restrict)
 {
+    /* Read first, so that a limit that cannot be read is refused whether
+     * or not this kernel needs compiling. */
+    int64_t limit_ns;
+    tack_status st = compile_limit(&limit_ns);
+    if (st != TACK_OK)
+        return st;
     struct compiler c;
-    tack_status st = find_compiler(&c);
+    st = find_compiler(&c);
     if (st != TACK_OK)
         return st;
     char dir[4096];
@@ -829,7 +1068,7 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
         return TACK_OK;
     /* Missing, damaged, or not this user's: built again, and the rename
      * replaces what was there. */
-    st = compile_to(&c, name, dir, hex, source, final);
+    st = compile_to(&c, name, dir, hex, source, final, limit_ns);
     if (st != TACK_OK)
         return st;
     return load(final, handle, entry, entry_restrict);
@@ -876,13 +1115,17 @@ void tack_host_compiler_describe(tack_component_report *out)
     char dash_version[] = "--version";
     argv[n++] = dash_version;
     argv[n] = NULL;
-    char *text = NULL, line[sizeof out->version];
-    size_t len = 0;
-    int err = 0;
-    line[0] = 0;
-    if (run(argv, &text, &len, &err) == 0 && text)
-        first_line(text, line, sizeof line);
-    free(text);
+    char line[sizeof out->version] = "";
+    struct run_result r;
+    run(argv, query_limit(), &r);
+    if (r.end == RUN_EXITED && r.status == 0 && r.output) {
+        first_line(r.output, line, sizeof line);
+    } else if (r.end != RUN_EXITED) {
+        char why[sizeof line - 2];
+        run_trouble(&r, "--version", why, sizeof why);
+        snprintf(line, sizeof line, "(%s)", why);
+    }
+    free(r.output);
     if (c.identity[0])
         snprintf(out->version, sizeof out->version, "%.40s%s%.80s", c.identity, line[0] ? ", " : "", line);
     else

@@ -673,6 +673,48 @@ static PyObject *array_float(PyObject *self)
     return NULL;
 }
 
+/* Truth-testing is element access too: NumPy's and PyTorch's bool() read
+ * a one-element array's value (and refuse larger ones), so answering by
+ * length, as a sequence would, gives the opposite of what their users
+ * expect for tack.zeros(1), and reading the value would be the element
+ * access Tack leaves to NumPy. Refused, saying what each question is. */
+static int array_bool(PyObject *self)
+{
+    tack_array *a = ARR(self);
+    if (is_host(a))
+        PyErr_SetString(PyExc_TypeError,
+                        "the truth value of a tack.Array is not defined: Tack arrays have no element access of "
+                        "their own. For its value, as NumPy gives it, use bool(np.asarray(a)) (a view of this "
+                        "host array's memory); to ask whether it is empty, a.size == 0; whether there is an "
+                        "array, a is not None");
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "the truth value of a tack.Array is not defined: Tack arrays have no element access of their "
+                     "own, and this %s array is device memory. For its value, copy it to the host with "
+                     "bool(a.to_numpy()); to ask whether it is empty, a.size == 0; whether there is an array, a "
+                     "is not None",
+                     tack_device_name(tack_array_device(a)));
+    return -1;
+}
+
+/* Arrays come from the functions that say where their memory comes from;
+ * a bare constructor would have nothing to say. Defining the slot (rather
+ * than leaving the type without one) lets the error say which to use, and
+ * makes inspect.signature(tack.Array) raise ValueError, as it does for a
+ * builtin type whose signature it cannot tell, instead of showing
+ * object's "()". */
+static PyObject *array_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)type;
+    (void)args;
+    (void)kwargs;
+    PyErr_SetString(PyExc_TypeError,
+                    "tack.Array cannot be constructed directly: make one with tack.empty, tack.zeros or "
+                    "tack.array, take another library's memory with tack.from_dlpack or tack.asarray, or wrap "
+                    "a pointer with tack.array_from_ptr");
+    return NULL;
+}
+
 /* ------------------------------------------------------------ copy, pickle */
 
 /* A new array on `device` holding the `nbytes` at host address `src`
@@ -956,6 +998,7 @@ static PyMappingMethods array_as_mapping = {
 };
 
 static PyNumberMethods array_as_number = {
+    .nb_bool = array_bool,
     .nb_int = array_int,
     .nb_float = array_float,
 };
@@ -981,6 +1024,7 @@ PyTypeObject TackArray_Type = {
     .tp_iter = array_iter,
     .tp_getset = array_getset,
     .tp_methods = array_methods,
+    .tp_new = array_new,
 };
 
 static PyMethodDef array_functions[] = {

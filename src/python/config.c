@@ -31,23 +31,32 @@ static PyObject *component(const tack_component_report *c)
                          "path", text(c->path), "version", text(c->version), "note", text(c->note));
 }
 
+/* A list of n items made by `make` from items[i]; NULL with an exception. */
+static PyObject *list_of(int n, PyObject *(*make)(const void *), const void *items, size_t size)
+{
+    PyObject *list = PyList_New(n);
+    for (int i = 0; list && i < n; i++) {
+        PyObject *item = make((const char *)items + (size_t)i * size);
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+static PyObject *text_item(const void *s) { return text(s); }
+static PyObject *component_item(const void *c) { return component(c); }
+
 static PyObject *backend(const tack_backend_report *r)
 {
     int named = r->device_count < TACK_REPORT_DEVICES ? r->device_count : TACK_REPORT_DEVICES;
-    PyObject *devices = PyList_New(0);
-    for (int i = 0; devices && i < named; i++) {
-        PyObject *name = text(r->devices[i]);
-        if (!name || PyList_Append(devices, name) < 0) {
-            Py_XDECREF(name);
-            Py_CLEAR(devices);
-            break;
-        }
-        Py_DECREF(name);
-    }
-    if (!devices)
-        return NULL;
-    return Py_BuildValue("{s:N,s:N,s:N,s:i,s:N}", "backend", text(r->backend), "driver", component(&r->driver),
-                         "compiler", component(&r->compiler), "device_count", r->device_count, "devices", devices);
+    int compilers = r->compiler_count < TACK_REPORT_COMPILERS ? r->compiler_count : TACK_REPORT_COMPILERS;
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:i,s:N,s:N}", "backend", text(r->backend), "driver",
+                         component(&r->driver), "compiler", component(&r->compiler), "compilers",
+                         list_of(compilers, component_item, r->compilers, sizeof r->compilers[0]), "device_count",
+                         r->device_count, "devices", list_of(named, text_item, r->devices, sizeof r->devices[0]),
+                         "kernel_code", list_of(named, text_item, r->kernel_code, sizeof r->kernel_code[0]));
 }
 
 static PyObject *py_config(PyObject *module, PyObject *unused)
@@ -59,15 +68,15 @@ static PyObject *py_config(PyObject *module, PyObject *unused)
         return NULL;
     for (const char *const *name = tack_backend_names(); *name; name++) {
         tack_backend_report r;
-        tack_status st;
         /* Loading a driver and running the C compiler for its version take
-         * a while, and touch no Python object. */
-        Py_BEGIN_ALLOW_THREADS
-        st = tack_backend_describe(*name, &r);
-        Py_END_ALLOW_THREADS
-        if (st != TACK_OK) {
+         * a while, and touch no Python object; Ctrl-C stops the compiler. */
+        tack_py_released gil;
+        tack_py_compile_begin(&gil);
+        tack_status st = tack_backend_describe(*name, &r);
+        tack_py_compile_end(&gil);
+        if (st != TACK_OK || PyErr_Occurred()) {
             Py_DECREF(backends);
-            return tack_py_raise(st);
+            return PyErr_Occurred() ? NULL : tack_py_raise(st);
         }
         PyObject *entry = backend(&r);
         if (!entry || PyList_Append(backends, entry) < 0) {

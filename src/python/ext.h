@@ -128,6 +128,27 @@ static inline void tack_py_exception_restore(PyObject *exc)
 #endif
 }
 
+/* A C call that may wait a long time (a socket, a compiler process), made
+ * with the GIL released (blocking.c). Where the C library waits, a signal
+ * takes the GIL back to run the Python signal handlers; one that raises
+ * (SIGINT's KeyboardInterrupt) stops the wait, with the exception
+ * pending once the GIL is back. */
+typedef struct tack_py_released {
+    PyThreadState *state;
+} tack_py_released;
+void tack_py_release(tack_py_released *r);
+void tack_py_reacquire(tack_py_released *r);
+/* The C library's interrupt check (tack_ipc_wait.interrupted,
+ * tack_kernel_set_interrupt); `context` is the tack_py_released of the
+ * call. Nonzero when a handler raised. */
+int tack_py_signals_raised(void *context);
+/* Around a call that may run the C compiler (building, and a launch that
+ * may build): releases the GIL and lets signals stop the thread's waits
+ * for the compiler; _end undoes both. After _end, PyErr_Occurred() means
+ * a signal handler raised, whatever the call returned. */
+void tack_py_compile_begin(tack_py_released *r);
+void tack_py_compile_end(tack_py_released *r);
+
 /* DLPack capsules (dlpack.c). */
 PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *tack_py_array_dlpack_device(PyObject *self, PyObject *unused);

@@ -225,31 +225,20 @@ static int socket_fd(PyObject *obj, int *fd, int64_t *timeout_ms)
     return 1;
 }
 
-/* A send or receive run with the GIL released; a signal that interrupts its
- * wait takes the GIL back to run the Python handlers, so Ctrl-C raises
- * KeyboardInterrupt at once (and a handler that raises nothing lets the
- * wait go on, as PEP 475 has socket calls do). */
+/* A send or receive run with the GIL released (tack_py_release): a signal
+ * that interrupts its wait runs the Python handlers. */
 struct blocking_call {
-    PyThreadState *released;
+    tack_py_released gil;
     tack_ipc_wait wait;
 };
-
-static int check_signals(void *context)
-{
-    struct blocking_call *c = context;
-    PyEval_RestoreThread(c->released);
-    int stop = PyErr_CheckSignals() < 0;
-    c->released = PyEval_SaveThread();
-    return stop;
-}
 
 static void blocking_call_start(struct blocking_call *c, int64_t timeout_ms)
 {
     memset(c, 0, sizeof *c);
     c->wait.timeout_ms = timeout_ms;
-    c->wait.interrupted = check_signals;
-    c->wait.context = c;
-    c->released = PyEval_SaveThread();
+    c->wait.interrupted = tack_py_signals_raised;
+    c->wait.context = &c->gil;
+    tack_py_release(&c->gil);
 }
 
 /* The exception for a failed send or receive: what socket.send and
@@ -290,7 +279,7 @@ static PyObject *py_send_array(PyObject *m, PyObject *args, PyObject *kwargs)
     struct blocking_call c;
     blocking_call_start(&c, timeout_ms);
     tack_status st = tack_array_send_wait(fd, TACK_PY_ARRAY(array), &c.wait);
-    PyEval_RestoreThread(c.released);
+    tack_py_reacquire(&c.gil);
     if (st != TACK_OK)
         return raise_call(st, &c);
     Py_RETURN_NONE;
@@ -312,7 +301,7 @@ static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
     struct blocking_call c;
     blocking_call_start(&c, timeout_ms);
     tack_status st = tack_array_receive_wait(fd, device, &c.wait, &a);
-    PyEval_RestoreThread(c.released);
+    tack_py_reacquire(&c.gil);
     tack_device_release(device);
     if (st != TACK_OK)
         return raise_call(st, &c);
@@ -339,4 +328,74 @@ static PyMethodDef ipc_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int tack_py_ipc_init(PyObject *module) { return PyModule_AddFunctions(module, ipc_functions); }
+/* ExportedMemory is a record of plain values, but its handle is a
+ * descriptor number of this process, kept open by the buffer its hidden
+ * owner holds: neither a pickle nor a deep copy can carry the descriptor
+ * with it, and copying the number alone would name whatever file another
+ * process (or this one, later) has under it. */
+static PyObject *refuse_copy(PyObject *record, const char *what)
+{
+    PyObject *handle = PySequence_GetItem(record, 3);
+    if (!handle)
+        return NULL;
+    PyErr_Format(PyExc_TypeError,
+                 "cannot %s a tack.ExportedMemory: its handle %R is a descriptor number of this process, held "
+                 "open by the exporting array's buffer for as long as the record lives; the number means "
+                 "nothing in another process, and a copy could not own the descriptor. To give the memory to "
+                 "another process, send the array with tack.send_array(sock, array) and map it there with "
+                 "tack.receive_array(sock), or send the descriptor itself over a Unix socket with SCM_RIGHTS "
+                 "(socket.send_fds) and the record's other fields beside it",
+                 what, handle);
+    Py_DECREF(handle);
+    return NULL;
+}
+
+static PyObject *record_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return refuse_copy(self, "pickle");
+}
+
+static PyObject *record_reduce_ex(PyObject *self, PyObject *protocol)
+{
+    (void)protocol;
+    return refuse_copy(self, "pickle");
+}
+
+static PyObject *record_deepcopy(PyObject *self, PyObject *memo)
+{
+    (void)memo;
+    return refuse_copy(self, "deep-copy");
+}
+
+/* Immutable and sharing its owner: the record itself, as copy.copy gives
+ * a tuple back. */
+static PyObject *record_copy(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyMethodDef record_methods[] = {
+    {"__reduce__", record_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nRefused (TypeError): a descriptor number means nothing in another process."},
+    {"__reduce_ex__", record_reduce_ex, METH_O,
+     "__reduce_ex__($self, protocol, /)\n--\n\nRefused (TypeError): a descriptor number means nothing in another "
+     "process."},
+    {"__deepcopy__", record_deepcopy, METH_O,
+     "__deepcopy__($self, memo, /)\n--\n\nRefused (TypeError): a copy could not own the descriptor."},
+    {"__copy__", record_copy, METH_NOARGS, "__copy__($self, /)\n--\n\nThe record itself: it is immutable."},
+    {NULL, NULL, 0, NULL},
+};
+
+int tack_py_ipc_init(PyObject *module)
+{
+    for (PyMethodDef *d = record_methods; d->ml_name; d++) {
+        PyObject *method = PyDescr_NewMethod(TackExportedMemory_Type, d);
+        int r = method ? PyObject_SetAttrString((PyObject *)TackExportedMemory_Type, d->ml_name, method) : -1;
+        Py_XDECREF(method);
+        if (r < 0)
+            return -1;
+    }
+    return PyModule_AddFunctions(module, ipc_functions);
+}

@@ -26,7 +26,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 
-count=$(ls "$root/tests/fuzz/corpus" | wc -l)
+count=$(find "$root/tests/fuzz/corpus" -mindepth 1 -maxdepth 1 -type f | wc -l)
 if "$bin" -timeout=20 "$root"/tests/fuzz/corpus/* >"$log" 2>&1; then
     echo "fuzz-corpus: $count seed inputs pass"
 else

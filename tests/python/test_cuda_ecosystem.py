@@ -210,6 +210,14 @@ def test_device_element_access_names_to_numpy(cuda_sim):
                 assert "a.to_numpy()" in text and "cuda:0" in text and "no indexing or slicing" in text, text
             else:
                 raise AssertionError("no error")
+        for one in (a, tack.zeros((), device="cuda")):
+            try:
+                bool(one)
+            except TypeError as e:
+                assert "bool(a.to_numpy())" in str(e) and "cuda:0" in str(e), str(e)
+            else:
+                raise AssertionError("no error")
+        assert stat("faults") == 0
     """)
 
 

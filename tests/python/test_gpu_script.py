@@ -7,7 +7,6 @@ The GPU path itself runs only on a machine with an NVIDIA GPU.
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,9 +61,3 @@ def test_an_interpreter_without_pytorch_or_cupy_is_named_with_the_reason(tmp_pat
     r = run_script(tmp_path, OUT=str(tmp_path / "out"), PYTHON=sys.executable)
     check_stopped(r, tmp_path / "out" / "gpu-run.log",
                   f"PYTHON={sys.executable} cannot run the GPU tests: it has no {missing}")
-
-
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed (Debian: shellcheck)")
-def test_the_script_is_shellcheck_clean():
-    r = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr

@@ -597,3 +597,21 @@ def test_an_export_record_stays_a_record_of_plain_values():
     assert len(e) == 6 and type(e.handle) is int
     # One made by hand has no owner: its descriptor is the caller's.
     assert tack.ExportedMemory(tuple(e)).owner is None
+
+
+def test_an_export_record_is_not_pickled_or_deep_copied_and_says_what_to_do():
+    import copy
+    import pickle
+    a = tack.empty(8, tack.u8, exportable=True)
+    e = a.export_memory()
+    for attempt in (lambda: pickle.dumps(e), lambda: pickle.dumps(e, protocol=0),
+                    lambda: pickle.dumps([e], protocol=5), lambda: copy.deepcopy(e), lambda: copy.deepcopy({"e": e})):
+        with pytest.raises(TypeError) as info:
+            attempt()
+        message = str(info.value)
+        assert f"its handle {e.handle} is a descriptor number of this process" in message, message
+        assert "means nothing in another process" in message, message
+        assert "tack.send_array" in message and "tack.receive_array" in message and "SCM_RIGHTS" in message, message
+        assert "capsule" not in message.lower(), message
+    # The record is immutable: a shallow copy is the record, owner and all.
+    assert copy.copy(e) is e

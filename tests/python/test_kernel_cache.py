@@ -270,3 +270,45 @@ def test_a_new_cache_directory_is_made_private(tmp_path, cc):
     # Nor what is stored in it.
     obj = cached_object(cache)
     assert not obj.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+# --------------------------------------------------------------------------
+# what a key holds: an upgraded ocloc compiles again
+
+LEVEL_ZERO_BUILD = r"""
+import ctypes, json, os, sys
+import tack
+ocloc = ctypes.CDLL(os.environ["TACK_OCLOC_LIBRARY"])
+ocloc.tack_sim_ocloc_stats.restype = ctypes.c_longlong
+k = tack.Kernel("void fill(tack_index i, float v, float *y) { y[i] = v; }", device="level_zero")
+compiles = ocloc.tack_sim_ocloc_stats(b"invocations")
+cache = os.environ["TACK_CACHE_DIR"]
+print(json.dumps({"compiled": compiles > 1, "spirv": sorted(f for f in os.listdir(cache) if f.endswith(".spv"))}))
+"""
+
+
+def test_the_spirv_key_holds_the_ocloc_version(tmp_path):
+    import simdriver
+    libraries = {}
+    for name in ("level_zero", "ocloc"):
+        libraries[name], why_not = simdriver.build(name, tmp_path)
+        if libraries[name] is None:
+            pytest.skip(why_not)
+    cache = tmp_path / "cache"
+
+    def build_with(version):
+        env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_LEVEL_ZERO_LIBRARY=libraries["level_zero"],
+                   TACK_OCLOC_LIBRARY=libraries["ocloc"], TACK_SIM_OCLOC_VERSION=version)
+        r = subprocess.run([sys.executable, "-c", LEVEL_ZERO_BUILD], env=env, capture_output=True, text=True,
+                           timeout=LIMIT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)
+
+    # The version query is one invocation; a compile is another.
+    first = build_with("25.18.33578")
+    assert first["compiled"] and len(first["spirv"]) == 1, first
+    again = build_with("25.18.33578")
+    assert not again["compiled"] and again["spirv"] == first["spirv"], again
+    # The same libocloc file, upgraded in place: not the old SPIR-V.
+    upgraded = build_with("25.31.34666")
+    assert upgraded["compiled"] and len(upgraded["spirv"]) == 2, upgraded

@@ -152,6 +152,34 @@ def test_one_element_arrays_are_refused_too():
         float(zero_d)
 
 
+@pytest.mark.parametrize("shape", [(), (1,), (0,), (3,), (2, 2)])
+def test_truth_testing_is_a_type_error_saying_what_to_ask_instead(shape):
+    # NumPy's bool() reads a one-element array's value; answering by
+    # length would say True for tack.zeros(1), where NumPy says False.
+    a = tack.zeros(shape)
+    for test in (bool, lambda a: not a, lambda a: 1 if a else 0):
+        with pytest.raises(TypeError) as info:
+            test(a)
+        text = str(info.value)
+        assert text.startswith("the truth value of a tack.Array is not defined"), text
+        assert "bool(np.asarray(a))" in text and "a.size == 0" in text and "a is not None" in text, text
+        assert "len()" not in text, text
+
+
+def test_the_array_type_cannot_be_constructed_and_says_what_makes_one():
+    for make in (lambda: tack.Array(), lambda: tack.Array(3), lambda: tack.Array.__new__(tack.Array)):
+        with pytest.raises(TypeError) as info:
+            make()
+        text = str(info.value)
+        assert text.startswith("tack.Array cannot be constructed directly"), text
+        assert "tack.empty" in text and "tack.from_dlpack" in text and "tack.array_from_ptr" in text, text
+    # No signature to show, as for other builtin types inspect cannot read:
+    # not object's "()", which would say Array() works.
+    import inspect
+    with pytest.raises(ValueError, match="no signature found"):
+        inspect.signature(tack.Array)
+
+
 def test_deleting_elements_is_a_type_error():
     with pytest.raises(TypeError, match="cannot be deleted"):
         del host()[0]

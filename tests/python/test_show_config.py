@@ -19,6 +19,7 @@ import pytest
 
 import simdriver
 import tack
+from test_cuda import cuda_sim  # noqa: F401  (a fixture)
 
 DRIVER_VARIABLES = ("TACK_CUDA_LIBRARY", "TACK_HIP_LIBRARY", "TACK_LEVEL_ZERO_LIBRARY", "TACK_NVRTC_LIBRARY",
                     "TACK_HIPRTC_LIBRARY", "TACK_OCLOC_LIBRARY")
@@ -162,3 +163,68 @@ def test_show_config_prints_the_same(tmp_path, capsys):
     assert squeeze(printed).startswith(f"Tack {tack.__version__} "), printed
     for backend in BACKENDS:
         assert f"\n{backend} " in printed, printed
+
+
+# --------------------------------------------------------------------------
+# several NVRTCs: each is listed, and each CUDA device says which one its
+# kernels would be built by, and as what, as the driver's version decides
+
+
+def nvrtc_report(tmp_path, sim, driver, cc):
+    """The cuda block with the venv's newest NVRTC and the older one the
+    Makefile installs (found as the toolkit of CUDA_PATH), on a simulated
+    driver of version `driver` whose GPU has compute capability `cc`."""
+    from test_cuda_code import OLDER
+    parts, _ = report(environment(tmp_path, TACK_CUDA_LIBRARY=sim, CUDA_PATH=str(OLDER),
+                                  TACK_SIM_CUDA_DRIVER_VERSION=str(driver), TACK_SIM_CUDA_COMPUTE_CAPABILITY=cc))
+    return squeeze(parts["cuda"])
+
+
+def two_nvrtcs():
+    from test_cuda_code import newest, older
+    n, o = newest(), older()
+    assert (o.major, o.minor) < (n.major, n.minor)
+    return n, o
+
+
+def listed(cuda, nvrtc):
+    """`nvrtc`'s line (version, then path) is in the block, and where."""
+    for path in (nvrtc.path, os.path.realpath(nvrtc.path)):
+        line = f"NVRTC {nvrtc.major}.{nvrtc.minor} {path}"
+        if line in cuda:
+            return cuda.index(line), path
+    raise AssertionError(f"NVRTC {nvrtc.major}.{nvrtc.minor} ({nvrtc.path}) is not listed: {cuda}")
+
+
+def test_every_nvrtc_is_listed_and_the_device_gets_a_cubin_from_the_first_that_fits(tmp_path, cuda_sim):
+    n, o = two_nvrtcs()
+    # A driver of the older NVRTC's release loads the newer one's CUBINs
+    # (the same major version), so the first found makes them.
+    cuda = nvrtc_report(tmp_path, cuda_sim, o.driver, "9.0")
+    (first, newest_path), (second, _) = listed(cuda, n), listed(cuda, o)
+    assert first < second, cuda  # in the order Tack tries them
+    assert f"cuda:0 kernels CUBIN sm_90 from NVRTC {n.major}.{n.minor} ({newest_path})" in cuda, cuda
+
+
+def test_a_device_the_newest_nvrtc_cannot_serve_gets_ptx_from_the_older(tmp_path, cuda_sim):
+    from test_cuda_code import beyond
+    n, o = two_nvrtcs()
+    # A GPU no NVRTC knows gets PTX; the newer NVRTC's is newer than the
+    # driver reads, the older one's is not.
+    cc = beyond(n)
+    cuda = nvrtc_report(tmp_path, cuda_sim, o.driver, cc)
+    _, older_path = listed(cuda, o)
+    listed(cuda, n)
+    major, minor = (int(x) for x in cc.split("."))
+    arch = max(a for a in o.archs if a <= 10 * major + minor)
+    assert f"cuda:0 kernels PTX compute_{arch} from NVRTC {o.major}.{o.minor} ({older_path})" in cuda, cuda
+
+
+def test_a_driver_no_nvrtc_fits_says_why_and_what_to_install(tmp_path, cuda_sim):
+    n, o = two_nvrtcs()
+    cuda = nvrtc_report(tmp_path, cuda_sim, 12080, "9.0")
+    listed(cuda, n), listed(cuda, o)
+    assert "cuda:0 kernels none: no NVRTC here makes code that cuda:0 (compute capability 9.0) runs with its " \
+           "CUDA 12.8 driver" in cuda, cuda
+    assert f"NVRTC {o.major}.{o.minor} ({o.path}) makes CUBINs that need a CUDA 13 driver" in cuda, cuda
+    assert 'pip install "nvidia-cuda-nvrtc-cu12==12.8.*"' in cuda, cuda

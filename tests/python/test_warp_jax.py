@@ -8,6 +8,10 @@ warp-lang and jax (requirements-dev.txt).
 
 import gc
 import mmap
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -22,16 +26,22 @@ def live():
     return dict(tack._tack.live_counts())
 
 
+def quiet_init(warp, kernel_cache_dir):
+    """Starts Warp without its banner (Warp 1.19 has no `quiet`: messages
+    below config.log_level are not printed, and the banner is at INFO),
+    compiling kernels into `kernel_cache_dir`, not the user's cache."""
+    warp.config.log_level = warp.LOG_WARNING
+    warp.config.kernel_cache_dir = kernel_cache_dir
+    warp.init()
+
+
 @pytest.fixture(scope="module")
 def wp(tmp_path_factory):
     try:
         import warp
     except ImportError as e:
         pytest.skip(f"Warp is not importable ({e}); pip install warp-lang")
-    warp.config.quiet = True
-    # Kernels compile into the test's own directory, not the user's cache.
-    warp.config.kernel_cache_dir = str(tmp_path_factory.mktemp("warp-kernels"))
-    warp.init()
+    quiet_init(warp, str(tmp_path_factory.mktemp("warp-kernels")))
     return warp
 
 
@@ -59,6 +69,23 @@ def aligned_array(n):
 
 # --------------------------------------------------------------------------
 # Warp
+
+
+def test_warp_starts_without_its_banner(wp, tmp_path):
+    # In a fresh interpreter: the module's Warp has started already.
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import warp
+        from test_warp_jax import quiet_init
+        quiet_init(warp, {str(tmp_path)!r})
+        print(warp.zeros(4, dtype=warp.float32, device="cpu").numpy().tolist())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[0.0, 0.0, 0.0, 0.0]", r.stdout
+    said = r.stdout + r.stderr
+    assert f"Warp {wp.config.version} initialized" not in said and "Kernel cache:" not in said, said
 
 
 def test_warp_wraps_a_tack_array_in_place(wp):

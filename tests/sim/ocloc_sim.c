@@ -10,8 +10,9 @@
  * directives); anything else "compiles" to "<name>.spv": the SPIR-V magic
  * number, then the source, which the simulated Level Zero driver
  * (level_zero_sim.c) accepts and searches for kernel names.
- * "query OCL_DRIVER_VERSION" answers 0.0.0-tack-sim in an output of that
- * name, as ocloc answers it.
+ * "query OCL_DRIVER_VERSION" answers TACK_SIM_OCLOC_VERSION (default
+ * 0.0.0-tack-sim) in an output of that name, as ocloc answers it, so that
+ * a case can stand for an upgraded ocloc.
  *
  * Test hooks: tack_sim_ocloc_stats(name) returns a counter ("invocations",
  * "failed", "freed"); tack_sim_ocloc_last_args() the last command line,
@@ -113,10 +114,12 @@ SIM_API int oclocInvoke(unsigned int numArgs, const char *argv[], const uint32_t
     }
     if (query_version) {
         /* As ocloc query writes it: one output named after the query. */
-        static const char version[] = "0.0.0-tack-sim\n";
+        char version[128];
+        const char *given = getenv("TACK_SIM_OCLOC_VERSION");
+        snprintf(version, sizeof version, "%s\n", given && *given ? given : "0.0.0-tack-sim");
         const char *names[] = {"OCL_DRIVER_VERSION"};
         const void *data[] = {version};
-        const uint64_t sizes[] = {sizeof version - 1};
+        const uint64_t sizes[] = {strlen(version)};
         return outputs(1, names, data, sizes, numOutputs, dataOutputs, lenOutputs, nameOutputs) ? -6 : 0;
     }
     if (!compile || !src) {

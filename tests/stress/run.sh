@@ -12,7 +12,7 @@
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 py=${STRESS_PYTHON:-$root/.venv/bin/python}
 meson=${STRESS_MESON:-$root/.venv/bin/meson}
 build=${STRESS_BUILD:-build}

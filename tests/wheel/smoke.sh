@@ -27,7 +27,7 @@ export TACK_CACHE_DIR=$work/cache
 install "$wheel"
 "$work/venv/bin/python" "$root/tests/wheel/smoke.py"
 # pip install tack-arrays[cc] on a machine whose PATH has no C compiler.
-install "$wheel[cc]"
+install "${wheel}[cc]"
 mkdir "$work/no-compiler"
 env -u TACK_CC PATH="$work/no-compiler" "$work/venv/bin/python" "$root/tests/wheel/smoke.py" --zig
 echo "wheel: $(basename "$wheel") installs and works in a new venv"

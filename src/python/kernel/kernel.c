@@ -197,7 +197,16 @@ static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, int 
         if (is_tack_array(objs[i]))
             device = tack_array_device(TACK_PY_ARRAY(objs[i]));
     tack_status st;
-    if (tack_kernel_expected_ns(self->kernel, device, n) > RELEASE_GIL_NS) {
+    uint64_t expected = tack_kernel_expected_ns(self->kernel, device, n);
+    if (expected == UINT64_MAX) {
+        /* Nothing measured: possibly the first launch there, which builds. */
+        tack_py_released gil;
+        tack_py_compile_begin(&gil);
+        st = tack_kernel_launch_nd(self->kernel, NULL, ndim, shape, args, (size_t)nargs);
+        tack_py_compile_end(&gil);
+        if (PyErr_Occurred())
+            return NULL;
+    } else if (expected > RELEASE_GIL_NS) {
         Py_BEGIN_ALLOW_THREADS
         st = tack_kernel_launch_nd(self->kernel, NULL, ndim, shape, args, (size_t)nargs);
         Py_END_ALLOW_THREADS
@@ -294,13 +303,16 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         tack_device_release(device);
         return tack_py_raise(st);
     }
-    /* Compiling runs a compiler process: other threads may go on. */
-    Py_BEGIN_ALLOW_THREADS
+    /* Compiling runs a compiler process: other threads may go on, and
+     * Ctrl-C stops it. */
+    tack_py_released gil;
+    tack_py_compile_begin(&gil);
     st = tack_kernel_build(k, device);
-    Py_END_ALLOW_THREADS
+    tack_py_compile_end(&gil);
     tack_device_release(device);
-    if (st != TACK_OK) {
-        raise_status(st);
+    if (st != TACK_OK || PyErr_Occurred()) {
+        if (!PyErr_Occurred())
+            raise_status(st);
         tack_kernel_release(k);
         return NULL;
     }
@@ -455,11 +467,13 @@ static PyObject *kernel_build(PyObject *op, PyObject *args, PyObject *kwargs)
     tack_device *device = NULL;
     if (!tack_py_device_converter(device_obj, &device))
         return NULL;
-    tack_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = tack_kernel_build(((KernelObject *)op)->kernel, device);
-    Py_END_ALLOW_THREADS
+    tack_py_released gil;
+    tack_py_compile_begin(&gil);
+    tack_status st = tack_kernel_build(((KernelObject *)op)->kernel, device);
+    tack_py_compile_end(&gil);
     tack_device_release(device);
+    if (PyErr_Occurred())
+        return NULL;
     if (st != TACK_OK)
         return raise_status(st);
     Py_RETURN_NONE;
@@ -475,11 +489,13 @@ static PyObject *kernel_target(PyObject *op, PyObject *args, PyObject *kwargs)
     if (!tack_py_device_converter(device_obj, &device))
         return NULL;
     const char *text = NULL;
-    tack_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = tack_kernel_target(((KernelObject *)op)->kernel, device, &text);
-    Py_END_ALLOW_THREADS
+    tack_py_released gil;
+    tack_py_compile_begin(&gil);
+    tack_status st = tack_kernel_target(((KernelObject *)op)->kernel, device, &text);
+    tack_py_compile_end(&gil);
     tack_device_release(device);
+    if (PyErr_Occurred())
+        return NULL;
     if (st != TACK_OK)
         return raise_status(st);
     return PyUnicode_FromString(text);
