@@ -270,8 +270,14 @@ def test_a_one_index_launch_with_atomics_waits_for_nothing_and_counts():
 
 
 def golden(name):
-    with open(os.path.join(HERE, "golden", f"cpu_{name}.c")) as f:
-        return f.read()
+    """The kernel's source as written before: its first line, the prelude
+    every kernel shares (kept once, in cpu_prelude.c), then the rest."""
+    def read(part):
+        with open(os.path.join(HERE, "golden", f"cpu_{part}.c")) as f:
+            return f.read()
+
+    first, rest = read(name).split("\n", 1)
+    return f"{first}\n{read('prelude')}{rest}"
 
 
 GOLDEN = {
