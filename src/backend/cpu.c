@@ -611,9 +611,9 @@ static void update(atomic_uint_fast64_t *estimate, uint64_t observed)
 
 /* ---- kernels: plain atomics ---------------------------------------------
  *
- * A locked read-modify-write costs a dozen times a plain one (10^7 of a
- * histogram's tack_atomic_add took 43 ms on one thread, plain increments
- * 2.8 ms), and a launch the pool runs on one thread has only one index
+ * A locked read-modify-write costs some sixteen plain ones (10^7 of a
+ * histogram's tack_atomic_add took 42.4 ms on one thread, plain ones
+ * 2.64 ms), and a launch the pool runs on one thread has only one index
  * running at a time: its atomics need no lock against each other. So a
  * kernel whose source uses Tack's atomics has a third entry in which they
  * are plain loads and stores (CPU_PLAIN_ATOMICS), and a launch that runs
