@@ -256,13 +256,25 @@ def test_memory_another_process_writes_keeps_locked_atomics(kind):
     assert out == ["lost", "0"]
 
 
-def test_a_one_index_launch_with_atomics_waits_for_nothing_and_counts():
-    k = tack.Kernel(HIST)
-    v, bins = tack.array(np.array([7], np.uint8)), tack.zeros(256, tack.u32)
-    for _ in range(1000):
-        k.launch(1, v, bins)
-    got = bins.to_numpy()
-    assert got[7] == 1000 and got.sum() == 1000
+def test_one_index_launches_with_atomics_count_and_leave_the_word_free():
+    """A 1-index launch registers with locked atomics and must deregister:
+    a launch on one thread afterwards still gets plain atomics."""
+    script = """
+        import numpy as np, tack, tack._tack as _t
+        k = tack.Kernel(HIST)
+        v, bins = tack.array(np.array([7], np.uint8)), tack.zeros(256, tack.u32)
+        for _ in range(1000):
+            k.launch(1, v, bins)
+        got = bins.to_numpy()
+        assert got[7] == 1000 and got.sum() == 1000, got
+        before = _t.atomic_runs()
+        k.launch(1000, tack.array(np.full(1000, 3, np.uint8)), bins)
+        after = _t.atomic_runs()
+        assert after["plain"] > before["plain"] and after["refused"] == before["refused"], (before, after)
+        assert bins.to_numpy()[3] == 1000
+        print("ok")
+    """
+    assert run_child(script, {"TACK_NUM_THREADS": "1"}).split() == ["ok"]
 
 
 # --------------------------------------------------------------------------
