@@ -36,8 +36,22 @@
  * the value before: tack_atomic_add(p, v) for p an int32_t, uint32_t,
  * int64_t, uint64_t, float or double pointer into an array, and
  * tack_atomic_min(p, v) and tack_atomic_max(p, v) for the four integer
- * types. Each is atomic against every other on the same element, from any
- * index of any launch.
+ * types. Each is atomic with respect to every other tack_atomic_* on the
+ * same element made at the same time by another index of the launch or
+ * by another Tack launch: in this process, from any thread and any kernel
+ * (on a GPU, launched on the same device), and in another process, on
+ * memory both map (an exportable or imported array, or memory Tack
+ * wrapped). It is not atomic with respect to other code writing the same
+ * element at the same time, with atomic instructions of its own or
+ * without: on the cpu backend a launch that runs on one thread alone (the
+ * pool's choice, or TACK_NUM_THREADS=1) performs its kernel's own
+ * tack_atomic_* as plain loads and stores when every array it may store
+ * through is memory Tack allocated (not exportable, so that no other
+ * process maps it) and no other launch with atomics runs in the process;
+ * it keeps those launches waiting until it ends. Atomics in a helper
+ * function the kernel calls stay locked instructions. On memory a kernel
+ * reaches other than through its array parameters (an address passed as
+ * an integer), only the guarantee within the process holds.
  */
 #ifndef TACK_KERNEL_H
 #define TACK_KERNEL_H
@@ -296,6 +310,16 @@ void tack_kernel_set_interrupt(int (*interrupted)(void *context), void *context)
 /* Threads the cpu backend splits a launch over (TACK_NUM_THREADS, default
  * the cores this process may run on). Never fails. */
 int tack_kernel_num_threads(void);
+
+/* For tests and diagnostics, counted since the process started, on the
+ * cpu backend: the runs on one thread (a launch, or the part of one run on
+ * the launching thread alone) of kernels with atomics, on memory Tack
+ * allocated, that performed their atomics as plain loads and stores
+ * (*plain); those that kept locked atomics because another launch with
+ * atomics was running or waiting (*refused); and the launches with locked
+ * atomics that waited for a plain one to end (*waited). Any pointer may be
+ * NULL. Never fails; thread-safe. */
+void tack_kernel_atomic_runs(long *plain, long *refused, long *waited);
 
 /* Argument constructors: an array (borrowed for the call; NULL is refused
  * by the launch) or a scalar of each dtype. Never fail. */

@@ -609,45 +609,208 @@ static void update(atomic_uint_fast64_t *estimate, uint64_t observed)
     atomic_store_explicit(estimate, v ? v : 1, memory_order_relaxed);
 }
 
+/* ---- kernels: plain atomics ---------------------------------------------
+ *
+ * A locked read-modify-write costs some sixteen plain ones (10^7 of a
+ * histogram's tack_atomic_add took 42.4 ms on one thread, plain ones
+ * 2.64 ms), and a launch the pool runs on one thread has only one index
+ * running at a time: its atomics need no lock against each other. So a
+ * kernel whose source uses Tack's atomics has a third entry in which they
+ * are plain loads and stores (CPU_PLAIN_ATOMICS), and a launch that runs
+ * on one thread takes it when two more things hold:
+ *   - no other process can write the memory it stores to
+ *     (tack_launch.private_memory): Tack allocated it, not exportable;
+ *   - no other launch with atomics runs in this process meanwhile, on any
+ *     thread: every launch of a kernel with atomics registers in one
+ *     process-wide word, those with locked atomics together (a count),
+ *     one with plain atomics alone (-1). A plain launch only tries: when
+ *     the word is not free, or a locked launch is waiting, it runs with
+ *     locked atomics instead, so it never waits and never keeps waiting
+ *     launches out for long. A locked launch that finds a plain one waits
+ *     for it to end.
+ * Not per array: a kernel may reach memory through a static array of its
+ * own or an address passed as an integer, and a word per process costs
+ * one uncontended compare-and-swap a launch. */
+
+/* >= 0: launches running with locked atomics; -1: one runs with plain atomics. */
+static atomic_long atomics_users;
+/* Launches with locked atomics waiting for a plain one to end. */
+static atomic_int atomics_waiting;
+static pthread_mutex_t atomics_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t atomics_free = PTHREAD_COND_INITIALIZER;
+static pthread_once_t atomics_once = PTHREAD_ONCE_INIT;
+
+/* The fork child has only the forking thread, which was in no launch: the
+ * launches the word counted belong to threads that are gone. */
+static void atomics_after_fork_child(void)
+{
+    atomic_store(&atomics_users, 0);
+    atomic_store(&atomics_waiting, 0);
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    memcpy(&atomics_lock, &m, sizeof m);
+    memcpy(&atomics_free, &c, sizeof c);
+}
+
+static void atomics_register_fork(void) { pthread_atfork(NULL, NULL, atomics_after_fork_child); }
+
+/* 1 if this thread may now run plain atomics, alone. */
+static int plain_begin(void)
+{
+    long none = 0;
+    return !atomic_load_explicit(&atomics_waiting, memory_order_seq_cst) &&
+           atomic_compare_exchange_strong_explicit(&atomics_users, &none, -1, memory_order_seq_cst,
+                                                   memory_order_relaxed);
+}
+
+static void plain_end(void)
+{
+    /* The store publishes the launch's plain stores to the next launch
+     * that registers; a waiter that counted itself before it is woken. */
+    atomic_store_explicit(&atomics_users, 0, memory_order_seq_cst);
+    if (atomic_load_explicit(&atomics_waiting, memory_order_seq_cst)) {
+        pthread_mutex_lock(&atomics_lock);
+        pthread_cond_broadcast(&atomics_free);
+        pthread_mutex_unlock(&atomics_lock);
+    }
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static void locked_wait(void)
+{
+    /* Counted first, so that no plain launch starts from now on. */
+    atomic_fetch_add_explicit(&atomics_waiting, 1, memory_order_seq_cst);
+    uint64_t t0 = now_ns();
+    long v = atomic_load_explicit(&atomics_users, memory_order_seq_cst);
+    int waited = 0;
+    for (int i = 0;; i++) {
+        if (v >= 0) {
+            if (atomic_compare_exchange_weak_explicit(&atomics_users, &v, v + 1, memory_order_seq_cst,
+                                                      memory_order_seq_cst))
+                break;
+            continue;
+        }
+        waited = 1;
+        if ((i & 63) == 63 && now_ns() - t0 > SPIN_NS) {
+            pthread_mutex_lock(&atomics_lock);
+            while (atomic_load_explicit(&atomics_users, memory_order_seq_cst) < 0)
+                pthread_cond_wait(&atomics_free, &atomics_lock);
+            pthread_mutex_unlock(&atomics_lock);
+        } else {
+            cpu_relax();
+        }
+        v = atomic_load_explicit(&atomics_users, memory_order_seq_cst);
+    }
+    atomic_fetch_sub_explicit(&atomics_waiting, 1, memory_order_seq_cst);
+    if (waited)
+        tack_count_add(TACK_COUNT_LOCKED_WAITS, 1);
+}
+
+/* Registers a launch with locked atomics, waiting while a plain one runs. */
+static inline void locked_begin(void)
+{
+    long v = atomic_load_explicit(&atomics_users, memory_order_relaxed);
+    if (v < 0 ||
+        !atomic_compare_exchange_strong_explicit(&atomics_users, &v, v + 1, memory_order_acquire, memory_order_relaxed))
+        locked_wait();
+}
+
+static inline void locked_end(void) { atomic_fetch_sub_explicit(&atomics_users, 1, memory_order_release); }
+
+void tack_kernel_atomic_runs(long *plain, long *refused, long *waited)
+{
+    if (plain)
+        *plain = tack_count_total(TACK_COUNT_PLAIN_RUNS);
+    if (refused)
+        *refused = tack_count_total(TACK_COUNT_PLAIN_REFUSED);
+    if (waited)
+        *waited = tack_count_total(TACK_COUNT_LOCKED_WAITS);
+}
+
+/* ---- kernels: serial or parallel ---------------------------------------- */
+
 /* What a kernel's launches measured of it, picoseconds an index; 0 = not
  * measured yet. */
 struct run_costs {
     /* Work: one thread's time, and a parallel launch's time on all its
      * threads (they agree for a kernel that scales). */
     atomic_uint_fast64_t cost_ps;
-    /* One thread's time alone, from serial runs only. */
-    atomic_uint_fast64_t serial_ps;
+    /* One thread's time alone, from serial runs only: with locked atomics
+     * (serial_ps) and with plain ones (plain_ps). */
+    atomic_uint_fast64_t serial_ps, plain_ps;
     /* A parallel launch's time once its workers had joined: less than
      * serial_ps where threads help, more where they hinder each other
      * (a histogram's threads contending for the same counters ran four
      * times slower than one thread alone). */
     atomic_uint_fast64_t joined_ps;
+    /* Launches kept on one thread since the last parallel one because
+     * that was faster (see pool_run). */
+    atomic_uint_fast64_t kept;
+    /* PROBED_*: the rate is a probe's alone so far. */
+    atomic_int probed;
 };
 
-/* Runs entry over [0, n) on this thread, measuring its cost per index while
- * none is known: the cost also says whether a launch is long enough to let
- * other threads run meanwhile (cpu_kernel_expected_ns). */
-static void serial_run(tack_host_entry entry, int64_t n, const int64_t *shape, void *const *args,
-                       struct run_costs *c)
-{
-    if (atomic_load_explicit(&c->cost_ps, memory_order_relaxed) || n < 1) {
-        entry(0, n, shape, args);
-        return;
-    }
-    uint64_t t0 = now_ns();
-    entry(0, n, shape, args);
-    update(&c->cost_ps, (now_ns() - t0) * 1000 / (uint64_t)n);
-}
+/* A launch as the pool runs it. */
+struct job {
+    tack_host_entry entry; /* with locked atomics, if any */
+    /* With plain atomics: for a kernel that has them, on memory no other
+     * process can write; else NULL. */
+    tack_host_entry plain;
+    int atomics; /* registers its runs (the kernel uses Tack's atomics) */
+    const int64_t *shape;
+    void *const *args;
+    struct run_costs *c;
+};
 
-/* A serial run of [begin, end), timed into both serial estimates. */
-static void timed_serial(tack_host_entry entry, uint64_t begin, uint64_t end, const int64_t *shape,
-                         void *const *args, struct run_costs *c)
+/* What a serial run measures: nothing, the work alone (cost_ps), or also
+ * one thread's rate (serial_ps or plain_ps), which a run of one index
+ * would not tell (the clock's own cost is most of it). A probe's rate,
+ * from the domain's first indices, may be far from the whole domain's (a
+ * Mandelbrot set's first row escapes at once): the first whole run
+ * replaces it instead of blending with it. */
+enum { UNTIMED, TIME_COST, TIME_PROBE, TIME_RATE };
+#define PROBED_SERIAL 1
+#define PROBED_PLAIN 2
+
+/* Runs [begin, end) on this thread: with plain atomics when `plain_ok`,
+ * the job has them and no other launch with atomics runs; else with
+ * locked ones. */
+static void run_serial(const struct job *j, uint64_t begin, uint64_t end, int timed, int plain_ok)
 {
-    uint64_t t0 = now_ns();
-    entry((int64_t)begin, (int64_t)end, shape, args);
-    uint64_t ps = (now_ns() - t0) * 1000 / (end - begin);
+    struct run_costs *c = j->c;
+    int plain = plain_ok && j->plain && plain_begin();
+    if (j->plain && plain_ok)
+        tack_count_add(plain ? TACK_COUNT_PLAIN_RUNS : TACK_COUNT_PLAIN_REFUSED, 1);
+    if (!plain && j->atomics)
+        locked_begin();
+    uint64_t t0 = timed ? now_ns() : 0;
+    (plain ? j->plain : j->entry)((int64_t)begin, (int64_t)end, j->shape, j->args);
+    uint64_t t1 = timed ? now_ns() : 0;
+    if (plain)
+        plain_end();
+    else if (j->atomics)
+        locked_end();
+    if (timed == UNTIMED || end == begin)
+        return;
+    uint64_t ps = (t1 - t0) * 1000 / (end - begin);
     update(&c->cost_ps, ps);
-    update(&c->serial_ps, ps);
+    if (timed == TIME_COST)
+        return;
+    atomic_uint_fast64_t *rate = plain ? &c->plain_ps : &c->serial_ps;
+    int bit = plain ? PROBED_PLAIN : PROBED_SERIAL;
+    if (timed == TIME_PROBE) {
+        if (!atomic_load_explicit(rate, memory_order_relaxed)) {
+            atomic_store_explicit(rate, ps ? ps : 1, memory_order_relaxed);
+            atomic_fetch_or_explicit(&c->probed, bit, memory_order_relaxed);
+        }
+    } else if (atomic_load_explicit(&c->probed, memory_order_relaxed) & bit) {
+        atomic_fetch_and_explicit(&c->probed, ~bit, memory_order_relaxed);
+        atomic_store_explicit(rate, ps ? ps : 1, memory_order_relaxed);
+    } else {
+        update(rate, ps);
+    }
 }
 
 /* Runs entry over [0, n), in parallel when the measured costs say it pays.
@@ -656,33 +819,52 @@ static void timed_serial(tack_host_entry entry, uint64_t begin, uint64_t end, co
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, void *const *args,
-                     struct run_costs *c)
+static void pool_run(const struct job *j, int64_t n)
 {
+    struct run_costs *c = j->c;
     int threads = pool_threads();
     if (n < 2 || threads == 1) {
-        serial_run(entry, n, shape, args, c);
+        /* Timed while no cost is known: the cost also says whether a
+         * launch is long enough to let other threads run meanwhile
+         * (cpu_kernel_expected_ns). */
+        run_serial(j, 0, (uint64_t)(n > 0 ? n : 0),
+                   atomic_load_explicit(&c->cost_ps, memory_order_relaxed) ? UNTIMED : TIME_COST, 1);
         return;
     }
     long long fixed = fixed_threshold();
     if (fixed >= 0) {
         struct pool *p = n >= fixed ? pool_get() : NULL;
         int helped;
-        if (p)
-            dispatch(p, entry, 0, (uint64_t)n, shape, args, &helped);
-        else
-            entry(0, n, shape, args);
+        if (!p) {
+            run_serial(j, 0, (uint64_t)n, UNTIMED, 1);
+            return;
+        }
+        if (j->atomics)
+            locked_begin();
+        dispatch(p, j->entry, 0, (uint64_t)n, j->shape, j->args, &helped);
+        if (j->atomics)
+            locked_end();
         return;
     }
     uint64_t begin = 0, end = (uint64_t)n;
     uint64_t cost = atomic_load_explicit(&c->cost_ps, memory_order_relaxed);
-    if (!cost) {
-        begin = end < PROBE ? end : PROBE;
-        timed_serial(entry, 0, begin, shape, args, c);
-        if (begin == end)
-            return;
-        cost = atomic_load_explicit(&c->cost_ps, memory_order_relaxed);
+    /* A first launch measures one thread's rate on PROBE indices; one
+     * that may use plain atomics measures them, and the locked ones too:
+     * over the threads those are the best a parallel launch could do,
+     * which tells a kernel whose plain atomics beat that without a
+     * parallel launch to learn it. */
+    int probe = !cost || (j->plain && !atomic_load_explicit(&c->plain_ps, memory_order_relaxed));
+    int probe_locked = j->plain && !atomic_load_explicit(&c->serial_ps, memory_order_relaxed);
+    for (int plain_ok = 1; plain_ok >= 0; plain_ok--) {
+        if (!(plain_ok ? probe : probe_locked) || begin == end)
+            continue;
+        uint64_t to = end - begin < PROBE ? end : begin + PROBE;
+        run_serial(j, begin, to, TIME_PROBE, plain_ok);
+        begin = to;
     }
+    if (begin == end)
+        return;
+    cost = atomic_load_explicit(&c->cost_ps, memory_order_relaxed);
     uint64_t rest = end - begin;
     uint64_t work_ns = rest > UINT64_MAX / cost ? UINT64_MAX / 1000 : rest * cost / 1000;
     /* Waking a thread takes microseconds on any machine: a launch this
@@ -691,47 +873,63 @@ static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, voi
     uint64_t least = p ? atomic_load_explicit(&p->hot_ns, memory_order_relaxed) : 8000;
     if (work_ns * 8 < least) {
         /* Far from paying for a fan-out: not even worth timing. */
-        entry((int64_t)begin, (int64_t)end, shape, args);
+        run_serial(j, begin, end, UNTIMED, 1);
         return;
     }
     if (!p && work_ns > 8000)
         p = pool_get();
     if (!p) {
-        timed_serial(entry, begin, end, shape, args, c);
+        run_serial(j, begin, end, TIME_RATE, 1);
         return;
     }
     uint64_t t0 = now_ns();
     int hot = t0 - atomic_load_explicit(&p->last_end_ns, memory_order_relaxed) < SPIN_NS;
     atomic_uint_fast64_t *join_ns = hot ? &p->hot_ns : &p->cold_ns;
     uint64_t expected = atomic_load_explicit(join_ns, memory_order_relaxed);
-    /* Threads that slow each other down (contended atomics): one alone is
-     * faster. The measure fades each time it keeps a launch serial, so
-     * that one launch in a while tries the pool again. */
-    uint64_t serial = atomic_load_explicit(&c->serial_ps, memory_order_relaxed);
+    /* One thread against all: a kernel whose threads slow each other down
+     * (contended atomics) runs faster alone, and faster still with plain
+     * atomics where this launch may have them. Before any parallel launch
+     * of such a kernel, the best one could do stands for it (one thread's
+     * locked rate over the threads). Each launch kept on one thread counts;
+     * once they add up to 32 times what one parallel launch more would
+     * lose by the last measure, the next one runs in parallel again and
+     * measures anew, so trying costs a thirty-second at most. */
+    uint64_t serial_ps = atomic_load_explicit(&c->serial_ps, memory_order_relaxed);
+    uint64_t alone = j->plain ? atomic_load_explicit(&c->plain_ps, memory_order_relaxed) : serial_ps;
     uint64_t joined = atomic_load_explicit(&c->joined_ps, memory_order_relaxed);
-    int hinders = serial && joined >= serial;
-    if (hinders)
-        atomic_store_explicit(&c->joined_ps, joined - joined / 32, memory_order_relaxed);
-    if (work_ns > 2 * expected && !hinders) {
+    if (!joined && j->plain)
+        joined = serial_ps / (uint64_t)threads;
+    uint64_t kept = atomic_load_explicit(&c->kept, memory_order_relaxed);
+    int pays = work_ns > 2 * expected;
+    int hinders = alone && joined >= alone && kept <= (joined - alone) * 32 / alone;
+    if (pays && hinders)
+        atomic_store_explicit(&c->kept, kept + 1, memory_order_relaxed);
+    if (pays && !hinders) {
         int helped;
-        uint64_t latency = dispatch(p, entry, begin, end, shape, args, &helped);
+        if (j->atomics)
+            locked_begin();
+        t0 = now_ns();
+        uint64_t latency = dispatch(p, j->entry, begin, end, j->shape, j->args, &helped);
         uint64_t t1 = now_ns(), spent = t1 - t0;
+        if (j->atomics)
+            locked_end();
         atomic_store_explicit(&p->last_end_ns, t1, memory_order_relaxed);
+        atomic_store_explicit(&c->kept, 0, memory_order_relaxed);
         /* How fast workers join moves with the machine's load; follow it. */
         update(join_ns, latency);
         /* The launching thread worked alone until the workers joined, then
          * all shared the rest (as if evenly). */
-        uint64_t alone = helped && latency < spent ? latency : spent;
-        uint64_t total = alone + (spent - alone) * (uint64_t)(p->nworkers + 1);
+        uint64_t first = helped && latency < spent ? latency : spent;
+        uint64_t total = first + (spent - first) * (uint64_t)(p->nworkers + 1);
         update(&c->cost_ps, total * 1000 / rest);
         /* After the join: the indices left when the workers came (those
-         * the launching thread ran alone at its serial rate), over the
-         * time they took. */
-        uint64_t before = serial ? alone * 1000 / serial : 0;
-        if (helped && before < rest && spent > alone)
-            update(&c->joined_ps, (spent - alone) * 1000 / (rest - before));
+         * the launching thread ran alone at its serial rate, atomics
+         * locked), over the time they took. */
+        uint64_t before = serial_ps ? first * 1000 / serial_ps : 0;
+        if (helped && before < rest && spent > first)
+            update(&c->joined_ps, (spent - first) * 1000 / (rest - before));
     } else {
-        timed_serial(entry, begin, end, shape, args, c);
+        run_serial(j, begin, end, TIME_RATE, 1);
         /* A join time measured while the machine was busy would otherwise
          * keep launches near the threshold serial for good: let it fade,
          * so that one of them tries the pool again and measures anew. */
@@ -771,24 +969,60 @@ static void pool_run(tack_host_entry entry, int64_t n, const int64_t *shape, voi
     "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
     "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"
 
-/* The kernel again, as `<name>_tack_restrict_` with every array parameter
- * restrict: the user's body under Tack's own declaration of the parameters
- * (the types the signature was read as). A compiler takes restrict from a
- * function's own parameters, not from its caller's, so only a copy of the
- * kernel itself can tell it that no array overlaps another, which lets it
- * keep a value it loaded in a register across a store through another
- * array. The entry of this copy runs only launches whose arrays are
- * disjoint (checked per launch by the kernel layer). */
-static void cpu_restrict_copy(struct tack_source *b, const struct tack_signature *sig, const char *source)
+/* The same atomics as plain loads and stores, for the copy of the kernel
+ * that runs launches on one thread alone (see "plain atomics" above): one
+ * index at a time, nothing else at once, so a read-modify-write needs no
+ * lock. Integer adds wrap as the locked ones do, through the unsigned
+ * type; TACK_INLINE_ (the prelude's) keeps those a kernel leaves unused
+ * quiet. They replace the macros for the rest of the source, which is the
+ * copy and the entries (which use none). */
+#define CPU_PLAIN_ATOMICS                                                                                          \
+    "#define TACK_PLAIN_ADD_(T, U, s) TACK_INLINE_ T tack_plain_add_##s##_(T *p, T v) "                            \
+    "{ T old = *p; *p = (T)((U)old + (U)v); return old; }\n"                                                     \
+    "#define TACK_PLAIN_PICK_(op, cmp, T, s) TACK_INLINE_ T tack_plain_##op##_##s##_(T *p, T v) "                 \
+    "{ T old = *p; if (v cmp old) *p = v; return old; }\n"                                                        \
+    "TACK_PLAIN_ADD_(int32_t, uint32_t, i32) TACK_PLAIN_ADD_(uint32_t, uint32_t, u32)\n"                         \
+    "TACK_PLAIN_ADD_(int64_t, uint64_t, i64) TACK_PLAIN_ADD_(uint64_t, uint64_t, u64)\n"                         \
+    "TACK_PLAIN_ADD_(float, float, f32) TACK_PLAIN_ADD_(double, double, f64)\n"                                  \
+    "TACK_PLAIN_PICK_(min, <, int32_t, i32) TACK_PLAIN_PICK_(min, <, uint32_t, u32)\n"                           \
+    "TACK_PLAIN_PICK_(min, <, int64_t, i64) TACK_PLAIN_PICK_(min, <, uint64_t, u64)\n"                           \
+    "TACK_PLAIN_PICK_(max, >, int32_t, i32) TACK_PLAIN_PICK_(max, >, uint32_t, u32)\n"                           \
+    "TACK_PLAIN_PICK_(max, >, int64_t, i64) TACK_PLAIN_PICK_(max, >, uint64_t, u64)\n"                           \
+    "#undef TACK_ATOMIC_INT_\n#undef tack_atomic_add\n#undef tack_atomic_min\n#undef tack_atomic_max\n"          \
+    "#define TACK_ATOMIC_INT_(op, p, v) _Generic((p), int32_t *: tack_plain_##op##_i32_, "                       \
+    "uint32_t *: tack_plain_##op##_u32_, int64_t *: tack_plain_##op##_i64_, "                                     \
+    "uint64_t *: tack_plain_##op##_u64_)((p), (v))\n"                                                             \
+    "#define tack_atomic_add(p, v) _Generic((p), int32_t *: tack_plain_add_i32_, "                               \
+    "uint32_t *: tack_plain_add_u32_, int64_t *: tack_plain_add_i64_, uint64_t *: tack_plain_add_u64_, "         \
+    "float *: tack_plain_add_f32_, double *: tack_plain_add_f64_)((p), (v))\n"                                  \
+    "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
+    "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"
+
+/* The kernel again, as `<name><suffix>`, with `qualifier` ("restrict "
+ * or "") after the `*` of every array parameter: the user's body under
+ * Tack's own declaration of the parameters (the types the signature was
+ * read as).
+ *
+ * `<name>_tack_restrict_` has every array restrict. A compiler takes
+ * restrict from a function's own parameters, not from its caller's, so
+ * only a copy of the kernel itself can tell it that no array overlaps
+ * another, which lets it keep a value it loaded in a register across a
+ * store through another array. The entry of this copy runs only launches
+ * whose arrays are disjoint (checked per launch by the kernel layer).
+ *
+ * `<name>_tack_plain_` is compiled under the plain atomics (CPU_PLAIN_ATOMICS)
+ * for launches that run on one thread alone. */
+static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *sig, const char *source,
+                            const char *suffix, const char *qualifier)
 {
-    tack_source_put(b, "static inline void %s_tack_restrict_(", sig->name);
+    tack_source_put(b, "static inline void %s%s(", sig->name, suffix);
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
     for (int k = 0; k < sig->nparams; k++) {
         const struct tack_param *p = &sig->params[k];
         const char *type = tack_dtype_c_type(p->dtype);
         if (p->is_array)
-            tack_source_put(b, ", %s%s *restrict %s", p->writable ? "" : "const ", type, p->name);
+            tack_source_put(b, ", %s%s *%s%s", p->writable ? "" : "const ", type, qualifier, p->name);
         else
             tack_source_put(b, ", %s %s", type, p->name);
     }
@@ -800,11 +1034,15 @@ static void cpu_restrict_copy(struct tack_source *b, const struct tack_signature
  * range may begin and end inside a row (the pool cuts the domain where it
  * likes); each row's part is one loop over the last index, contiguous in
  * memory for a kernel that indexes a[i * w + j], and vectorisable: indices
- * are independent by contract, which TACK_SIMD_ tells the compiler. The
- * position of begin costs a division per range, not per index. */
+ * are independent by contract, which TACK_SIMD_ tells the compiler, unless
+ * `simd` is 0 (the plain atomics' entry: there two indices may update the
+ * same element, and lanes that load it together would lose all but one
+ * update; Clang does vectorise a histogram so). The position of begin
+ * costs a division per range, not per index. */
 static void cpu_entry_point(struct tack_source *b, const struct tack_signature *sig, const char *entry,
-                            const char *function)
+                            const char *function, int simd)
 {
+
     tack_source_put(b,
                     "TACK_EXPORT_ void %s(int64_t tack_begin_, int64_t tack_end_, const int64_t *tack_shape_, "
                     "void *const *tack_args_);\n"
@@ -822,8 +1060,10 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     if (sig->nparams == 0)
         tack_source_put(b, "    (void)tack_args_;\n");
     if (sig->ndim == 1) {
-        tack_source_put(b, "    (void)tack_shape_;\n    TACK_SIMD_\n"
-                           "    for (tack_index tack_i_ = tack_begin_; tack_i_ < tack_end_; tack_i_++)\n        ");
+        tack_source_put(b,
+                        "    (void)tack_shape_;\n%s"
+                        "    for (tack_index tack_i_ = tack_begin_; tack_i_ < tack_end_; tack_i_++)\n        ",
+                        simd ? "    TACK_SIMD_\n" : "");
         tack_source_call(b, sig, function);
         tack_source_put(b, "}\n");
         return;
@@ -841,9 +1081,9 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
                     "        const tack_index tack_stop_ = tack_end_ - tack_begin_ < tack_w_ - tack_at_ ? "
                     "tack_at_ + (tack_end_ - tack_begin_) : tack_w_;\n"
                     "        tack_begin_ += tack_stop_ - tack_at_;\n"
-                    "        TACK_SIMD_\n"
+                    "%s"
                     "        for (tack_index %s = tack_at_; %s < tack_stop_; %s++)\n            ",
-                    last, last, last);
+                    simd ? "        TACK_SIMD_\n" : "", last, last, last);
     tack_source_call(b, sig, function);
     tack_source_put(b, "        tack_at_ = 0;\n");
     if (sig->ndim == 2)
@@ -856,9 +1096,12 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
 
 /* The entry points are host C that the system compiler builds (the kernel
  * layer does, into the shared cache: the dialect's code is offline host
- * code and there is no kernel_compile): TACK_ENTRY_NAME, and, where
- * restrict can matter, TACK_ENTRY_NAME "_restrict" over the restrict copy. Each unpacks the
- * argument array into typed locals and runs a range of the domain. */
+ * code and there is no kernel_compile): TACK_ENTRY_NAME; where restrict
+ * can matter, TACK_ENTRY_NAME "_restrict" over the restrict copy; and for
+ * a kernel whose source uses Tack's atomics, TACK_ENTRY_NAME "_plain"
+ * over the plain copy. Each unpacks the argument array into typed locals
+ * and runs a range of the domain. A kernel without atomics gets the same
+ * source as before there was a plain entry, so its cached object stays. */
 static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
     /* Restrict says nothing of a kernel with one array, or none it stores
@@ -870,18 +1113,30 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
         written |= sig->params[k].writable;
     }
     int variant = arrays > 1 && written;
+    /* Atomics in a helper the kernel calls stay locked in the plain copy
+     * too (only the kernel's own body is copied): slower, still right. */
+    int atomics = strstr(source, "tack_atomic_") != NULL;
     if (variant)
-        cpu_restrict_copy(b, sig, source);
+        cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ");
+    if (atomics) {
+        tack_source_put(b, "%s", CPU_PLAIN_ATOMICS);
+        cpu_kernel_copy(b, sig, source, "_tack_plain_", "");
+    }
     tack_source_put(b, "#if defined(__GNUC__)\n#pragma GCC visibility pop\n"
                        "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
                        "#if defined(__clang__)\n#define TACK_SIMD_ _Pragma(\"clang loop vectorize(assume_safety)\")\n"
                        "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
                        "#else\n#define TACK_SIMD_\n#endif\n");
-    char restricted[TACK_NAME_MAX + 32];
-    snprintf(restricted, sizeof restricted, "%s_tack_restrict_", sig->name);
-    cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL);
-    if (variant)
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", restricted);
+    char copy[TACK_NAME_MAX + 32];
+    cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL, 1);
+    if (variant) {
+        snprintf(copy, sizeof copy, "%s_tack_restrict_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 1);
+    }
+    if (atomics) {
+        snprintf(copy, sizeof copy, "%s_tack_plain_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0);
+    }
 }
 
 static const struct tack_dialect cpu_dialect = {
@@ -930,6 +1185,7 @@ static const struct tack_dialect cpu_dialect = {
 /* A loaded kernel: its entries, and its measured cost of one index. */
 struct cpu_kernel {
     tack_host_entry entry, entry_restrict;
+    tack_host_entry entry_plain; /* NULL: the kernel uses no atomics */
     struct run_costs costs;
 };
 
@@ -943,9 +1199,15 @@ static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code 
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
     k->entry = code->host;
     k->entry_restrict = code->host_restrict ? code->host_restrict : code->host;
+    k->entry_plain = code->host_plain;
+    if (k->entry_plain)
+        pthread_once(&atomics_once, atomics_register_fork);
     atomic_init(&k->costs.cost_ps, 0);
     atomic_init(&k->costs.serial_ps, 0);
+    atomic_init(&k->costs.plain_ps, 0);
     atomic_init(&k->costs.joined_ps, 0);
+    atomic_init(&k->costs.kept, 0);
+    atomic_init(&k->costs.probed, 0);
     *out = k;
     return TACK_OK;
 }
@@ -956,10 +1218,20 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const st
     (void)device;
     struct cpu_kernel *k = kernel;
     tack_host_entry e = l->disjoint ? k->entry_restrict : k->entry;
-    if (l->n < 2 && atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed))
+    if (l->n < 2 && atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed)) {
+        /* One index: plain atomics would save nothing. */
+        if (!k->entry_plain) {
+            e(0, l->n, l->shape, l->args);
+            return TACK_OK;
+        }
+        locked_begin();
         e(0, l->n, l->shape, l->args);
-    else
-        pool_run(e, l->n, l->shape, l->args, &k->costs);
+        locked_end();
+        return TACK_OK;
+    }
+    struct job j = {e, l->private_memory ? k->entry_plain : NULL, k->entry_plain != NULL, l->shape, l->args,
+                    &k->costs};
+    pool_run(&j, l->n);
     return TACK_OK;
 }
 

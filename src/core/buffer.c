@@ -6,13 +6,16 @@
 
 long tack_buffer_live_count(void) { return tack_count_total(TACK_COUNT_BUFFERS); }
 
-/* The four kinds of buffer. Memory Tack made goes back to the backend that
+/* The five kinds of buffer. Memory Tack made goes back to the backend that
  * made it; memory someone else owns is never freed here, and an importer's
- * deleter runs instead where there is one. */
+ * deleter runs instead where there is one. Exportable memory is owned like
+ * any other, but another process may map it. */
 static void free_backend_memory(tack_buffer *b) { b->device->ops->free(b->device, b->data, b->alloc_ctx); }
 static void call_deleter(tack_buffer *b) { b->release(b->release_ctx); }
 
-static const struct tack_buffer_kind owned = {.owned = 1, .shared = 0, .free = free_backend_memory};
+static const struct tack_buffer_kind owned = {
+    .owned = 1, .shared = 0, .process_private = 1, .free = free_backend_memory};
+static const struct tack_buffer_kind exportable_kind = {.owned = 1, .shared = 0, .free = free_backend_memory};
 static const struct tack_buffer_kind mapped = {.owned = 1, .shared = 1, .free = free_backend_memory};
 static const struct tack_buffer_kind wrapped = {.owned = 0, .shared = 1, .free = NULL};
 static const struct tack_buffer_kind imported = {.owned = 0, .shared = 1, .free = call_deleter};
@@ -55,7 +58,7 @@ tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable
 {
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "tack_buffer_alloc: device and out must not be NULL");
-    tack_buffer *b = buffer_new(device, &owned, NULL, nbytes, 0);
+    tack_buffer *b = buffer_new(device, exportable ? &exportable_kind : &owned, NULL, nbytes, 0);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
     /* Zero-size arrays still get a distinct, valid address to export. */

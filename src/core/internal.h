@@ -14,8 +14,17 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
 #endif
     ;
 
-/* Live-object counters (src/core/counters.c), per thread, summed on read. */
-enum tack_count_kind { TACK_COUNT_ARRAYS, TACK_COUNT_BUFFERS, TACK_COUNT_EXPORTS, TACK_COUNT_KINDS };
+/* Counters (src/core/counters.c), per thread, summed on read: live
+ * objects, and three counts of CPU runs (tack_kernel_atomic_runs). */
+enum tack_count_kind {
+    TACK_COUNT_ARRAYS,
+    TACK_COUNT_BUFFERS,
+    TACK_COUNT_EXPORTS,
+    TACK_COUNT_PLAIN_RUNS,
+    TACK_COUNT_PLAIN_REFUSED,
+    TACK_COUNT_LOCKED_WAITS,
+    TACK_COUNT_KINDS
+};
 void tack_count_add(enum tack_count_kind kind, long delta);
 long tack_count_total(enum tack_count_kind kind);
 
@@ -195,6 +204,10 @@ struct tack_buffer_kind {
     /* Shared from the start: another party may touch the memory at any
      * moment with no Tack call in between (see tack_buffer_share). */
     int shared;
+    /* No other process can write the memory: Tack allocated it, and not
+     * as exportable (a memory file another process may map). Memory made
+     * elsewhere may be anyone's mapping, so it is not. */
+    int process_private;
     /* optional: nothing, the memory is someone else's to free. Undoes what
      * made the memory, exactly once, when the last reference goes. */
     void (*free)(tack_buffer *buffer);

@@ -127,6 +127,11 @@ struct tack_launch {
     /* No array the kernel may store through overlaps another array
      * argument: code that assumes no aliasing (restrict) computes the same. */
     int disjoint;
+    /* Set only for a kernel whose source uses Tack's atomics: no array it
+     * may store through is memory another process can write (each is
+     * process_private), so that only this process's launches can update
+     * it at the same time. */
+    int private_memory;
 };
 
 /* Code for one backend, as its kernel_compile makes it and its kernel_load
@@ -164,6 +169,11 @@ struct tack_kernel_code {
     /* TACK_CODE_HOST, optional: the same kernel with every array parameter
      * restrict, for launches whose arrays are disjoint. */
     tack_host_entry host_restrict;
+    /* TACK_CODE_HOST, present exactly when the kernel's source uses Tack's
+     * atomics: the same kernel with its atomics as plain loads and stores,
+     * for a launch that runs on one thread while no other launch with
+     * atomics runs (see the cpu backend). */
+    tack_host_entry host_plain;
 };
 
 /* One compile, as the kernel layer asks a backend for it. */

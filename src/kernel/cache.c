@@ -910,7 +910,7 @@ static tack_status find_compiler(struct compiler *c)
 /* Loads a cached object after checking it is trusted and whole. Between
  * the check and dlopen only this user could replace it (the directory is
  * private), and Tack replaces a file only with another whole one. */
-static tack_status load(const char *path, void **handle, tack_host_entry *entry, tack_host_entry *entry_restrict)
+static tack_status load(const char *path, void **handle, struct tack_kernel_code *code)
 {
     if (!object_verified(path))
         return tack_error_set(TACK_ERUNTIME,
@@ -922,18 +922,21 @@ static tack_status load(const char *path, void **handle, tack_host_entry *entry,
         const char *why = dlerror();
         return tack_error_set(TACK_ERUNTIME, "cannot load the compiled kernel %s: %s", path, why ? why : "?");
     }
-    /* The restrict variant is there only where restrict can matter. */
-    void *sym = dlsym(h, TACK_ENTRY_NAME), *rsym = dlsym(h, TACK_ENTRY_NAME "_restrict");
+    /* The restrict variant is there only where restrict can matter, the
+     * plain one only for a kernel with atomics. */
+    void *sym = dlsym(h, TACK_ENTRY_NAME), *rsym = dlsym(h, TACK_ENTRY_NAME "_restrict"),
+         *psym = dlsym(h, TACK_ENTRY_NAME "_plain");
     if (!sym) {
         dlclose(h);
         return tack_error_set(TACK_ERUNTIME, "the compiled kernel %s has no %s", path, TACK_ENTRY_NAME);
     }
     *handle = h;
     /* dlsym returns an object pointer; POSIX guarantees the conversion. */
-    memcpy(entry, &sym, sizeof sym);
+    memcpy(&code->host, &sym, sizeof sym);
     if (!rsym)
         rsym = sym;
-    memcpy(entry_restrict, &rsym, sizeof rsym);
+    memcpy(&code->host_restrict, &rsym, sizeof rsym);
+    memcpy(&code->host_plain, &psym, sizeof psym);
     return TACK_OK;
 }
 
@@ -1022,8 +1025,7 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
     return st;
 }
 
-tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry,
-                              tack_host_entry *entry_restrict)
+tack_status tack_host_compile(const char *name, const char *source, void **handle, struct tack_kernel_code *code)
 {
     /* Read first, so that a limit that cannot be read is refused whether
      * or not this kernel needs compiling. */
@@ -1064,14 +1066,14 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
     char final[4200];
     if (snprintf(final, sizeof final, "%s/cpu-%s.so", dir, hex) >= (int)sizeof final)
         return too_long(dir);
-    if (load(final, handle, entry, entry_restrict) == TACK_OK)
+    if (load(final, handle, code) == TACK_OK)
         return TACK_OK;
     /* Missing, damaged, or not this user's: built again, and the rename
      * replaces what was there. */
     st = compile_to(&c, name, dir, hex, source, final, limit_ns);
     if (st != TACK_OK)
         return st;
-    return load(final, handle, entry, entry_restrict);
+    return load(final, handle, code);
 }
 
 tack_status tack_kernel_cache_dir(char *out, size_t cap)

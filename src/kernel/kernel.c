@@ -29,6 +29,7 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
     }
     atomic_init(&k->refs, 1);
     k->first_writable = -1;
+    k->uses_atomics = strstr(source, "tack_atomic_") != NULL;
     for (int i = 0; i < k->sig.nparams; i++) {
         const struct tack_param *p = &k->sig.params[i];
         k->arg_sizes[i] = p->is_array ? sizeof(void *) : tack_dtype_size(p->dtype);
@@ -291,7 +292,7 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
     }
     if (!ops->kernel_compile) {
         /* Host C: the system C compiler builds it into the shared cache. */
-        st = tack_host_compile(k->sig.name, job.source, &b->handle, &b->code.host, &b->code.host_restrict);
+        st = tack_host_compile(k->sig.name, job.source, &b->handle, &b->code);
         b->code.kind = TACK_CODE_HOST;
     } else {
         st = compile_kept(ops, &job, &b->code);
@@ -532,6 +533,17 @@ static int overlapping(const tack_kernel *k, const tack_arg *args)
     return 0;
 }
 
+/* Whether every array the kernel may store through is memory no other
+ * process can write, so that a backend may update it without locked
+ * atomics when this process runs nothing else on it. */
+static int private_written(const tack_kernel *k, const tack_arg *args)
+{
+    for (int w = 0; w < k->sig.nparams; w++)
+        if (k->sig.params[w].writable && !args[w].value.array->buffer->kind->process_private)
+            return 0;
+    return 1;
+}
+
 static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
                           size_t nargs)
 {
@@ -620,7 +632,7 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
             return st;
         atomic_store_explicit(&k->last, l, memory_order_release);
     }
-    struct tack_launch run = {ndim, shape, n, vals, !overlapping(k, args)};
+    struct tack_launch run = {ndim, shape, n, vals, !overlapping(k, args), k->uses_atomics && private_written(k, args)};
     return tack_queue_launch(d, l->handle, &run, bufs, nbufs);
 }
 

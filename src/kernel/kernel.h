@@ -55,6 +55,7 @@ struct tack_kernel {
     int first_writable;
     int uses_f64;
     uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
+    int uses_atomics; /* the source names tack_atomic_ */
     size_t arg_sizes[TACK_KERNEL_MAX_PARAMS];
 
     /* Guards everything below but the atomic. */
@@ -67,11 +68,11 @@ struct tack_kernel {
 };
 
 /* Compiles host source with the system C compiler into the cache and loads it
- * (cache.c). On success *handle is a dlopen handle, *entry its entry and
- * *entry_restrict the entry of its restrict variant.
- * Sets the thread's compile log on a compile error. */
-tack_status tack_host_compile(const char *name, const char *source, void **handle, tack_host_entry *entry,
-                              tack_host_entry *entry_restrict);
+ * (cache.c). On success *handle is a dlopen handle and code's host,
+ * host_restrict and host_plain its entries (host_restrict is host where
+ * the object has no restrict variant; host_plain NULL where it has no
+ * plain one). Sets the thread's compile log on a compile error. */
+tack_status tack_host_compile(const char *name, const char *source, void **handle, struct tack_kernel_code *code);
 
 /* The cache directory, created when missing (cache.c). TACK_ERUNTIME when
  * it cannot be made or is not private (owned by another user, writable by

@@ -170,6 +170,15 @@ static PyObject *py_live_counts(PyObject *m, PyObject *unused)
                          "exports", tack_dlpack_live_exports());
 }
 
+static PyObject *py_atomic_runs(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    long plain, refused, waited;
+    tack_kernel_atomic_runs(&plain, &refused, &waited);
+    return Py_BuildValue("{s:l,s:l,s:l}", "plain", plain, "refused", refused, "waited", waited);
+}
+
 static PyMethodDef module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))py_empty, METH_VARARGS | METH_KEYWORDS,
      "empty(shape, dtype='float32', *, device=None, exportable=False)\n--\n\nA new zero-filled array."},
@@ -190,6 +199,9 @@ static PyMethodDef module_methods[] = {
      "returned as it is. With the CUDA Array Interface, Tack's stream is ordered after the producer's stream on "
      "the device, with no host wait."},
     {"live_counts", py_live_counts, METH_NOARGS, "Live C objects: arrays, buffers and DLPack exports."},
+    {"atomic_runs", py_atomic_runs, METH_NOARGS,
+     "CPU runs of kernels with atomics: on one thread with plain atomics, kept locked because another "
+     "launch with atomics ran, and locked launches that waited for a plain one (tack_kernel_atomic_runs)."},
     {NULL, NULL, 0, NULL},
 };
 

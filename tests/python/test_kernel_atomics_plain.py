@@ -1,0 +1,330 @@
+"""Plain atomics: a CPU launch that runs on one thread performs its
+kernel's tack_atomic_* as plain loads and stores, but only on memory no
+other process can write and only while no other launch with atomics runs
+in the process. Each case runs in a child process with a timeout: the
+thread count and the serial threshold are read once per process, and a
+broken exclusion could hang as well as miscount."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tack
+import tack._tack as _tack
+
+
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+HIST = "void hist(tack_index i, const uint8_t *v, uint32_t *bins) { tack_atomic_add(&bins[v[i]], 1u); }"
+
+
+def run_child(script, env=None, args=(), timeout=180):
+    """Runs `script` (HIST in it stands for the histogram's source) in a
+    new interpreter; its output. TACK_SERIAL_BELOW only where `env` sets it."""
+    environ = {k: v for k, v in os.environ.items() if k != "TACK_SERIAL_BELOW"}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script).replace("HIST", repr(HIST)), *args],
+        capture_output=True,
+        text=True,
+        env=dict(environ, **(env or {})),
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def compilers():
+    """The system compiler, and clang where it is installed: Clang
+    vectorises a loop of plain read-modify-writes it is told has no
+    dependences (a histogram's lanes then lose each other's updates), GCC
+    12 does not."""
+    found = [None]
+    if shutil.which("clang"):
+        found.append("clang")
+    return found
+
+
+# --------------------------------------------------------------------------
+# one thread
+
+ONE_THREAD = """
+    import numpy as np, tack, tack._tack as _t
+
+    def plain_runs():
+        return _t.atomic_runs()["plain"]
+
+    k = tack.Kernel(HIST)
+    vn = np.random.default_rng(11).integers(0, 256, 10**6, dtype=np.uint8)
+    v, bins = tack.array(vn), tack.zeros(256, tack.u32)
+    before = plain_runs()
+    for _ in range(5):
+        k.launch(vn.size, v, bins)
+    assert plain_runs() >= before + 5, "the launches did not take the plain entry"
+    assert (bins.to_numpy() == 5 * np.bincount(vn, minlength=256)).all(), "plain histogram differs from bincount"
+
+    # Every type and operation, through the value each returns: the old
+    # values of one element are distinct when each add saw the one before.
+    for np_t, c_t in [("int32", "int32_t"), ("uint32", "uint32_t"), ("int64", "int64_t"),
+                      ("uint64", "uint64_t"), ("float32", "float"), ("float64", "double")]:
+        add = tack.Kernel(f"void add(tack_index i, const {c_t} *v, {c_t} *sum, {c_t} *old) "
+                          "{ old[i] = tack_atomic_add(&sum[i % 4], v[i]); }")
+        n = 100_003
+        xn = (np.arange(n) % 3 + 1).astype(np_t)
+        total, old = tack.zeros(4, np_t), tack.zeros(n, np_t)
+        before = plain_runs()
+        add.launch(n, tack.array(xn), total, old)
+        assert plain_runs() > before, np_t
+        want = [xn[r::4].sum(dtype=np.float64) for r in range(4)]
+        assert np.array_equal(total.to_numpy().astype(np.float64), want), np_t
+        olds = old.to_numpy()
+        for r in range(4):
+            assert len(np.unique(olds[r::4])) == len(olds[r::4]), np_t
+        if np_t.startswith("float"):
+            continue
+        mm = tack.Kernel(f"void mm(tack_index i, const {c_t} *v, {c_t} *lo, {c_t} *hi, {c_t} *seen) "
+                         "{ seen[i] = tack_atomic_min(&lo[0], v[i]); tack_atomic_max(&hi[0], v[i]); }")
+        info = np.iinfo(np_t)
+        wn = np.random.default_rng(3).integers(info.min, info.max, n, dtype=np_t, endpoint=True)
+        lo, hi = tack.array(np.array([info.max], np_t)), tack.array(np.array([info.min], np_t))
+        seen = tack.zeros(n, np_t)
+        before = plain_runs()
+        mm.launch(n, tack.array(wn), lo, hi, seen)
+        assert plain_runs() > before, np_t
+        assert lo.to_numpy()[0] == wn.min() and hi.to_numpy()[0] == wn.max(), np_t
+        # min returns the value before: the running minimum, in index order.
+        running = np.minimum.accumulate(np.concatenate([[info.max], wn]))[:-1].astype(np_t)
+        assert np.array_equal(seen.to_numpy(), running), np_t
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("cc", compilers())
+def test_plain_atomics_on_one_thread_equal_bincount_and_return_the_value_before(cc, tmp_path):
+    env = {"TACK_NUM_THREADS": "1", "TACK_CACHE_DIR": str(tmp_path)}
+    if cc:
+        env["TACK_CC"] = cc
+    assert run_child(ONE_THREAD, env).split() == ["ok"]
+
+
+def test_launches_left_to_the_pool_take_the_plain_entry():
+    """With the measured choice (no fixed threshold, every core), a
+    histogram's launches are faster on one thread with plain atomics than
+    on all with locked ones: the pool keeps them serial, and plain."""
+    script = """
+        import numpy as np, tack, tack._tack as _t
+        k = tack.Kernel(HIST)
+        vn = np.random.default_rng(2).integers(0, 256, 2 * 10**6, dtype=np.uint8)
+        v, bins = tack.array(vn), tack.zeros(256, tack.u32)
+        k.launch(vn.size, v, bins)
+        before = _t.atomic_runs()["plain"]
+        for _ in range(10):
+            k.launch(vn.size, v, bins)
+        assert _t.atomic_runs()["plain"] >= before + 9, _t.atomic_runs()
+        assert (bins.to_numpy() == 11 * np.bincount(vn, minlength=256)).all()
+        print("ok")
+    """
+    assert run_child(script, {"TACK_NUM_THREADS": "2"}).split() == ["ok"]
+
+
+# --------------------------------------------------------------------------
+# other launches at the same time
+
+CONCURRENT = """
+    import sys, threading, numpy as np, tack, tack._tack as _t
+
+    k = tack.Kernel(HIST)
+    sizes = [int(s) for s in sys.argv[1:3]]
+    rng = np.random.default_rng(5)
+    values = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+    arrays = [tack.array(v) for v in values]
+    bins = tack.zeros(256, tack.u32)
+    before = _t.atomic_runs()
+    state = {"rounds": 0, "stop": False}
+
+    def met_count(runs):
+        # Launches that found another: a plain one refused, a locked one waiting.
+        return runs["refused"] + runs["waited"]
+
+    def decide():
+        # Rounds go on until the launches have met often enough (how
+        # often they run at once depends on what else the machine runs).
+        state["rounds"] += 1
+        now = _t.atomic_runs()
+        met = min(now["plain"] - before["plain"], met_count(now) - met_count(before)) >= 5
+        state["stop"] = state["rounds"] >= 2000 or (state["rounds"] >= 20 and met)
+
+    start, end = threading.Barrier(2), threading.Barrier(2, action=decide)
+    failures = []
+
+    def launcher(t):
+        try:
+            while True:
+                start.wait()
+                k.launch(values[t].size, arrays[t], bins)
+                end.wait()
+                if state["stop"]:
+                    return
+        except BaseException as exc:
+            failures.append(exc)
+            start.abort()
+            end.abort()
+
+    threads = [threading.Thread(target=launcher, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    after = _t.atomic_runs()
+    want = state["rounds"] * sum(np.bincount(v, minlength=256).astype(np.int64) for v in values)
+    got = bins.to_numpy().astype(np.int64)
+    print("rounds", state["rounds"], "plain", after["plain"] - before["plain"],
+          "met", met_count(after) - met_count(before), "lost", int((want - got).sum()))
+"""
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        pytest.param((1_000_000, 3_000_000), id="one-serial-one-parallel"),
+        pytest.param((2_000_000, 2_000_000), id="both-serial"),
+    ],
+)
+def test_two_threads_launching_into_one_array_count_exactly(sizes):
+    """Two Python threads launch the same histogram kernel into the same
+    bins, round after round, started together. Launches below 3 x 10^6
+    indices run on one thread (with plain atomics when they may), larger
+    ones on the pool with locked atomics. Every count must arrive; and the
+    launches did meet (a serial launch found another running and kept
+    locked atomics, or a locked launch waited for a plain one) and did run
+    plain, or the case proved nothing."""
+    env = {"TACK_SERIAL_BELOW": "3000000", "TACK_NUM_THREADS": "2"}
+    out = run_child(CONCURRENT, env, args=[str(x) for x in sizes]).split()
+    stats = dict(zip(out[::2], (int(x) for x in out[1::2])))
+    assert stats["lost"] == 0, f"counts lost with launches at the same time: {stats}"
+    assert stats["plain"] >= 5 and stats["met"] >= 5, stats
+
+
+FORKED = """
+    import os, numpy as np, tack, tack._tack as _t
+
+    k = tack.Kernel(HIST)
+    kind = os.environ["BINS"]
+    bins = tack.zeros(256, tack.u32, exportable=True) if kind == "exportable" else None
+    if kind == "wrapped":
+        import mmap
+        shared = mmap.mmap(-1, 1024)            # MAP_SHARED: the child writes the same pages
+        bins = tack.from_dlpack(np.frombuffer(shared, np.uint32))
+    vn = np.random.default_rng(9).integers(0, 256, 200_000, dtype=np.uint8)
+    v = tack.array(vn)
+    k.launch(vn.size, v, tack.zeros(256, tack.u32))   # compiled before the fork
+    go_r, go_w = os.pipe()
+    before = _t.atomic_runs()["plain"]
+    pid = os.fork()
+    if pid == 0:
+        os.read(go_r, 1)
+        for _ in range(100):
+            k.launch(vn.size, v, bins)
+        os._exit(0 if _t.atomic_runs()["plain"] == before else 3)
+    os.write(go_w, b"g")
+    for _ in range(100):
+        k.launch(vn.size, v, bins)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child ran plain atomics on shared memory"
+    assert _t.atomic_runs()["plain"] == before, "plain atomics on memory another process writes"
+    got = bins.to_numpy().astype(np.int64)
+    lost = int((200 * np.bincount(vn, minlength=256) - got).sum())
+    print("lost", lost)
+"""
+
+
+@pytest.mark.parametrize("kind", ["exportable", "wrapped"])
+def test_memory_another_process_writes_keeps_locked_atomics(kind):
+    """A process and its fork child launch the histogram into the same
+    shared pages at the same time, each on one thread: the process-wide
+    exclusion cannot see the other process, so only locked atomics count
+    right. Exportable memory is Tack's own shared kind; wrapped memory may
+    be anyone's mapping (here a shared anonymous one)."""
+    out = run_child(FORKED, {"TACK_NUM_THREADS": "1", "BINS": kind}).split()
+    assert out == ["lost", "0"]
+
+
+def test_one_index_launches_with_atomics_count_and_leave_the_word_free():
+    """A 1-index launch registers with locked atomics and must deregister:
+    a launch on one thread afterwards still gets plain atomics."""
+    script = """
+        import numpy as np, tack, tack._tack as _t
+        k = tack.Kernel(HIST)
+        v, bins = tack.array(np.array([7], np.uint8)), tack.zeros(256, tack.u32)
+        for _ in range(1000):
+            k.launch(1, v, bins)
+        got = bins.to_numpy()
+        assert got[7] == 1000 and got.sum() == 1000, got
+        before = _t.atomic_runs()
+        k.launch(1000, tack.array(np.full(1000, 3, np.uint8)), bins)
+        after = _t.atomic_runs()
+        assert after["plain"] > before["plain"] and after["refused"] == before["refused"], (before, after)
+        assert bins.to_numpy()[3] == 1000
+        print("ok")
+    """
+    assert run_child(script, {"TACK_NUM_THREADS": "1"}).split() == ["ok"]
+
+
+# --------------------------------------------------------------------------
+# what other kernels compile
+
+
+def golden(name):
+    """The kernel's source as written before: its first line, the prelude
+    every kernel shares (kept once, in cpu_prelude.c), then the rest."""
+    def read(part):
+        with open(os.path.join(HERE, "golden", f"cpu_{part}.c")) as f:
+            return f.read()
+
+    first, rest = read(name).split("\n", 1)
+    return f"{first}\n{read('prelude')}{rest}"
+
+
+GOLDEN = {
+    "saxpy": "void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }",
+    "lap": """
+void lap(tack_index i, tack_index j, int64_t h, int64_t w, const float *u, float *out)
+{
+    tack_index k = i * w + j;
+    if (i == 0 || j == 0 || i == h - 1 || j == w - 1) { out[k] = 0.0f; return; }
+    out[k] = u[k - w] + u[k + w] + u[k - 1] + u[k + 1] - 4.0f * u[k];
+}
+""",
+    "fill3": "void fill3(tack_index i, tack_index j, tack_index k, double v, double *o) "
+    "{ o[(i * 4 + j) * 5 + k] = v; }",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_a_kernel_without_atomics_compiles_the_same_source_as_before(name):
+    """The cache key hashes the generated source: a kernel that uses no
+    atomics must keep the byte-identical source it had before the plain
+    entry existed (tests/python/golden, written then), or every cached
+    object in every user's cache would be rebuilt for nothing."""
+    src = tack.Kernel(GOLDEN[name]).generated_source("cpu")
+    src = src.replace(f"Generated by Tack {tack.__version__} ", "Generated by Tack VERSION ", 1)
+    assert src == golden(name)
+    assert "_plain" not in src
+
+
+def test_a_kernel_with_atomics_adds_the_plain_entry_without_simd_and_keeps_the_rest():
+    src = tack.Kernel(HIST).generated_source("cpu")
+    assert "static inline void hist_tack_plain_(tack_index i, const uint8_t *v, uint32_t *bins)" in src
+    plain = src[src.index("void tack_kernel_entry_plain(int64_t tack_begin_, int64_t tack_end_, const int64_t "
+                          "*tack_shape_, void *const *tack_args_)\n{"):]
+    assert "hist_tack_plain_(tack_i_, tack_p0_, tack_p1_);" in plain and "TACK_SIMD_" not in plain
+    # The locked entries are still there, vectorisable as before.
+    assert src.count("TACK_SIMD_\n    for (tack_index tack_i_") == 2
+    assert "__atomic_fetch_" in src
