@@ -213,6 +213,32 @@ tack_status tack_kernel_launch(tack_kernel *kernel, tack_device *device, int64_t
 tack_status tack_kernel_launch_nd(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
                                   const tack_arg *args, size_t nargs);
 
+/* What a caller does around the parts of a launch that may take long, so
+ * that its other threads can run meanwhile (Python releases the GIL):
+ * building the kernel for the device (a compiler process, or a driver
+ * compiling), and running a launch expected to take more than `above_ns`
+ * (tack_kernel_expected_ns; a launch whose time is not known yet, and
+ * every launch on a backend with a queue, counts as taking longer).
+ * begin(context) is called before and end(context) after, on the calling
+ * thread, once each or not at all, with no Tack lock held. */
+typedef struct tack_launch_hooks {
+    uint64_t above_ns;
+    void (*begin)(void *context);
+    void (*end)(void *context);
+    void *context;
+} tack_launch_hooks;
+
+/* tack_kernel_launch_nd, or with `shape` NULL (ndim ignored)
+ * tack_kernel_call's launch over the first array the kernel may store
+ * through, calling `hooks` (NULL: none) around what may take long, as
+ * tack_launch_hooks says. It decides that from the device and domain the
+ * launch runs on, after the checks, so that a short launch costs the
+ * caller no second look at its arguments. Errors as tack_kernel_launch_nd
+ * (tack_kernel_call's, shape NULL); a launch its checks refuse, and an
+ * empty one, call no hook. */
+tack_status tack_kernel_launch_hooked(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
+                                      const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks);
+
 /* tack_kernel_launch_nd over the shape of the array bound to the first
  * parameter the kernel may store through: its size for a kernel of one
  * index, its shape for more. TACK_ETYPE when the kernel has no such

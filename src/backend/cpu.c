@@ -813,12 +813,7 @@ static void run_serial(const struct job *j, uint64_t begin, uint64_t end, int ti
     }
 }
 
-/* Runs entry over [0, n), in parallel when the measured costs say it pays.
- * Kept out of line, so that the launch of one index (cpu_kernel_launch)
- * builds no frame for it. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
+/* Runs entry over [0, n), in parallel when the measured costs say it pays. */
 static void pool_run(const struct job *j, int64_t n)
 {
     struct run_costs *c = j->c;
@@ -1212,26 +1207,61 @@ static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code 
     return TACK_OK;
 }
 
-/* Complete on return: the backend has no queue. */
+/* n indices at `ps` picoseconds each, in nanoseconds; UINT64_MAX for a
+ * cost not measured yet. */
+static uint64_t expected_ns(uint64_t ps, int64_t n)
+{
+    if (!ps)
+        return UINT64_MAX;
+    /* Both below 2^32 (4 ms an index, 4e9 indices): the product fits, and
+     * the check costs no division. */
+    if (((uint64_t)n | ps) >> 32 && (uint64_t)n > UINT64_MAX / ps)
+        return UINT64_MAX;
+    return (uint64_t)n * ps / 1000;
+}
+
+/* A launch that is not one short index without atomics. Out of line, so
+ * that the launch of one (cpu_kernel_launch) builds no frame for it. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void run_launch(struct cpu_kernel *k, tack_host_entry e, uint64_t ps, const struct tack_launch *l)
+{
+    const tack_launch_hooks *h = l->hooks;
+    int begun = h && expected_ns(ps, l->n) > h->above_ns;
+    if (begun)
+        h->begin(h->context);
+    if (l->n < 2 && ps) {
+        /* One index: plain atomics would save nothing; a kernel with
+         * atomics keeps out of a plain run's way. */
+        if (k->entry_plain)
+            locked_begin();
+        e(0, l->n, l->shape, l->args);
+        if (k->entry_plain)
+            locked_end();
+    } else {
+        struct job j = {e, l->private_memory ? k->entry_plain : NULL, k->entry_plain != NULL, l->shape, l->args,
+                        &k->costs};
+        pool_run(&j, l->n);
+    }
+    if (begun)
+        h->end(h->context);
+}
+
+/* Complete on return: the backend has no queue. The launch's hooks are
+ * called around a run expected to take longer than they say, from the
+ * cost the launch reads anyway. */
 static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l)
 {
     (void)device;
     struct cpu_kernel *k = kernel;
     tack_host_entry e = l->disjoint ? k->entry_restrict : k->entry;
-    if (l->n < 2 && atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed)) {
-        /* One index: plain atomics would save nothing. */
-        if (!k->entry_plain) {
-            e(0, l->n, l->shape, l->args);
-            return TACK_OK;
-        }
-        locked_begin();
+    uint64_t ps = atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed);
+    const tack_launch_hooks *h = l->hooks;
+    if (l->n < 2 && ps && !k->entry_plain && (!h || ps / 1000 <= h->above_ns))
         e(0, l->n, l->shape, l->args);
-        locked_end();
-        return TACK_OK;
-    }
-    struct job j = {e, l->private_memory ? k->entry_plain : NULL, k->entry_plain != NULL, l->shape, l->args,
-                    &k->costs};
-    pool_run(&j, l->n);
+    else
+        run_launch(k, e, ps, l);
     return TACK_OK;
 }
 
@@ -1239,10 +1269,7 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const st
 static uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n)
 {
     struct cpu_kernel *k = kernel;
-    uint64_t ps = atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed);
-    if (!ps)
-        return UINT64_MAX;
-    return (uint64_t)n > UINT64_MAX / ps ? UINT64_MAX : (uint64_t)n * ps / 1000;
+    return expected_ns(atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed), n);
 }
 
 static void cpu_kernel_unload(tack_device *device, void *kernel)

@@ -143,7 +143,10 @@ struct tack_backend_ops {
     tack_status (*kernel_launch)(tack_device *device, void *kernel, const struct tack_launch *launch);
     /* optional: UINT64_MAX, not known. How long a launch of `kernel` over
      * n > 0 indices is expected to take, in nanoseconds, from what the
-     * backend measured of its earlier launches; UINT64_MAX before any. */
+     * backend measured of its earlier launches; UINT64_MAX before any. A
+     * backend that has it calls a launch's hooks (tack_launch.hooks)
+     * itself, from the same measure, where it reads it anyway; the kernel
+     * layer calls them around the launches of one without. */
     uint64_t (*kernel_expected_ns)(void *kernel, int64_t n);
     /* optional: nothing to free. Frees what kernel_load made; the kernel
      * layer has waited for the launches of it. */

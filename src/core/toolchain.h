@@ -125,13 +125,18 @@ struct tack_launch {
     int64_t n;            /* their product: the indices in all */
     void *const *args;    /* args[i] points at the value of parameter i (an array's data pointer) */
     /* No array the kernel may store through overlaps another array
-     * argument: code that assumes no aliasing (restrict) computes the same. */
+     * argument: code that assumes no aliasing (restrict) computes the same.
+     * Checked for launches of more than one index only; 0 for one. */
     int disjoint;
     /* Set only for a kernel whose source uses Tack's atomics: no array it
      * may store through is memory another process can write (each is
      * process_private), so that only this process's launches can update
      * it at the same time. */
     int private_memory;
+    /* Set only for a backend with kernel_expected_ns: the caller's hooks
+     * (tack_launch_hooks), which it calls around a run it expects to take
+     * longer than hooks->above_ns (UINT64_MAX: not measured yet). */
+    const tack_launch_hooks *hooks;
 };
 
 /* Code for one backend, as its kernel_compile makes it and its kernel_load

@@ -37,6 +37,13 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
             k->first_writable = i;
         k->uses_f64 |= p->dtype == TACK_F64;
         k->dtypes |= 1u << p->dtype;
+        k->nwritten += p->writable;
+    }
+    for (int i = 0, w = 0, r = k->nwritten; i < k->sig.nparams; i++) {
+        const struct tack_param *p = &k->sig.params[i];
+        if (p->is_array)
+            k->arrays[p->writable ? w++ : r++] = (unsigned char)i;
+        k->narrays += p->is_array;
     }
     pthread_mutex_init(&k->lock, NULL);
     *out = k;
@@ -510,21 +517,40 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
                           k->sig.name, t, tack_dtype_name(p->dtype), given ? given : "non-Tack");
 }
 
+/* Parameter i's array is on `ad`, whose memory domain is not that of `d`,
+ * the launch's device or the earlier arrays' (all on d's domain). */
+static tack_status domain_error(const tack_kernel *k, int i, const tack_device *ad, const tack_device *d)
+{
+    int first_array = 0;
+    while (first_array < i && !k->sig.params[first_array].is_array)
+        first_array++;
+    char an[128], dn[128];
+    domain_name(ad, d, an, sizeof an);
+    domain_name(d, ad, dn, sizeof dn);
+    if (first_array == i)
+        return tack_error_set(TACK_EVALUE,
+                              "parameter '%s' of kernel '%s': the array is on %s, another memory domain than the "
+                              "launch's device %s",
+                              k->sig.params[i].name, k->sig.name, an, dn);
+    return tack_error_set(TACK_EVALUE,
+                          "kernel '%s' got arrays from two memory domains: '%s' is on %s and '%s' on %s; one launch "
+                          "uses one device's memory (copy with to_device first)",
+                          k->sig.name, k->sig.params[first_array].name, dn, k->sig.params[i].name, an);
+}
+
 /* Whether an array the kernel may store through shares bytes with another
  * array argument (the same array twice, a view of it, or memory wrapped
  * twice): then the launch must keep program order between the pointers
- * within an index, and the restrict variant may not run. */
+ * within an index, and the restrict variant may not run. Each pair with a
+ * written array in it is compared once: the written arrays come first in
+ * k->arrays. */
 static int overlapping(const tack_kernel *k, const tack_arg *args)
 {
-    for (int w = 0; w < k->sig.nparams; w++) {
-        if (!k->sig.params[w].writable)
-            continue;
-        const tack_array *a = args[w].value.array;
+    for (int x = 0; x < k->nwritten; x++) {
+        const tack_array *a = args[k->arrays[x]].value.array;
         uintptr_t a0 = (uintptr_t)a->data, a1 = a0 + a->nbytes;
-        for (int o = 0; o < k->sig.nparams; o++) {
-            if (o == w || !k->sig.params[o].is_array)
-                continue;
-            const tack_array *b = args[o].value.array;
+        for (int y = x + 1; y < k->narrays; y++) {
+            const tack_array *b = args[k->arrays[y]].value.array;
             uintptr_t b0 = (uintptr_t)b->data, b1 = b0 + b->nbytes;
             if (a0 < b1 && b0 < a1)
                 return 1;
@@ -538,24 +564,82 @@ static int overlapping(const tack_kernel *k, const tack_arg *args)
  * atomics when this process runs nothing else on it. */
 static int private_written(const tack_kernel *k, const tack_arg *args)
 {
-    for (int w = 0; w < k->sig.nparams; w++)
-        if (k->sig.params[w].writable && !args[w].value.array->buffer->kind->process_private)
+    for (int x = 0; x < k->nwritten; x++)
+        if (!args[k->arrays[x]].value.array->buffer->kind->process_private)
             return 0;
     return 1;
 }
 
-static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
-                          size_t nargs)
+/* *n *= e, for n and e >= 0; 0, *n unchanged, where the product would
+ * pass INT64_MAX. Two factors below 2^31 need no division to know. */
+static inline int extent_mul(int64_t *n, int64_t e)
 {
+    if (((uint64_t)*n | (uint64_t)e) >> 31 && e && *n > INT64_MAX / e)
+        return 0;
+    *n *= e;
+    return 1;
+}
+
+/* The number of indices in a domain of ndim extents; TACK_EVALUE for a
+ * negative extent or more than 2^63 - 1 indices. */
+static tack_status domain_size(const tack_kernel *k, int ndim, const int64_t *shape, int64_t *out)
+{
+    /* A negative extent anywhere is named before a product too large; the
+     * product stops growing at an empty extent. */
+    int64_t n = 1;
+    int too_many = 0;
+    for (int dim = 0; dim < ndim; dim++) {
+        int64_t e = shape[dim];
+        if (e < 0) {
+            if (ndim == 1)
+                return tack_error_set(TACK_EVALUE, "kernel '%s' launched over n = %lld indices; n must be >= 0",
+                                      k->sig.name, (long long)e);
+            return tack_error_set(TACK_EVALUE,
+                                  "kernel '%s' launched with extent %lld for index '%s'; extents must be >= 0",
+                                  k->sig.name, (long long)e, k->sig.index_names[dim]);
+        }
+        if (n && !too_many && !extent_mul(&n, e))
+            too_many = 1;
+    }
+    if (too_many)
+        return tack_error_set(TACK_EVALUE, "kernel '%s' launched over more than 2^63 - 1 indices", k->sig.name);
+    *out = n;
+    return TACK_OK;
+}
+
+/* Launches over `shape`, or, shape NULL, over the shape of the first array
+ * the kernel may store through (tack_kernel_call). */
+static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
+                          size_t nargs, const tack_launch_hooks *hooks)
+{
+    const int from_args = !shape;
+    if (from_args) {
+        if (k->first_writable < 0)
+            return tack_error_set(TACK_ETYPE,
+                                  "kernel '%s' has no parameter it may store through, so no array gives the "
+                                  "launch's size; launch it with an explicit n",
+                                  k->sig.name);
+        ndim = k->sig.ndim;
+        if (ndim > 1) {
+            /* The array's rank is named before the other arguments; a
+             * missing or wrong array there is left to the checks below. */
+            int w = k->first_writable;
+            const tack_array *a = (size_t)w < nargs && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
+            if (a && a->dtype == k->sig.params[w].dtype && a->ndim != ndim)
+                return tack_error_set(TACK_EVALUE,
+                                      "kernel '%s' takes %d indices, but '%s', the first array it may store "
+                                      "through, is %d-D; launch it over a shape: launch((h, w), ...) or "
+                                      "tack_kernel_launch_nd",
+                                      k->sig.name, ndim, k->sig.params[w].name, a->ndim);
+        }
+    }
     const int np = k->sig.nparams;
     if (nargs != (size_t)np)
         return count_error(k, nargs);
     void *vals[TACK_KERNEL_MAX_PARAMS];
-    void *ptrs[TACK_KERNEL_MAX_PARAMS];
     tack_buffer *bufs[TACK_KERNEL_MAX_PARAMS];
     size_t nbufs = 0;
     tack_device *d = device;
-    int first_array = -1;
     for (int i = 0; i < np; i++) {
         const struct tack_param *p = &k->sig.params[i];
         const tack_arg *a = &args[i];
@@ -574,47 +658,37 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
                                   "but the array bound to it is read-only; pass a writable array, or declare "
                                   "the parameter const %s * if the kernel only reads it",
                                   p->name, k->sig.name, tack_dtype_c_type(p->dtype), tack_dtype_c_type(p->dtype));
-        tack_device *ad = arr->buffer->device;
-        if (!d) {
-            d = ad;
-        } else if (ad->domain != d->domain) {
-            char an[128], dn[128];
-            domain_name(ad, d, an, sizeof an);
-            domain_name(d, ad, dn, sizeof dn);
-            if (first_array < 0)
-                return tack_error_set(TACK_EVALUE,
-                                      "parameter '%s' of kernel '%s': the array is on %s, another memory domain "
-                                      "than the launch's device %s",
-                                      p->name, k->sig.name, an, dn);
-            return tack_error_set(TACK_EVALUE,
-                                  "kernel '%s' got arrays from two memory domains: '%s' is on %s and '%s' on %s; "
-                                  "one launch uses one device's memory (copy with to_device first)",
-                                  k->sig.name, k->sig.params[first_array].name, dn, p->name, an);
+        tack_buffer *buf = arr->buffer;
+        tack_device *ad = buf->device;
+        if (ad != d) {
+            if (!d)
+                d = ad;
+            else if (ad->domain != d->domain)
+                return domain_error(k, i, ad, d);
         }
-        if (first_array < 0)
-            first_array = i;
-        ptrs[i] = arr->data;
-        vals[i] = &ptrs[i];
-        bufs[nbufs++] = arr->buffer;
+        /* The array's own data pointer, as an argument value: it never
+         * changes, and the backend reads the values before returning. */
+        vals[i] = &arr->data;
+        bufs[nbufs++] = buf;
     }
     if (ndim != k->sig.ndim)
         return tack_error_set(TACK_EVALUE, "kernel '%s' takes %d ind%s; launch it over a shape of %d extent%s, not %d",
                               k->sig.name, k->sig.ndim, k->sig.ndim == 1 ? "ex" : "ices", k->sig.ndim,
                               k->sig.ndim == 1 ? "" : "s", ndim);
-    for (int dim = 0; dim < ndim; dim++) {
-        if (shape[dim] >= 0)
-            continue;
-        if (ndim == 1)
-            return tack_error_set(TACK_EVALUE, "kernel '%s' launched over n = %lld indices; n must be >= 0",
-                                  k->sig.name, (long long)shape[dim]);
-        return tack_error_set(TACK_EVALUE, "kernel '%s' launched with extent %lld for index '%s'; extents must be >= 0",
-                              k->sig.name, (long long)shape[dim], k->sig.index_names[dim]);
+    int64_t n;
+    if (from_args) {
+        /* Checked above: an array of the parameter's dtype and rank. */
+        const tack_array *a = args[k->first_writable].value.array;
+        n = (int64_t)a->size;
+        shape = ndim > 1 ? a->shape : &n;
+    } else {
+        /* One extent, the common case, is its own product. */
+        n = shape[0];
     }
-    int64_t n = 1;
-    for (int dim = 0; dim < ndim && n; dim++) {
-        if (shape[dim] && n > INT64_MAX / shape[dim])
-            return tack_error_set(TACK_EVALUE, "kernel '%s' launched over more than 2^63 - 1 indices", k->sig.name);
-        n *= shape[dim];
+    if (ndim > 1 || n < 0) {
+        tack_status st = domain_size(k, ndim, shape, &n);
+        if (st != TACK_OK)
+            return st;
     }
     if (!d)
         return tack_error_set(TACK_EVALUE, "kernel '%s' has no array argument to take a device from; pass the "
@@ -624,23 +698,51 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
         return TACK_OK;
 
     struct tack_loaded *l = atomic_load_explicit(&k->last, memory_order_acquire);
+    int begun = 0;
     if (!l || l->device != d) {
+        /* Possibly a build: a compiler, a driver's JIT, a disk. */
+        if (hooks) {
+            hooks->begin(hooks->context);
+            begun = 1;
+        }
         pthread_mutex_lock(&k->lock);
         tack_status st = build_locked(k, d, &l);
         pthread_mutex_unlock(&k->lock);
-        if (st != TACK_OK)
+        if (st != TACK_OK) {
+            if (begun)
+                hooks->end(hooks->context);
             return st;
+        }
         atomic_store_explicit(&k->last, l, memory_order_release);
     }
-    struct tack_launch run = {ndim, shape, n, vals, !overlapping(k, args), k->uses_atomics && private_written(k, args)};
-    return tack_queue_launch(d, l->handle, &run, bufs, nbufs);
+    /* Past a build the hooks have begun. Otherwise a backend that measures
+     * its launches calls them itself, and one that does not has them
+     * called around every launch. */
+    const tack_launch_hooks *backend_hooks = NULL;
+    if (hooks && !begun) {
+        if (d->ops->kernel_expected_ns) {
+            backend_hooks = hooks;
+        } else {
+            hooks->begin(hooks->context);
+            begun = 1;
+        }
+    }
+    /* Restrict pays mostly across indices (vector lanes); for a launch of
+     * one index it would save some reloads within the body, while the
+     * check is a good part of what such a launch costs: not checked. */
+    struct tack_launch run = {ndim, shape, n, vals, n > 1 && !overlapping(k, args),
+                              k->uses_atomics && private_written(k, args), backend_hooks};
+    tack_status st = tack_queue_launch(d, l->handle, &run, bufs, nbufs);
+    if (begun)
+        hooks->end(hooks->context);
+    return st;
 }
 
 tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, const tack_arg *args, size_t nargs)
 {
     if (!k || (nargs && !args))
         return tack_error_set(TACK_EVALUE, "tack_kernel_launch: kernel and args must not be NULL");
-    return launch(k, device, 1, &n, args, nargs);
+    return launch(k, device, 1, &n, args, nargs, NULL);
 }
 
 uint64_t tack_kernel_expected_ns(tack_kernel *k, const tack_device *device, int64_t n)
@@ -659,23 +761,7 @@ tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
 {
     if (!k || (nargs && !args))
         return tack_error_set(TACK_EVALUE, "tack_kernel_call: kernel and args must not be NULL");
-    int w = k->first_writable;
-    if (w < 0)
-        return tack_error_set(TACK_ETYPE,
-                              "kernel '%s' has no parameter it may store through, so no array gives the launch's "
-                              "size; launch it with an explicit n",
-                              k->sig.name);
-    /* A missing or wrong argument is reported by the launch's checks. */
-    const tack_array *a = (size_t)w < nargs && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
-    int64_t own[TACK_KERNEL_MAX_DIMS] = {a ? (int64_t)a->size : 0, 0, 0};
-    if (k->sig.ndim == 1 || !a || a->dtype != k->sig.params[w].dtype)
-        return launch(k, NULL, k->sig.ndim, own, args, nargs);
-    if (a->ndim != k->sig.ndim)
-        return tack_error_set(TACK_EVALUE,
-                              "kernel '%s' takes %d indices, but '%s', the first array it may store through, is "
-                              "%d-D; launch it over a shape: launch((h, w), ...) or tack_kernel_launch_nd",
-                              k->sig.name, k->sig.ndim, k->sig.params[w].name, a->ndim);
-    return launch(k, NULL, a->ndim, a->shape, args, nargs);
+    return launch(k, NULL, 0, NULL, args, nargs, NULL);
 }
 
 int tack_kernel_ndim(const tack_kernel *k) { return k->sig.ndim; }
@@ -690,5 +776,14 @@ tack_status tack_kernel_launch_nd(tack_kernel *k, tack_device *device, int ndim,
 {
     if (!k || !shape || (nargs && !args))
         return tack_error_set(TACK_EVALUE, "tack_kernel_launch_nd: kernel, shape and args must not be NULL");
-    return launch(k, device, ndim, shape, args, nargs);
+    return launch(k, device, ndim, shape, args, nargs, NULL);
+}
+
+tack_status tack_kernel_launch_hooked(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
+                                      const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
+{
+    if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
+        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, args and the hooks' functions "
+                                           "must not be NULL");
+    return launch(k, device, ndim, shape, args, nargs, hooks);
 }

@@ -57,6 +57,11 @@ struct tack_kernel {
     uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
     int uses_atomics; /* the source names tack_atomic_ */
     size_t arg_sizes[TACK_KERNEL_MAX_PARAMS];
+    /* The array parameters, those the kernel may store through first
+     * (nwritten of narrays), so that a launch's overlap check compares
+     * each pair that matters once and looks at no scalar. */
+    int narrays, nwritten;
+    unsigned char arrays[TACK_KERNEL_MAX_PARAMS];
 
     /* Guards everything below but the atomic. */
     pthread_mutex_t lock;

@@ -405,6 +405,96 @@ static void test_launch_checks(void)
     tack_kernel_release(k);
 }
 
+/* ---- hooks around what may take long ---- */
+
+/* What the hooks saw: how often each ran, whether they ever nested or ran
+ * out of turn, and whether on another thread than the launching one. */
+struct hook_log {
+    int begun, ended, out_of_turn, elsewhere;
+    pthread_t thread;
+};
+
+static void hook_begin(void *context)
+{
+    struct hook_log *h = context;
+    h->out_of_turn += h->begun != h->ended;
+    h->elsewhere += !pthread_equal(pthread_self(), h->thread);
+    h->begun++;
+}
+
+static void hook_end(void *context)
+{
+    struct hook_log *h = context;
+    h->ended++;
+    h->out_of_turn += h->begun != h->ended;
+    h->elsewhere += !pthread_equal(pthread_self(), h->thread);
+}
+
+/* A launch calls its hooks around a build and around a run expected to
+ * take longer than their limit, judged by the kernel's measured cost (a
+ * slow kernel's one index counts); a short launch, a refused one and an
+ * empty one call nothing. */
+static void test_launch_hooks(void)
+{
+    struct hook_log h = {0, 0, 0, 0, pthread_self()};
+    /* 100 us: far above what one index of saxpy takes, even its first
+     * (cold) run on a busy machine under the sanitizers. */
+    tack_launch_hooks hooks = {100000, hook_begin, hook_end, &h};
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(saxpy_src, NULL, &k));
+    tack_array *x = vec(TACK_F32, 8), *y = vec(TACK_F32, 8);
+    float *px = tack_array_data(x), *py = tack_array_data(y);
+    for (int i = 0; i < 8; i++)
+        px[i] = (float)i, py[i] = 1.0f;
+    tack_arg args[] = {tack_arg_f32(2.0f), tack_arg_array(x), tack_arg_array(y)};
+    const int64_t one = 1, none = 0;
+    /* The first launch builds (here from the disk cache): hooked. */
+    CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 3, &hooks));
+    CHECK(h.begun == 1 && h.ended == 1 && py[0] == 1.0f && py[1] == 1.0f);
+    /* Built and measured, one index is short. */
+    CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 3, &hooks));
+    CHECK(h.begun == 1 && py[0] == 1.0f);
+    /* No shape: over y, as tack_kernel_call. */
+    CHECK_OK(tack_kernel_launch_hooked(k, NULL, 0, NULL, args, 3, &hooks));
+    CHECK(h.begun == 1 && py[0] == 1.0f && py[7] == 15.0f);
+    CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, &none, args, 3, &hooks));
+    CHECK_STATUS(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 2, &hooks), TACK_ETYPE);
+    CHECK(h.begun == 1 && h.ended == 1);
+    tack_launch_hooks half = {0, hook_begin, NULL, &h};
+    CHECK_STATUS(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 3, &half), TACK_EVALUE);
+    CHECK(h.begun == 1 && py[0] == 1.0f);
+    tack_kernel_release(k);
+
+    /* About a millisecond an index: one index is long, once measured. */
+    tack_kernel *slow = compile("void spin(tack_index i, int64_t n, int64_t *y) { volatile int64_t s = 0; "
+                                "for (int64_t j = 0; j < n; j++) s += j; y[i] = s; }",
+                                NULL);
+    tack_array *out = vec(TACK_I64, 1);
+    tack_arg spins[] = {tack_arg_i64(1 << 20), tack_arg_array(out)};
+    if (slow) {
+        /* Built already, but not measured: not known to be short. */
+        CHECK_OK(tack_kernel_launch_hooked(slow, NULL, 1, &one, spins, 2, &hooks));
+        CHECK(h.begun == 2 && h.ended == 2);
+        CHECK_OK(tack_kernel_launch_hooked(slow, NULL, 1, &one, spins, 2, &hooks));
+        CHECK(h.begun == 3 && h.ended == 3);
+        CHECK(((int64_t *)tack_array_data(out))[0] == ((int64_t)1 << 19) * ((1 << 20) - 1));
+        /* Without hooks, the same launch runs all the same. */
+        CHECK_OK(tack_kernel_launch_hooked(slow, NULL, 1, &one, spins, 2, NULL));
+    }
+    tack_kernel_release(slow);
+
+    /* A build that fails ends what it began. */
+    tack_kernel *bad = NULL;
+    CHECK_OK(tack_kernel_create("void bad(tack_index i, int64_t n, int64_t *y) { y[i] = undeclared; }", NULL, &bad));
+    CHECK_STATUS(tack_kernel_launch_hooked(bad, NULL, 1, &one, spins, 2, &hooks), TACK_ERUNTIME);
+    CHECK(h.begun == 4 && h.ended == 4);
+    CHECK(h.out_of_turn == 0 && h.elsewhere == 0);
+    tack_kernel_release(bad);
+    tack_array_release(out);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
 /* Within one index, the kernel's statements run in program order even
  * when two parameters are the same memory. */
 static void test_aliasing(void)
@@ -759,6 +849,7 @@ int main(void)
     RUN(test_every_dtype);
     RUN(test_new_dtypes);
     RUN(test_launch_checks);
+    RUN(test_launch_hooks);
     RUN(test_aliasing);
     RUN(test_parallel_coverage);
     RUN(test_threads);

@@ -13,7 +13,6 @@ typedef struct {
     tack_kernel *kernel;
     int nparams;
     int ndim; /* index parameters */
-    int first_writable;
     /* Per parameter, from the signature, so that a launch need not ask. */
     unsigned char is_array[TACK_KERNEL_MAX_PARAMS];
     unsigned char dtype[TACK_KERNEL_MAX_PARAMS];
@@ -29,6 +28,22 @@ static PyTypeObject Kernel_Type;
  * own measured cost says how long it will take (tack_kernel_expected_ns),
  * so a slow kernel releases it however few indices it runs. */
 #define RELEASE_GIL_NS 2000
+
+/* The hooks of a launch (tack_launch_hooks): the GIL released as for a
+ * compile, so that Ctrl-C stops a compiler the launch waits for. */
+struct released {
+    tack_py_released gil;
+    int ran; /* Python's signal handlers may have run, and raised */
+};
+
+static void release_gil(void *context)
+{
+    struct released *r = context;
+    r->ran = 1;
+    tack_py_compile_begin(&r->gil);
+}
+
+static void reacquire_gil(void *context) { tack_py_compile_end(&((struct released *)context)->gil); }
 
 /* A failed build carries the compiler's whole log, which may not fit the
  * status message; raise with all of it. */
@@ -158,10 +173,9 @@ static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, 
     return 0;
 }
 
-/* Launches over `shape` (ndim extents), or, with n_from_args, over the
- * shape the arguments give (the first array the kernel may store through). */
-static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, int n_from_args, PyObject *const *objs,
-                        Py_ssize_t nargs)
+/* Launches over `shape` (ndim extents), or, shape NULL, over the shape
+ * the arguments give (the first array the kernel may store through). */
+static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, PyObject *const *objs, Py_ssize_t nargs)
 {
     tack_arg args[TACK_KERNEL_MAX_PARAMS];
     if (nargs != self->nparams) {
@@ -172,47 +186,16 @@ static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, int 
     }
     if (marshal(self, objs, nargs, args) < 0)
         return NULL;
-    int64_t own[TACK_KERNEL_MAX_DIMS];
-    if (n_from_args) {
-        int w = self->first_writable;
-        const tack_array *a = w >= 0 && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
-        /* No such array, or one of another rank: the C call says which. */
-        if (!a || (self->ndim > 1 && tack_array_ndim(a) != self->ndim))
-            return raise_status(tack_kernel_call(self->kernel, args, (size_t)nargs));
-        if (self->ndim == 1)
-            own[0] = (int64_t)tack_array_size(a);
-        else
-            for (int d = 0; d < self->ndim; d++)
-                own[d] = tack_array_shape(a)[d];
-        ndim = self->ndim;
-        shape = own;
-    }
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n = shape[d] > 0 && n > 0 && shape[d] <= INT64_MAX / n ? n * shape[d] : 0;
-    /* The launch's device, for its expected duration: the first array's
-     * (a launch without one is refused before it runs). */
-    const tack_device *device = NULL;
-    for (Py_ssize_t i = 0; i < nargs && !device; i++)
-        if (is_tack_array(objs[i]))
-            device = tack_array_device(TACK_PY_ARRAY(objs[i]));
-    tack_status st;
-    uint64_t expected = tack_kernel_expected_ns(self->kernel, device, n);
-    if (expected == UINT64_MAX) {
-        /* Nothing measured: possibly the first launch there, which builds. */
-        tack_py_released gil;
-        tack_py_compile_begin(&gil);
-        st = tack_kernel_launch_nd(self->kernel, NULL, ndim, shape, args, (size_t)nargs);
-        tack_py_compile_end(&gil);
-        if (PyErr_Occurred())
-            return NULL;
-    } else if (expected > RELEASE_GIL_NS) {
-        Py_BEGIN_ALLOW_THREADS
-        st = tack_kernel_launch_nd(self->kernel, NULL, ndim, shape, args, (size_t)nargs);
-        Py_END_ALLOW_THREADS
-    } else {
-        st = tack_kernel_launch_nd(self->kernel, NULL, ndim, shape, args, (size_t)nargs);
-    }
+    /* The GIL is let go around a build and a long launch, as the launch
+     * finds them after its checks; released, Ctrl-C stops a compiler. */
+    struct released released;
+    released.ran = 0;
+    const tack_launch_hooks hooks = {RELEASE_GIL_NS, release_gil, reacquire_gil, &released};
+    tack_status st = tack_kernel_launch_hooked(self->kernel, NULL, ndim, shape, args, (size_t)nargs, &hooks);
+    /* What a signal handler raised meanwhile (KeyboardInterrupt stopping
+     * a compile) is the launch's exception. */
+    if (released.ran && PyErr_Occurred())
+        return NULL;
     if (st != TACK_OK)
         return raise_status(st);
     Py_RETURN_NONE;
@@ -226,28 +209,33 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
                      tack_kernel_name(self->kernel));
         return NULL;
     }
-    return launch(self, 0, NULL, 1, args, PyVectorcall_NARGS(nargsf));
+    return launch(self, 0, NULL, args, PyVectorcall_NARGS(nargsf));
 }
 
 /* One extent of a launch's domain: an int, or anything with __index__. */
 static int extent(PyObject *o, PyObject *domain, int64_t *out)
 {
-    PyObject *idx = PyLong_CheckExact(o) ? Py_NewRef(o) : PyNumber_Index(o);
-    if (!idx) {
-        PyErr_Clear();
-        if (o == domain)
-            PyErr_Format(PyExc_TypeError,
-                         "launch: the domain must be an integer or a tuple of 1 to %d integers (one extent per "
-                         "index), not %s",
-                         TACK_KERNEL_MAX_DIMS, Py_TYPE(o)->tp_name);
-        else
-            PyErr_Format(PyExc_TypeError, "launch: the extents of shape %R must be integers, not %s", domain,
-                         Py_TYPE(o)->tp_name);
-        return -1;
-    }
     int overflow;
-    long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-    Py_DECREF(idx);
+    long long v;
+    if (PyLong_CheckExact(o)) {
+        v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    } else {
+        PyObject *idx = PyNumber_Index(o);
+        if (!idx) {
+            PyErr_Clear();
+            if (o == domain)
+                PyErr_Format(PyExc_TypeError,
+                             "launch: the domain must be an integer or a tuple of 1 to %d integers (one extent "
+                             "per index), not %s",
+                             TACK_KERNEL_MAX_DIMS, Py_TYPE(o)->tp_name);
+            else
+                PyErr_Format(PyExc_TypeError, "launch: the extents of shape %R must be integers, not %s", domain,
+                             Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        Py_DECREF(idx);
+    }
     if (overflow || (v == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "launch: extent %R does not fit a 64-bit index", o);
@@ -268,7 +256,7 @@ static PyObject *kernel_launch(PyObject *op, PyObject *const *args, Py_ssize_t n
     PyObject *domain = args[0];
     int64_t shape[TACK_KERNEL_MAX_DIMS];
     int ndim = 1;
-    if (PyTuple_Check(domain) || PyList_Check(domain)) {
+    if (!PyLong_CheckExact(domain) && (PyTuple_Check(domain) || PyList_Check(domain))) {
         Py_ssize_t len = PySequence_Fast_GET_SIZE(domain);
         if (len < 1 || len > TACK_KERNEL_MAX_DIMS) {
             PyErr_Format(PyExc_ValueError,
@@ -284,7 +272,7 @@ static PyObject *kernel_launch(PyObject *op, PyObject *const *args, Py_ssize_t n
     } else if (extent(domain, domain, &shape[0]) < 0) {
         return NULL;
     }
-    return launch(self, ndim, shape, 0, args + 1, nargs - 1);
+    return launch(self, ndim, shape, args + 1, nargs - 1);
 }
 
 static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -325,7 +313,6 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->kernel = k;
     self->nparams = tack_kernel_num_params(k);
     self->ndim = tack_kernel_ndim(k);
-    self->first_writable = tack_kernel_first_writable(k);
     for (int i = 0; i < self->nparams; i++) {
         tack_kernel_param p;
         tack_kernel_param_info(k, i, &p);
