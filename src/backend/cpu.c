@@ -896,7 +896,10 @@ static void pool_run(const struct job *j, int64_t n)
         joined = serial_ps / (uint64_t)threads;
     uint64_t kept = atomic_load_explicit(&c->kept, memory_order_relaxed);
     int pays = work_ns > 2 * expected;
-    int hinders = alone && joined >= alone && kept <= (joined - alone) * 32 / alone;
+    /* Only a kernel with atomics is judged so: a kernel without them
+     * gains from more threads all the same, and its rates measured on
+     * launches of other sizes (in cache or not) do not compare. */
+    int hinders = j->atomics && alone && joined >= alone && kept <= (joined - alone) * 32 / alone;
     if (pays && hinders)
         atomic_store_explicit(&c->kept, kept + 1, memory_order_relaxed);
     if (pays && !hinders) {
@@ -910,8 +913,13 @@ static void pool_run(const struct job *j, int64_t n)
             locked_end();
         atomic_store_explicit(&p->last_end_ns, t1, memory_order_relaxed);
         atomic_store_explicit(&c->kept, 0, memory_order_relaxed);
-        /* How fast workers join moves with the machine's load; follow it. */
-        update(join_ns, latency);
+        /* How fast workers join moves with the machine's load; follow it,
+         * a join at most twice as slow as expected counting as such: a
+         * cold join is measured seldom, and one very late one (a worker
+         * descheduled for a millisecond) would keep launches that pay for
+         * threads on one for hundreds of launches. A lasting change still
+         * shows within a few. */
+        update(join_ns, expected && latency > 2 * expected ? 2 * expected : latency);
         /* The launching thread worked alone until the workers joined, then
          * all shared the rest (as if evenly). */
         uint64_t first = helped && latency < spent ? latency : spent;
