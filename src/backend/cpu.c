@@ -935,9 +935,13 @@ static void pool_run(const struct job *j, int64_t n)
         run_serial(j, begin, end, TIME_RATE, 1);
         /* A join time measured while the machine was busy would otherwise
          * keep launches near the threshold serial for good: let it fade,
-         * so that one of them tries the pool again and measures anew. */
+         * so that one of them tries the pool again and measures anew;
+         * faster for a launch within a factor of two of paying, since
+         * trying costs it little (the launching thread works from the
+         * start, and late workers only take what is left). */
         if (work_ns * 8 > 2 * expected)
-            atomic_store_explicit(join_ns, expected - expected / 32, memory_order_relaxed);
+            atomic_store_explicit(join_ns, expected - expected / (work_ns > expected ? 8 : 32),
+                                  memory_order_relaxed);
     }
 }
 
