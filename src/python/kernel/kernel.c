@@ -445,46 +445,46 @@ static PyObject *kernel_ptx(PyObject *op, PyObject *args, PyObject *kwargs)
     return PyUnicode_FromStringAndSize(text, (Py_ssize_t)(size ? size - 1 : 0));
 }
 
-static PyObject *kernel_build(PyObject *op, PyObject *args, PyObject *kwargs)
+/* build(device=None) and target(device=None): the kernel built for the
+ * device (None: the default one) with the GIL released, so that Ctrl-C
+ * stops a compiler; with `text`, *text says what its code is. 0 with an
+ * exception set on failure. */
+static int build_for(PyObject *op, PyObject *args, PyObject *kwargs, const char *format, const char **text)
 {
     static char *kwlist[] = {"device", NULL};
     PyObject *device_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:build", kwlist, &device_obj))
-        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, &device_obj))
+        return 0;
     tack_device *device = NULL;
     if (!tack_py_device_converter(device_obj, &device))
-        return NULL;
+        return 0;
+    tack_kernel *k = ((KernelObject *)op)->kernel;
     tack_py_released gil;
     tack_py_compile_begin(&gil);
-    tack_status st = tack_kernel_build(((KernelObject *)op)->kernel, device);
+    tack_status st = text ? tack_kernel_target(k, device, text) : tack_kernel_build(k, device);
     tack_py_compile_end(&gil);
     tack_device_release(device);
     if (PyErr_Occurred())
+        return 0;
+    if (st != TACK_OK) {
+        (void)raise_status(st);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *kernel_build(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    if (!build_for(op, args, kwargs, "|O:build", NULL))
         return NULL;
-    if (st != TACK_OK)
-        return raise_status(st);
     Py_RETURN_NONE;
 }
 
 static PyObject *kernel_target(PyObject *op, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"device", NULL};
-    PyObject *device_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:target", kwlist, &device_obj))
-        return NULL;
-    tack_device *device = NULL;
-    if (!tack_py_device_converter(device_obj, &device))
-        return NULL;
     const char *text = NULL;
-    tack_py_released gil;
-    tack_py_compile_begin(&gil);
-    tack_status st = tack_kernel_target(((KernelObject *)op)->kernel, device, &text);
-    tack_py_compile_end(&gil);
-    tack_device_release(device);
-    if (PyErr_Occurred())
+    if (!build_for(op, args, kwargs, "|O:target", &text))
         return NULL;
-    if (st != TACK_OK)
-        return raise_status(st);
     return PyUnicode_FromString(text);
 }
 
