@@ -1126,7 +1126,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     if (variant)
         cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ");
     if (atomics) {
-        tack_source_put(b, "%s", CPU_PLAIN_ATOMICS);
+        tack_source_append(b, CPU_PLAIN_ATOMICS);
         cpu_kernel_copy(b, sig, source, "_tack_plain_", "");
     }
     tack_source_put(b, "#if defined(__GNUC__)\n#pragma GCC visibility pop\n"

@@ -35,6 +35,25 @@ void tack_source_put(struct tack_source *b, const char *fmt, ...)
     }
 }
 
+void tack_source_append(struct tack_source *b, const char *text)
+{
+    size_t n = strlen(text);
+    if (b->failed)
+        return;
+    if (!b->text || b->cap - b->len <= n) {
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + n;
+        char *grown = realloc(b->text, cap);
+        if (!grown) {
+            b->failed = 1;
+            return;
+        }
+        b->text = grown;
+        b->cap = cap;
+    }
+    memcpy(b->text + b->len, text, n + 1);
+    b->len += n;
+}
+
 char *tack_source_finish(struct tack_source *b)
 {
     if (b->failed) {

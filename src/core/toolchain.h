@@ -68,6 +68,9 @@ void tack_source_put(struct tack_source *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* tack_source_put(s, "%s", text), without a format to scan: for the
+ * long pieces (a prelude, the user's source). */
+void tack_source_append(struct tack_source *s, const char *text);
 /* The text (malloc'd, the caller's), or NULL if an allocation failed. */
 char *tack_source_finish(struct tack_source *s);
 
