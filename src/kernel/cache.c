@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1025,6 +1026,53 @@ static tack_status compile_to(const struct compiler *c, const char *name, const 
     return st;
 }
 
+/* The object names already worked out in this process: a new Kernel of a
+ * source loaded before (one per call of a function that builds its kernel,
+ * say) would otherwise hash its whole generated source again, most of what
+ * such a build costs. An entry says that everything else the name depends
+ * on (the prefix's digest) and this source give this name: true forever,
+ * so entries are never removed, and a list that only grows at its head
+ * needs no lock (nor any care across fork). Bounded, so that a process
+ * making kernels of endless distinct sources keeps only the first. */
+struct name_memo {
+    struct name_memo *next;
+    char prefix[65], hex[65];
+    size_t len;
+    char source[];
+};
+
+#define NAME_MEMO_MAX 256
+
+static _Atomic(struct name_memo *) name_memos;
+static atomic_int name_memo_count;
+
+static const struct name_memo *name_memo_find(const char *prefix, const char *source, size_t len)
+{
+    for (const struct name_memo *m = atomic_load_explicit(&name_memos, memory_order_acquire); m; m = m->next)
+        if (m->len == len && !strcmp(m->prefix, prefix) && !memcmp(m->source, source, len))
+            return m;
+    return NULL;
+}
+
+/* Remembers a name; out of memory or past the bound it is simply not
+ * remembered. */
+static void name_memo_add(const char *prefix, const char *source, size_t len, const char *hex)
+{
+    if (atomic_fetch_add_explicit(&name_memo_count, 1, memory_order_relaxed) >= NAME_MEMO_MAX)
+        return;
+    struct name_memo *m = malloc(sizeof *m + len + 1);
+    if (!m)
+        return;
+    memcpy(m->prefix, prefix, sizeof m->prefix);
+    memcpy(m->hex, hex, sizeof m->hex);
+    m->len = len;
+    memcpy(m->source, source, len + 1);
+    m->next = atomic_load_explicit(&name_memos, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&name_memos, &m->next, m, memory_order_release,
+                                                  memory_order_relaxed)) {
+    }
+}
+
 tack_status tack_host_compile(const char *name, const char *source, void **handle, struct tack_kernel_code *code)
 {
     /* Read first, so that a limit that cannot be read is refused whether
@@ -1059,9 +1107,19 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
     /* -march=native: code for this CPU, which another CPU sharing the
      * cache (a home directory across a cluster's nodes) may not run. */
     tack_sha256_field(&h, tack_host_cpu());
-    tack_sha256_field(&h, source);
-    char hex[65];
-    tack_sha256_hex(&h, hex);
+    /* All but the source, digested: what a remembered name was for. */
+    char prefix[65], hex[65];
+    tack_sha256 all_but_source = h;
+    tack_sha256_hex(&all_but_source, prefix);
+    size_t len = strlen(source);
+    const struct name_memo *known = name_memo_find(prefix, source, len);
+    if (known) {
+        memcpy(hex, known->hex, sizeof hex);
+    } else {
+        tack_sha256_field(&h, source);
+        tack_sha256_hex(&h, hex);
+        name_memo_add(prefix, source, len, hex);
+    }
 
     char final[4200];
     if (snprintf(final, sizeof final, "%s/cpu-%s.so", dir, hex) >= (int)sizeof final)

@@ -312,3 +312,41 @@ def test_the_spirv_key_holds_the_ocloc_version(tmp_path):
     # The same libocloc file, upgraded in place: not the old SPIR-V.
     upgraded = build_with("25.31.34666")
     assert upgraded["compiled"] and len(upgraded["spirv"]) == 2, upgraded
+
+
+SAME_SOURCE_TWICE = r"""
+import json, os, sys
+import tack
+y = tack.zeros(5, tack.i32)
+first = tack.Kernel(sys.argv[1])
+first(y)
+seen = [sorted(f for f in os.listdir(os.environ["TACK_CACHE_DIR"]) if f.endswith(".so"))]
+# The same source again in this process, once as it was and once with
+# other compiler flags: the object's name remembered for the first must
+# serve only the first.
+tack.Kernel(sys.argv[1])(y)
+seen.append(sorted(f for f in os.listdir(os.environ["TACK_CACHE_DIR"]) if f.endswith(".so")))
+os.environ["TACK_CFLAGS"] = "-DTACK_TEST_OTHER_FLAGS=1"
+tack.Kernel(sys.argv[1])(y)
+seen.append(sorted(f for f in os.listdir(os.environ["TACK_CACHE_DIR"]) if f.endswith(".so")))
+print(json.dumps({"seen": seen, "y": y.to_numpy().tolist()}))
+"""
+
+
+def test_a_source_built_again_in_one_process_is_named_by_all_it_was_built_with(tmp_path, cc):
+    """A new Kernel of a source already built in the process reuses its
+    object's name, but only for the same compiler and flags: with other
+    TACK_CFLAGS it is another object."""
+    cache = private(tmp_path / "cache")
+    counting, log = counting_cc(tmp_path)
+    env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_CC=counting)
+    env.pop("TACK_CFLAGS", None)
+    r = subprocess.run([sys.executable, "-c", SAME_SOURCE_TWICE, KERNEL], env=env, capture_output=True, text=True,
+                       timeout=LIMIT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    first, again, other_flags = result["seen"]
+    assert len(first) == 1 and again == first, result
+    assert len(other_flags) == 2 and set(first) < set(other_flags), result
+    assert result["y"] == [0, 3, 6, 9, 12]
+    assert calls(log) == 2, "one compile for each set of flags, none for the source built again"
