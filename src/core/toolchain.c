@@ -7,6 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Room for n more bytes and a NUL, doubling; 0 (and failed) when out of
+ * memory. */
+static int grow(struct tack_source *b, size_t n)
+{
+    if (b->text && b->cap - b->len > n)
+        return 1;
+    size_t cap = (b->cap ? b->cap * 2 : 4096) + n;
+    char *text = realloc(b->text, cap);
+    if (!text) {
+        b->failed = 1;
+        return 0;
+    }
+    b->text = text;
+    b->cap = cap;
+    return 1;
+}
+
 void tack_source_put(struct tack_source *b, const char *fmt, ...)
 {
     if (b->failed)
@@ -24,32 +41,16 @@ void tack_source_put(struct tack_source *b, const char *fmt, ...)
             b->len += (size_t)n;
             return;
         }
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-        char *text = realloc(b->text, cap);
-        if (!text) {
-            b->failed = 1;
+        if (!grow(b, (size_t)n))
             return;
-        }
-        b->text = text;
-        b->cap = cap;
     }
 }
 
 void tack_source_append(struct tack_source *b, const char *text)
 {
     size_t n = strlen(text);
-    if (b->failed)
+    if (b->failed || !grow(b, n))
         return;
-    if (!b->text || b->cap - b->len <= n) {
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + n;
-        char *grown = realloc(b->text, cap);
-        if (!grown) {
-            b->failed = 1;
-            return;
-        }
-        b->text = grown;
-        b->cap = cap;
-    }
     memcpy(b->text + b->len, text, n + 1);
     b->len += n;
 }
