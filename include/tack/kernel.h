@@ -391,25 +391,20 @@ static inline tack_arg tack_arg_bool(int v)
     return r;
 }
 
-static inline tack_arg tack_arg_c64(float re, float im)
-{
-    tack_arg r;
-    r.kind = TACK_ARG_SCALAR;
-    r.dtype = TACK_C64;
-    r.value.c64[0] = re;
-    r.value.c64[1] = im;
-    return r;
-}
-
-static inline tack_arg tack_arg_c128(double re, double im)
-{
-    tack_arg r;
-    r.kind = TACK_ARG_SCALAR;
-    r.dtype = TACK_C128;
-    r.value.c128[0] = re;
-    r.value.c128[1] = im;
-    return r;
-}
+/* A complex value from its real and imaginary parts. */
+#define TACK_ARG_COMPLEX_FN(suffix, part, DT)                                                                \
+    static inline tack_arg tack_arg_##suffix(part re, part im)                                               \
+    {                                                                                                        \
+        tack_arg r;                                                                                          \
+        r.kind = TACK_ARG_SCALAR;                                                                            \
+        r.dtype = DT;                                                                                        \
+        r.value.suffix[0] = re;                                                                              \
+        r.value.suffix[1] = im;                                                                              \
+        return r;                                                                                            \
+    }
+TACK_ARG_COMPLEX_FN(c64, float, TACK_C64)
+TACK_ARG_COMPLEX_FN(c128, double, TACK_C128)
+#undef TACK_ARG_COMPLEX_FN
 
 #ifdef __cplusplus
 }
