@@ -1058,7 +1058,9 @@ static const struct name_memo *name_memo_find(const char *prefix, const char *so
  * remembered. */
 static void name_memo_add(const char *prefix, const char *source, size_t len, const char *hex)
 {
-    if (atomic_fetch_add_explicit(&name_memo_count, 1, memory_order_relaxed) >= NAME_MEMO_MAX)
+    /* Looked at first, so that the count stops growing at the bound. */
+    if (atomic_load_explicit(&name_memo_count, memory_order_relaxed) >= NAME_MEMO_MAX ||
+        atomic_fetch_add_explicit(&name_memo_count, 1, memory_order_relaxed) >= NAME_MEMO_MAX)
         return;
     struct name_memo *m = malloc(sizeof *m + len + 1);
     if (!m)
