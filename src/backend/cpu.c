@@ -619,7 +619,8 @@ static void update(atomic_uint_fast64_t *estimate, uint64_t observed)
  * are plain loads and stores (CPU_PLAIN_ATOMICS), and a launch that runs
  * on one thread takes it when two more things hold:
  *   - no other process can write the memory it stores to
- *     (tack_launch.private_memory): Tack allocated it, not exportable;
+ *     (tack_launch.private_memory): Tack allocated it, not exportable,
+ *     and never handed it out (DLPack, the array interfaces);
  *   - no other launch with atomics runs in this process meanwhile, on any
  *     thread: every launch of a kernel with atomics registers in one
  *     process-wide word, those with locked atomics together (a count),
@@ -1033,8 +1034,14 @@ static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *
         else
             tack_source_put(b, ", %s %s", type, p->name);
     }
-    tack_source_put(b, ")\n#line %d \"kernel\"\n%.*s\n#line 1 \"<tack entry>\"\n", sig->body_line,
-                    (int)(sig->body_end - sig->body_begin), source + sig->body_begin);
+    tack_source_put(b, ")\n");
+    for (int i = 0; i < sig->body_if; i++)
+        tack_source_put(b, "#if 1\n");
+    tack_source_put(b, "#line %d \"kernel\"\n%.*s\n", sig->body_line, (int)(sig->body_end - sig->body_begin),
+                    source + sig->body_begin);
+    for (int i = 0; i < sig->body_endif; i++)
+        tack_source_put(b, "#endif\n");
+    tack_source_put(b, "#line 1 \"<tack entry>\"\n");
 }
 
 /* One entry point: [begin, end) of the flattened domain, row-major. A

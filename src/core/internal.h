@@ -251,6 +251,18 @@ struct tack_array {
     int64_t shape[];
 };
 
+/* Whether the buffer's memory is reachable only through this buffer: Tack
+ * allocated it (process_private: not exportable, not mapped, not wrapped
+ * or imported) and never handed it out (DLPack, the array interfaces,
+ * export_memory and share() all set the shared mark). Only then may a
+ * launch assume no other argument is a second view of it (restrict) and
+ * that nothing outside this process's launches updates it (plain
+ * atomics). Once false it stays false: the mark is never cleared. */
+static inline int tack_buffer_is_private(const tack_buffer *b)
+{
+    return b->kind->process_private && !atomic_load_explicit(&b->shared, memory_order_acquire);
+}
+
 /* The registered backends, NULL-terminated. */
 extern const struct tack_backend_ops *const tack_backends[];
 const struct tack_backend_ops *tack_backend_find(const char *name, size_t len);

@@ -49,6 +49,12 @@ struct tack_signature {
     /* The body, '{' to '}', as offsets into the source, and its first line. */
     size_t body_begin, body_end;
     int body_line;
+    /* A copy of the body alone keeps the compiler's reading of the
+     * conditional directives that cross its ends (a chain that began before
+     * its '{', one that ends after its '}') when it is preceded by
+     * body_if lines "#if 1" and followed by body_endif lines "#endif": the
+     * body's ends lie in groups the compiler takes. */
+    int body_if, body_endif;
     int nparams;
     struct tack_param params[TACK_KERNEL_MAX_PARAMS];
 };
@@ -127,14 +133,15 @@ struct tack_launch {
     const int64_t *shape; /* ndim extents, each > 0; the last index runs fastest */
     int64_t n;            /* their product: the indices in all */
     void *const *args;    /* args[i] points at the value of parameter i (an array's data pointer) */
-    /* No array the kernel may store through overlaps another array
-     * argument: code that assumes no aliasing (restrict) computes the same.
-     * Checked for launches of more than one index only; 0 for one. */
+    /* Every array the kernel may store through is private memory
+     * (tack_buffer_is_private) and overlaps no other array argument: code
+     * that assumes no aliasing (restrict) computes the same. Checked for
+     * launches of more than one index only; 0 for one. */
     int disjoint;
     /* Set only for a kernel whose source uses Tack's atomics: no array it
-     * may store through is memory another process can write (each is
-     * process_private), so that only this process's launches can update
-     * it at the same time. */
+     * may store through is memory anything else can write (each is
+     * private: tack_buffer_is_private), so that only this process's
+     * launches can update it at the same time. */
     int private_memory;
     /* Set only for a backend with kernel_expected_ns: the caller's hooks
      * (tack_launch_hooks), which it calls around a run it expects to take

@@ -559,13 +559,14 @@ static int overlapping(const tack_kernel *k, const tack_arg *args)
     return 0;
 }
 
-/* Whether every array the kernel may store through is memory no other
- * process can write, so that a backend may update it without locked
- * atomics when this process runs nothing else on it. */
+/* Whether every array the kernel may store through is private memory
+ * (tack_buffer_is_private): reached by no other process, no other library
+ * and no other mapping, so that only this process's launches can update
+ * it and only an argument over the same addresses can alias it. */
 static int private_written(const tack_kernel *k, const tack_arg *args)
 {
     for (int x = 0; x < k->nwritten; x++)
-        if (!args[k->arrays[x]].value.array->buffer->kind->process_private)
+        if (!tack_buffer_is_private(args[k->arrays[x]].value.array->buffer))
             return 0;
     return 1;
 }
@@ -730,8 +731,13 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
     /* Restrict pays mostly across indices (vector lanes); for a launch of
      * one index it would save some reloads within the body, while the
      * check is a good part of what such a launch costs: not checked. */
-    struct tack_launch run = {ndim, shape, n, vals, n > 1 && !overlapping(k, args),
-                              k->uses_atomics && private_written(k, args), backend_hooks};
+    /* Addresses alone cannot prove two arrays distinct: memory mapped
+     * twice (an import of this process's own export) has two. Private
+     * memory has one mapping, so for it the address check is the whole
+     * answer; any other written array is assumed to alias. */
+    const int written_private = (n > 1 || k->uses_atomics) && private_written(k, args);
+    struct tack_launch run = {ndim, shape, n, vals, n > 1 && written_private && !overlapping(k, args),
+                              k->uses_atomics && written_private, backend_hooks};
     tack_status st = tack_queue_launch(d, l->handle, &run, bufs, nbufs);
     if (begun)
         hooks->end(hooks->context);
