@@ -285,8 +285,14 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     tack_device *device = NULL;
     if (!tack_py_device_converter(device_obj, &device))
         return NULL;
+    /* Reading the signature is bounded, but a large source still takes a
+     * while: other threads and signal handlers run meanwhile. `source` and
+     * `name` stay alive with the argument tuple. */
     tack_kernel *k;
-    tack_status st = tack_kernel_create(source, name, &k);
+    tack_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_kernel_create(source, name, &k);
+    Py_END_ALLOW_THREADS
     if (st != TACK_OK) {
         tack_device_release(device);
         return tack_py_raise(st);

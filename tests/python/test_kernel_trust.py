@@ -1,0 +1,180 @@
+"""Kernels that must not hang, mislead or race Tack: reading a signature
+costs a bounded amount of work and lets other threads run; the compiler
+confirms every signature Tack reads; the restrict entry and plain atomics
+run only on memory nothing else can reach. Anything that could hang or
+crash runs in a child process with a timeout."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tack
+import tack._tack as _tack
+
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
+
+
+def run_child(script, env=None, timeout=120):
+    """Runs `script` in a new interpreter; its stdout. Fails on a non-zero
+    exit, with the child's output."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+# --------------------------------------------------------------------------
+# the parser's work budget
+
+
+def nested_empty_macros(levels=8, width=24):
+    """`levels` levels of `width` macros each naming the next level, the
+    last empty: every use of A0 stands for width^(levels-1) expansions that
+    produce nothing, which no depth or output limit catches."""
+    lines = [f"#define A{levels - 1}"]
+    lines += [f"#define A{lv} " + " ".join([f"A{lv + 1}"] * width) for lv in range(levels - 2, -1, -1)]
+    return "\n".join(lines) + "\nvoid k(tack_index i, A0 float *y) { y[i] = 1; }\n"
+
+
+def test_nested_empty_macros_are_refused_quickly_as_too_complex():
+    src = nested_empty_macros()
+    assert len(src) < 700
+    script = f"""
+        import time, tack
+        t = time.monotonic()
+        try:
+            tack.Kernel({src!r})
+        except ValueError as e:
+            assert "too complex" in str(e), e
+            print("refused", round(time.monotonic() - t, 3))
+        else:
+            raise SystemExit("the source was accepted")
+    """
+    out = run_child(script, timeout=30).split()
+    assert out[0] == "refused"
+    assert float(out[1]) < 5, out
+
+
+def test_macros_within_the_budget_still_read_the_signature():
+    # 6^5 empty expansions: work, but far inside the budget.
+    k = tack.Kernel(nested_empty_macros(levels=6, width=6))
+    assert [p[0] for p in k.params] == ["y"]
+    y = tack.zeros(5, tack.f32)
+    k(y)
+    assert (y.to_numpy() == 1).all()
+
+
+GIL_SCRIPT = """
+    import sys, threading, time, tack
+    sys.setswitchinterval(0.001)
+    src = SRC
+    tack.Kernel(src)                      # compiled: later constructions find it kept
+    ticks, stop = [], False
+    def count():
+        while not stop:
+            ticks.append(time.monotonic())
+    th = threading.Thread(target=count)
+    th.start()
+    time.sleep(0.05)
+    best = None
+    for _ in range(3):
+        t0 = time.monotonic()
+        tack.Kernel(src)
+        t1 = time.monotonic()
+        inside = [t for t in ticks if t0 <= t <= t1]
+        edges = [t0] + inside + [t1]
+        gap = max(b - a for a, b in zip(edges, edges[1:]))
+        ratio = gap / (t1 - t0)
+        best = ratio if best is None else min(best, ratio)
+    stop = True
+    th.join()
+    print(round(t1 - t0, 4), round(best, 3))
+"""
+
+
+def test_another_thread_runs_while_a_long_signature_is_read():
+    """A legal source whose signature takes tens of milliseconds to read
+    (7^6 macro expansions that produce nothing): a counting thread keeps
+    running throughout. With the GIL held it would stop for the whole
+    read: one gap as long as the construction."""
+    src = nested_empty_macros(levels=7, width=7)
+    out = run_child(GIL_SCRIPT.replace("SRC", repr(src)), timeout=120).split()
+    took, ratio = float(out[0]), float(out[1])
+    assert took > 0.02, f"the read took {took} s, too short to tell"
+    assert ratio < 0.5, f"the other thread stood still for {ratio:.0%} of a {took} s construction"
+
+
+# --------------------------------------------------------------------------
+# aliasing is decided by memory, not addresses
+
+STORE_TWICE = "void k(tack_index i, const float *x, float *y) { y[i] = 5; y[i] = x[i] + 1; }"
+
+
+def test_a_second_mapping_of_the_same_memory_is_not_taken_for_another_array():
+    """m maps e's pages at a second address: the arrays' addresses differ,
+    their memory does not. y[i] = 5 must reach x[i] before it is read."""
+    n = 4096
+    k = tack.Kernel(STORE_TWICE)
+    e = tack.zeros(n, tack.f32, exportable=True)
+    m = tack.import_memory(e.export_memory(), "float32", n)
+    assert m.__array_interface__["data"][0] != e.__array_interface__["data"][0]
+    k(e, e)
+    assert (e.to_numpy() == 6).all()
+    e2 = tack.zeros(n, tack.f32, exportable=True)
+    m2 = tack.import_memory(e2.export_memory(), "float32", n)
+    k(m2, e2)
+    assert (e2.to_numpy() == 6).all(), "the restrict entry ran over two mappings of one memory"
+    del m, m2
+
+
+EXPORTED_ATOMICS = """
+    import ctypes, pathlib, subprocess, sys, tempfile, threading
+    import numpy as np, tack, tack._tack as _t
+
+    d = pathlib.Path(tempfile.mkdtemp())
+    (d / "adder.c").write_text(
+        "#include <stdint.h>\\n"
+        "void add(uint32_t *bins, long n) { for (long j = 0; j < n; j++) "
+        "__atomic_fetch_add(&bins[j & 255], 1u, __ATOMIC_RELAXED); }\\n")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(d / "adder.so"), str(d / "adder.c")], check=True)
+    adder = ctypes.CDLL(str(d / "adder.so"))      # ctypes releases the GIL around the call
+    adder.add.argtypes = [ctypes.c_void_p, ctypes.c_long]
+
+    k = tack.Kernel("void hist(tack_index i, const uint8_t *v, uint32_t *bins) "
+                    "{ tack_atomic_add(&bins[v[i]], 1u); }")
+    vn = np.random.default_rng(5).integers(0, 256, 400_000, dtype=np.uint8)
+    v, bins = tack.array(vn), tack.zeros(256, tack.u32)
+    k.launch(vn.size, v, bins)
+    assert _t.atomic_runs()["plain"] > 0, "the private bins did not take plain atomics"
+    view = np.from_dlpack(bins)                 # exported: another library now holds it
+    address = view.__array_interface__["data"][0]
+    before = _t.atomic_runs()["plain"]
+    rounds, other = 60, 256 * 400_000
+    th = threading.Thread(target=adder.add, args=(address, other))
+    th.start()
+    for _ in range(rounds):
+        k.launch(vn.size, v, bins)
+    th.join()
+    plain = _t.atomic_runs()["plain"] - before
+    want = (rounds + 1) * np.bincount(vn, minlength=256) + other // 256
+    lost = int((want - bins.to_numpy().astype(np.int64)).sum())
+    print("plain", plain, "lost", lost)
+"""
+
+
+def test_an_exported_array_keeps_locked_atomics_while_another_library_adds():
+    """Bins Tack allocated, then exported by DLPack: a C library's thread
+    adds into them with its own atomics while Tack's launches (on one
+    thread) add too. Plain read-modify-writes would lose the other
+    library's updates; locked ones lose none."""
+    out = run_child(EXPORTED_ATOMICS, {"TACK_NUM_THREADS": "1"}, timeout=180).split()
+    assert out == ["plain", "0", "lost", "0"], out
