@@ -1130,6 +1130,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     /* Atomics in a helper the kernel calls stay locked in the plain copy
      * too (only the kernel's own body is copied): slower, still right. */
     int atomics = strstr(source, "tack_atomic_") != NULL;
+    tack_source_signature_check(b, sig, source, TACK_CHECK_C);
     if (variant)
         cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ");
     if (atomics) {

@@ -817,7 +817,7 @@ static tack_status cuda_import_memory(tack_device *d, const tack_exported_memory
  * loop strides over its grid dimension, so any grid covers the domain. */
 static void cuda_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
-    (void)source;
+    tack_source_signature_check(b, sig, source, TACK_CHECK_CXX);
     static const char *const dims[TACK_KERNEL_MAX_DIMS] = {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x",
                                                            "(tack_index)blockIdx.y * blockDim.y + threadIdx.y",
                                                            "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"};

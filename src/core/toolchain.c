@@ -94,6 +94,98 @@ void tack_source_params(struct tack_source *b, const struct tack_signature *sig,
     }
 }
 
+/* The keywords a Tack-written type may contain: a -D flag or a #define can
+ * rename them for the user's source, never for Tack's side of a check. */
+static const char *const type_keywords[] = {"void", "const", "float", "double", "_Bool", "bool", NULL};
+
+/* Tack's reading of parameter k (-1 - d for index d), in `language`. */
+static void check_type(char *out, size_t cap, const struct tack_signature *sig, int k,
+                       enum tack_check_language language)
+{
+    if (k < 0) {
+        snprintf(out, cap, "tack_index");
+        return;
+    }
+    const struct tack_param *p = &sig->params[k];
+    const char *type = tack_dtype_c_type(p->dtype);
+    if (p->dtype == TACK_BOOL && language == TACK_CHECK_C)
+        type = "_Bool";
+    snprintf(out, cap, "%s%s%s", p->is_array && !p->writable ? "const " : "", type, p->is_array ? " *" : "");
+}
+
+static void keywords_protect(struct tack_source *b, enum tack_check_language language, int on)
+{
+    for (int i = 0; type_keywords[i]; i++) {
+        if (language == TACK_CHECK_C && !strcmp(type_keywords[i], "bool"))
+            continue; /* C's bool is stdbool.h's macro for _Bool */
+        if (on)
+            tack_source_put(b, "#pragma push_macro(\"%s\")\n#undef %s\n", type_keywords[i], type_keywords[i]);
+        else
+            tack_source_put(b, "#pragma pop_macro(\"%s\")\n", type_keywords[i]);
+    }
+}
+
+void tack_source_signature_check(struct tack_source *b, const struct tack_signature *sig, const char *source,
+                                 enum tack_check_language language)
+{
+    const int total = sig->ndim + sig->nparams;
+    char type[96];
+    if (language == TACK_CHECK_CXX) {
+        tack_source_put(b, "template <class A, class B> struct tack_same_ { static const bool value = false; };\n"
+                           "template <class A> struct tack_same_<A, A> { static const bool value = true; };\n"
+                           "template <int N, class F> struct tack_param_ { typedef void type; };\n"
+                           "template <class R, class P, class... Q> struct tack_param_<0, R(P, Q...)> "
+                           "{ typedef P type; };\n"
+                           "template <int N, class R, class P, class... Q> struct tack_param_<N, R(P, Q...)> "
+                           "{ typedef typename tack_param_<N - 1, R(Q...)>::type type; };\n"
+                           "template <class F> struct tack_arity_;\n"
+                           "template <class R, class... P> struct tack_arity_<R(P...)> "
+                           "{ static const int value = sizeof...(P); };\n");
+        keywords_protect(b, language, 1);
+        tack_source_put(b, "static_assert(tack_arity_<decltype(%s)>::value == %d, \"" TACK_SIGNATURE_MARKER
+                           "all: kernel '%s' has another number of parameters than Tack read\");\n",
+                        sig->name, total, sig->name);
+        for (int k = 0; k < total; k++) {
+            check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
+            const char *name = k < sig->ndim ? sig->index_names[k] : sig->params[k - sig->ndim].name;
+            tack_source_put(b,
+                            "static_assert(tack_same_<tack_param_<%d, decltype(%s)>::type, %s>::value, "
+                            "\"" TACK_SIGNATURE_MARKER "%d: parameter '%s' of kernel '%s' is not %s\");\n",
+                            k, sig->name, type, k, name, sig->name, type);
+        }
+        keywords_protect(b, language, 0);
+        return;
+    }
+    /* C: each parameter by name, in a function over the user's own
+     * parameter list (where it has no directive inside), whose types are
+     * the compiler's reading; then the whole function's type. */
+    if (sig->params_plain) {
+        tack_source_put(b, "#line %d \"kernel\"\nstatic inline void %s_tack_check_(%.*s)\n#line 1 \"<tack entry>\"\n{\n",
+                        sig->params_line, sig->name, (int)(sig->params_end - sig->params_begin),
+                        source + sig->params_begin);
+        keywords_protect(b, language, 1);
+        for (int k = 0; k < total; k++) {
+            check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
+            const char *name = k < sig->ndim ? sig->index_names[k] : sig->params[k - sig->ndim].name;
+            tack_source_put(b,
+                            "    _Static_assert(__builtin_types_compatible_p(__typeof__(%s), %s), \"" TACK_SIGNATURE_MARKER
+                            "%d: parameter '%s' of kernel '%s' is not %s\");\n    (void)%s;\n",
+                            name, type, k, name, sig->name, type, name);
+        }
+        keywords_protect(b, language, 0);
+        tack_source_put(b, "}\n");
+    }
+    keywords_protect(b, language, 1);
+    tack_source_put(b, "_Static_assert(__builtin_types_compatible_p(__typeof__(&%s), void (*)(", sig->name);
+    for (int k = 0; k < total; k++) {
+        check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
+        tack_source_put(b, "%s%s", k ? ", " : "", type);
+    }
+    tack_source_put(b, ")), \"" TACK_SIGNATURE_MARKER "all: kernel '%s' has other parameter types than Tack read\");\n",
+                    sig->name);
+    keywords_protect(b, language, 0);
+}
+
 void tack_source_device_entry(struct tack_source *b, const struct tack_signature *sig, const char *head,
                               const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],
                               const char *const steps[TACK_KERNEL_MAX_DIMS])

@@ -55,6 +55,11 @@ struct tack_signature {
      * body_if lines "#if 1" and followed by body_endif lines "#endif": the
      * body's ends lie in groups the compiler takes. */
     int body_if, body_endif;
+    /* The parameter list as written, after '(' to before ')', as offsets
+     * into the source, and its first line; params_plain is 0 when a
+     * directive lies inside it (then it is not copied). */
+    size_t params_begin, params_end;
+    int params_line, params_plain;
     int nparams;
     struct tack_param params[TACK_KERNEL_MAX_PARAMS];
 };
@@ -96,6 +101,24 @@ void tack_source_params(struct tack_source *s, const struct tack_signature *sig,
  * launch's threads in one dimension of the grid: `dims[d]` is the
  * dialect's expression for grid dimension d's first index, `steps[d]` its
  * stride (d = 0 is the fastest, which the last index takes). */
+/* The text a failed compile-time signature check leaves in the
+ * compiler's log, followed by the parameter's position (from 0, indices
+ * included) or "all" (tack_source_signature_check). */
+#define TACK_SIGNATURE_MARKER "tack_signature_mismatch:"
+
+enum tack_check_language { TACK_CHECK_C, TACK_CHECK_CXX };
+
+/* Writes, after the user's source, compile-time assertions that the
+ * kernel's function has exactly the parameter types Tack read (`sig`):
+ * C11 _Static_assert with __builtin_types_compatible_p, per parameter
+ * over a copy of the user's own parameter list, and on the function's
+ * type; C++ static_assert on each parameter of the function's type. The
+ * type words Tack writes are kept from macros while they are compared, so
+ * that a -D flag that renames one is caught. A failure leaves
+ * TACK_SIGNATURE_MARKER in the log. */
+void tack_source_signature_check(struct tack_source *s, const struct tack_signature *sig, const char *source,
+                                 enum tack_check_language language);
+
 void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig, const char *head,
                               const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],
                               const char *const steps[TACK_KERNEL_MAX_DIMS]);

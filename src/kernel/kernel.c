@@ -268,6 +268,48 @@ static tack_status unsupported(const tack_device *d)
                           d->ops->name, d->name);
 }
 
+/* A compile that failed on the generated signature check
+ * (tack_source_signature_check) is the user's type error, not the
+ * compiler's: TACK_ETYPE naming the parameter whose type the compiler read
+ * otherwise. The compile log stays for the details. Else `st` unchanged. */
+static tack_status signature_mismatch(const tack_kernel *k, tack_status st)
+{
+    if (st != TACK_ERUNTIME)
+        return st;
+    const char *log = tack_kernel_compile_log();
+    const char *at = log ? strstr(log, TACK_SIGNATURE_MARKER) : NULL;
+    if (!at)
+        return st;
+    /* A parameter's own assertion names it; prefer it to the whole
+     * function's, which may come first in the log. */
+    for (const char *m = at; m; m = strstr(m + 1, TACK_SIGNATURE_MARKER)) {
+        const char *num = m + strlen(TACK_SIGNATURE_MARKER);
+        if (*num < '0' || *num > '9')
+            continue;
+        int pos = atoi(num);
+        const struct tack_signature *sig = &k->sig;
+        if (pos < 0 || pos >= sig->ndim + sig->nparams)
+            break;
+        if (pos < sig->ndim)
+            return tack_error_set(TACK_ETYPE,
+                                  "index parameter '%s' of kernel '%s': the compiler reads another type than the "
+                                  "tack_index Tack read; declare it `tack_index %s`",
+                                  sig->index_names[pos], sig->name, sig->index_names[pos]);
+        char t[64];
+        describe(&sig->params[pos - sig->ndim], t, sizeof t);
+        return tack_error_set(TACK_ETYPE,
+                              "parameter '%s' of kernel '%s': the compiler reads another type than the %s Tack "
+                              "read from the source (a macro, a conditional directive or a -D flag in TACK_CFLAGS "
+                              "changes it for the compiler); write the type plainly, so that both read the same",
+                              sig->params[pos - sig->ndim].name, sig->name, t);
+    }
+    return tack_error_set(TACK_ETYPE,
+                          "kernel '%s': the compiler reads other parameter types than Tack read from the source (a "
+                          "macro, a conditional directive or a -D flag in TACK_CFLAGS changes them for the "
+                          "compiler); write the signature plainly, so that both read the same",
+                          k->sig.name);
+}
+
 /* Code for `ops` on `device`, or for `target` without one: kept from an
  * earlier build, found on disk, or compiled. */
 static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *ops, tack_device *device,
@@ -304,6 +346,7 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
     } else {
         st = compile_kept(ops, &job, &b->code);
     }
+    st = signature_mismatch(k, st);
     if (st != TACK_OK) {
         free(b->key);
         free(b);

@@ -979,6 +979,13 @@ static tack_status read_signature(struct scan *s, const struct def *d, struct ta
         return tack_error_set(TACK_EVALUE, "line %d: the first parameter of kernel '%s' must be the index, "
                                            "declared `tack_index i` (any name)",
                               nt->line, out->name);
+    const struct tok *pb = &s->t.v[d->params_begin], *pe = &s->t.v[d->params_end];
+    out->params_begin = (size_t)(pb->s - s->src);
+    out->params_end = (size_t)(pe->s - s->src);
+    out->params_line = pb->line;
+    out->params_plain = 1;
+    for (int i = d->params_begin; i < d->params_end; i++)
+        out->params_plain &= s->t.v[i].dir == 0;
     const struct tok *open = &s->t.v[d->body_open], *close = &s->t.v[d->body_close];
     out->body_begin = (size_t)(open->s - s->src);
     out->body_end = (size_t)(close->s + close->len - s->src);
@@ -996,22 +1003,13 @@ static tack_status uncertain_error(int line, const char *kname, int cond_line)
                           line, kname, cond_line);
 }
 
-/* Refuses what follow_conditionals could not settle where it matters: an
- * uncertain group with unbalanced braces (the body Tack finds could be
- * the wrong one) and the kernel's signature inside an uncertain group;
- * and counts the conditionals that cross the body's ends (body_if,
- * body_endif), for a copy of the body alone. */
+/* Refuses a kernel whose signature lies in a group follow_conditionals
+ * could not settle, and counts the conditionals that cross the body's
+ * ends (body_if, body_endif), for a copy of the body alone. */
 static tack_status conditionals_check(struct scan *s, const struct def *d, const char *kname,
                                       struct tack_signature *out)
 {
     const struct tok *v = s->t.v;
-    if (s->unbalanced_line)
-        return tack_error_set(TACK_EVALUE,
-                              "line %d: the braces in a group of this conditional directive do not balance, and "
-                              "Tack cannot evaluate its condition (it follows conditions on numbers and on macros "
-                              "the source itself defines), so it cannot find kernel '%s''s body as the compiler "
-                              "will; balance the braces within each group, or define the macro in the source",
-                              s->unbalanced_line, kname);
     for (int i = d->ret_begin; i <= d->body_open; i++)
         if (v[i].uncertain && v[i].dir >= 0)
             return uncertain_error(v[d->name].line, kname, v[i].uncertain);
@@ -1052,6 +1050,13 @@ tack_status tack_signature_parse(const char *source, const char *name, struct ta
     tack_status st = lex(source, &s.t);
     if (st == TACK_OK)
         st = follow_conditionals(&s);
+    if (st == TACK_OK && s.unbalanced_line)
+        st = tack_error_set(TACK_EVALUE,
+                            "line %d: the braces in a group of this conditional directive do not balance, and Tack "
+                            "cannot evaluate its condition (it follows conditions on numbers and on macros the "
+                            "source itself defines), so it cannot find the kernel's body as the compiler will; "
+                            "balance the braces within each group, or define the macro in the source",
+                            s.unbalanced_line);
     if (st == TACK_OK)
         st = collect_defines(&s);
     if (st == TACK_OK)

@@ -188,6 +188,24 @@ static void test_a_spoiled_cached_ptx_is_rebuilt(void)
     free(saved);
 }
 
+/* The generated entry asserts each parameter's type: a source the parser
+ * reads one way and NVRTC another (a macro defined after a typedef of the
+ * same name) is TACK_ETYPE naming the parameter, not code that runs. */
+static void test_a_signature_nvrtc_reads_otherwise_is_a_type_error(void)
+{
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create("typedef double real;\n#define real float\n"
+                                "void k(tack_index i, const float *x, real *y) { y[i] = x[i]; }\n",
+                                NULL, &k));
+    const char *ptx = NULL;
+    size_t size = 0;
+    CHECK_STATUS(tack_kernel_ptx(k, NULL, &ptx, &size), TACK_ETYPE);
+    CHECK(ptx == NULL);
+    CHECK(strstr(tack_last_error(), "parameter 'y' of kernel 'k'") != NULL);
+    CHECK(strstr(tack_kernel_compile_log(), "tack_signature_mismatch:2") != NULL);
+    tack_kernel_release(k);
+}
+
 int main(void)
 {
     char cache[] = "/tmp/tack-test-nvrtc-XXXXXX";
@@ -198,6 +216,7 @@ int main(void)
     RUN(test_half_types_with_and_without_the_toolkit_headers);
     RUN(test_arch_and_errors);
     RUN(test_a_spoiled_cached_ptx_is_rebuilt);
+    RUN(test_a_signature_nvrtc_reads_otherwise_is_a_type_error);
     remove_tree(cache);
     CHECK_DONE();
 }

@@ -178,3 +178,143 @@ def test_an_exported_array_keeps_locked_atomics_while_another_library_adds():
     library's updates; locked ones lose none."""
     out = run_child(EXPORTED_ATOMICS, {"TACK_NUM_THREADS": "1"}, timeout=180).split()
     assert out == ["plain", "0", "lost", "0"], out
+
+
+# --------------------------------------------------------------------------
+# the compiler confirms the signature Tack reads
+
+IF_TYPEDEF = """#if 1
+typedef double real;
+#else
+typedef float real;
+#endif
+void k(tack_index i, real *y) { y[i] = 1.0; }
+"""
+
+
+def test_a_typedef_chosen_by_if_is_read_from_the_group_compiled():
+    k = tack.Kernel(IF_TYPEDEF)
+    assert k.params[0][1] == tack.f64
+    with pytest.raises(TypeError, match="float64"):
+        k(tack.zeros(4, tack.f32))
+    y = tack.zeros(4, tack.f64)
+    k(y)
+    assert (y.to_numpy() == 1.0).all()
+
+
+def two_signatures(head):
+    return head + """#ifdef USE_DOUBLE
+void k(tack_index i, const double *x, double *y)
+#else
+void k(tack_index i, const float *x, float *y)
+#endif
+{ y[i] = x[i] * 2; }
+"""
+
+
+@pytest.mark.parametrize("defined", [True, False])
+def test_ifdef_choosing_between_two_signatures_takes_the_compiled_one(defined):
+    k = tack.Kernel(two_signatures("#define USE_DOUBLE 1\n" if defined else "#undef USE_DOUBLE\n"))
+    dt = tack.f64 if defined else tack.f32
+    assert [p[1] for p in k.params] == [dt, dt]
+    x = tack.array(np.arange(6, dtype=np.float64 if defined else np.float32))
+    y = tack.zeros(6, dt)
+    k(x, y)
+    assert (y.to_numpy() == 2 * np.arange(6)).all()
+
+
+def test_a_signature_under_a_condition_tack_cannot_evaluate_is_refused():
+    # USE_DOUBLE may come from a -D flag: Tack cannot know which it is.
+    with pytest.raises(ValueError, match="conditional directive at line 1.*cannot evaluate"):
+        tack.Kernel(two_signatures(""))
+    with pytest.raises(ValueError, match="cannot evaluate"):
+        tack.Kernel("#ifdef WIDE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n"
+                    "void k(tack_index i, real *y) { y[i] = 1; }")
+
+
+def test_conditions_on_numbers_and_the_sources_macros_are_evaluated():
+    src = ("#define N 3\n#if N * 2 == 6 && (N > 2 || UNKNOWN) && !(N - 3)\ntypedef double real;\n"
+           "#elif 1\ntypedef float real;\n#endif\nvoid k(tack_index i, real *y) { y[i] = 1; }\n")
+    assert tack.Kernel(src).params[0][1] == tack.f64
+
+
+def test_braces_under_if_0_leave_the_body_and_its_restrict_copy_whole():
+    src = """void k(tack_index i, const float *x, float *y) {
+#if 0
+    { {
+#endif
+    y[i] = x[i] + 1;
+}
+"""
+    k = tack.Kernel(src)
+    n = 1000
+    x, y = tack.array(np.arange(n, dtype=np.float32)), tack.zeros(n, tack.f32)
+    k(x, y)                                   # private and disjoint: the restrict entry
+    assert (y.to_numpy() == np.arange(n) + 1).all()
+
+
+def test_a_body_that_a_conditional_chain_enters_is_copied_whole():
+    src = """#define WIDE
+#ifdef WIDE
+void k(tack_index i, const double *x, double *y) {
+#else
+void k(tack_index i, const float *x, float *y) {
+#endif
+    y[i] = x[i] + 1;
+}
+"""
+    k = tack.Kernel(src)
+    x, y = tack.array(np.arange(100, dtype=np.float64)), tack.zeros(100, tack.f64)
+    k(x, y)
+    assert (y.to_numpy() == np.arange(100) + 1).all()
+
+
+def test_unbalanced_braces_under_a_condition_tack_cannot_evaluate_are_refused():
+    src = """void k(tack_index i, float *y) {
+#ifdef SOMETHING
+    if (i > 2) {
+#else
+    {
+    {
+#endif
+    y[i] = 1; }
+}
+"""
+    with pytest.raises(ValueError, match="braces .* do not balance"):
+        tack.Kernel(src)
+
+
+# A typedef, then a macro of the same name defined after it: the compiler
+# reads the macro (float), the parser the typedef (double). The generated
+# assertion catches what the parser misses.
+MISREAD = """typedef double real;
+#define real float
+void k(tack_index i, const float *x, real *y) { y[i] = x[i]; }
+"""
+
+
+def test_a_type_the_compiler_reads_otherwise_is_a_type_error_naming_the_parameter():
+    with pytest.raises(TypeError, match="parameter 'y' of kernel 'k'.*double \\*"):
+        tack.Kernel(MISREAD)
+
+
+def test_a_flag_that_renames_float_is_a_type_error_not_a_crash():
+    script = """
+        import tack
+        try:
+            tack.Kernel("void k(tack_index i, const float *x, float *y) { y[i] = x[i] + 1; }")
+        except TypeError as e:
+            assert "parameter 'x' of kernel 'k'" in str(e), e
+            print("refused")
+    """
+    out = run_child(script, {"TACK_CFLAGS": "-Dfloat=double"}, timeout=120)
+    assert out.split() == ["refused"]
+
+
+@pytest.mark.parametrize("backend", ["cuda", "hip"])
+def test_the_gpu_entries_assert_each_parameters_type(backend):
+    k = tack.Kernel("void k(tack_index i, const float *x, double s, uint8_t *y) { y[i] = (uint8_t)(x[i] * s); }")
+    src = k.generated_source(backend)
+    for pos, t in enumerate(["tack_index", "const float *", "double", "uint8_t *"]):
+        assert f"static_assert(tack_same_<tack_param_<{pos}, decltype(k)>::type, {t}>::value" in src
+    assert "tack_arity_<decltype(k)>::value == 4" in src
