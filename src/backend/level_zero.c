@@ -580,7 +580,7 @@ static uint64_t ze_context_handle(const tack_device *device)
  * loop strides over its global size, so any group count covers the domain. */
 static void ze_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
-    (void)source;
+    tack_source_signature_check(b, sig, source, TACK_CHECK_OPENCL);
     static const char *const dims[TACK_KERNEL_MAX_DIMS] = {
         "(tack_index)get_global_id(0)", "(tack_index)get_global_id(1)", "(tack_index)get_global_id(2)"};
     static const char *const steps[TACK_KERNEL_MAX_DIMS] = {

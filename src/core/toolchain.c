@@ -108,7 +108,7 @@ static void check_type(char *out, size_t cap, const struct tack_signature *sig, 
     }
     const struct tack_param *p = &sig->params[k];
     const char *type = tack_dtype_c_type(p->dtype);
-    if (p->dtype == TACK_BOOL && language == TACK_CHECK_C)
+    if (p->dtype == TACK_BOOL && language != TACK_CHECK_CXX)
         type = "_Bool";
     snprintf(out, cap, "%s%s%s", p->is_array && !p->writable ? "const " : "", type, p->is_array ? " *" : "");
 }
@@ -116,7 +116,7 @@ static void check_type(char *out, size_t cap, const struct tack_signature *sig, 
 static void keywords_protect(struct tack_source *b, enum tack_check_language language, int on)
 {
     for (int i = 0; type_keywords[i]; i++) {
-        if (language == TACK_CHECK_C && !strcmp(type_keywords[i], "bool"))
+        if (language != TACK_CHECK_CXX && !strcmp(type_keywords[i], "bool"))
             continue; /* C's bool is stdbool.h's macro for _Bool */
         if (on)
             tack_source_put(b, "#pragma push_macro(\"%s\")\n#undef %s\n", type_keywords[i], type_keywords[i]);
@@ -175,6 +175,8 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
         keywords_protect(b, language, 0);
         tack_source_put(b, "}\n");
     }
+    if (language == TACK_CHECK_OPENCL)
+        return;
     keywords_protect(b, language, 1);
     tack_source_put(b, "_Static_assert(__builtin_types_compatible_p(__typeof__(&%s), void (*)(", sig->name);
     for (int k = 0; k < total; k++) {

@@ -106,7 +106,13 @@ void tack_source_params(struct tack_source *s, const struct tack_signature *sig,
  * included) or "all" (tack_source_signature_check). */
 #define TACK_SIGNATURE_MARKER "tack_signature_mismatch:"
 
-enum tack_check_language { TACK_CHECK_C, TACK_CHECK_CXX };
+enum tack_check_language {
+    TACK_CHECK_C,
+    TACK_CHECK_CXX,
+    /* OpenCL C: as C, but per parameter only (it has no function
+     * pointers to compare a function's type through). */
+    TACK_CHECK_OPENCL
+};
 
 /* Writes, after the user's source, compile-time assertions that the
  * kernel's function has exactly the parameter types Tack read (`sig`):

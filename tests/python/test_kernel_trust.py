@@ -316,3 +316,14 @@ def test_the_gpu_entries_assert_each_parameters_type(backend):
     for pos, t in enumerate(["tack_index", "const float *", "double", "uint8_t *"]):
         assert f"static_assert(tack_same_<tack_param_<{pos}, decltype(k)>::type, {t}>::value" in src
     assert "tack_arity_<decltype(k)>::value == 4" in src
+
+
+def test_the_level_zero_entry_asserts_each_parameters_type():
+    """OpenCL C has no function pointers: each parameter is compared by
+    name, in a function over a copy of the user's parameter list."""
+    k = tack.Kernel("void k(tack_index i, const float *x, double s, uint8_t *y) { y[i] = (uint8_t)(x[i] * s); }")
+    src = k.generated_source("level_zero")
+    assert "static inline void k_tack_check_(tack_index i, const float *x, double s, uint8_t *y)" in src
+    for name, t in [("i", "tack_index"), ("x", "const float *"), ("s", "double"), ("y", "uint8_t *")]:
+        assert f"_Static_assert(__builtin_types_compatible_p(__typeof__({name}), {t})," in src
+    assert "__typeof__(&k)" not in src
