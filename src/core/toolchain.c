@@ -3,6 +3,7 @@
  * and the kinds of compiled code. */
 #include "toolchain.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,11 +114,25 @@ static void check_type(char *out, size_t cap, const struct tack_signature *sig, 
     snprintf(out, cap, "%s%s%s", p->is_array && !p->writable ? "const " : "", type, p->is_array ? " *" : "");
 }
 
-static void keywords_protect(struct tack_source *b, enum tack_check_language language, int on)
+/* Whether `word` occurs as a whole word in `text`. */
+static int has_word(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) {
+        int before = p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+        if (!before && !after)
+            return 1;
+    }
+    return 0;
+}
+
+/* Keeps the keywords `types` uses from macros (on), or gives them back. */
+static void keywords_protect(struct tack_source *b, const char *types, int on)
 {
     for (int i = 0; type_keywords[i]; i++) {
-        if (language != TACK_CHECK_CXX && !strcmp(type_keywords[i], "bool"))
-            continue; /* C's bool is stdbool.h's macro for _Bool */
+        if (!has_word(types, type_keywords[i]))
+            continue;
         if (on)
             tack_source_put(b, "#pragma push_macro(\"%s\")\n#undef %s\n", type_keywords[i], type_keywords[i]);
         else
@@ -130,6 +145,14 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
 {
     const int total = sig->ndim + sig->nparams;
     char type[96];
+    /* Every type word Tack writes below, for keywords_protect; "void" for
+     * the function's type. */
+    char words[TACK_KERNEL_MAX_PARAMS * 24 + 16] = "void";
+    for (int k = 0; k < sig->nparams; k++) {
+        check_type(type, sizeof type, sig, k, language);
+        size_t used = strlen(words);
+        snprintf(words + used, sizeof words - used, " %s", type);
+    }
     if (language == TACK_CHECK_CXX) {
         tack_source_put(b, "template <class A, class B> struct tack_same_ { static const bool value = false; };\n"
                            "template <class A> struct tack_same_<A, A> { static const bool value = true; };\n"
@@ -141,7 +164,7 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
                            "template <class F> struct tack_arity_;\n"
                            "template <class R, class... P> struct tack_arity_<R(P...)> "
                            "{ static const int value = sizeof...(P); };\n");
-        keywords_protect(b, language, 1);
+        keywords_protect(b, words, 1);
         tack_source_put(b, "static_assert(tack_arity_<decltype(%s)>::value == %d, \"" TACK_SIGNATURE_MARKER
                            "all: kernel '%s' has another number of parameters than Tack read\");\n",
                         sig->name, total, sig->name);
@@ -153,7 +176,7 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
                             "\"" TACK_SIGNATURE_MARKER "%d: parameter '%s' of kernel '%s' is not %s\");\n",
                             k, sig->name, type, k, name, sig->name, type);
         }
-        keywords_protect(b, language, 0);
+        keywords_protect(b, words, 0);
         return;
     }
     /* C: each parameter by name, in a function over the user's own
@@ -163,21 +186,24 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
         tack_source_put(b, "#line %d \"kernel\"\nstatic inline void %s_tack_check_(%.*s)\n#line 1 \"<tack entry>\"\n{\n",
                         sig->params_line, sig->name, (int)(sig->params_end - sig->params_begin),
                         source + sig->params_begin);
-        keywords_protect(b, language, 1);
+        keywords_protect(b, words + 4, 1);
         for (int k = 0; k < total; k++) {
             check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
             const char *name = k < sig->ndim ? sig->index_names[k] : sig->params[k - sig->ndim].name;
             tack_source_put(b,
-                            "    _Static_assert(__builtin_types_compatible_p(__typeof__(%s), %s), \"" TACK_SIGNATURE_MARKER
-                            "%d: parameter '%s' of kernel '%s' is not %s\");\n    (void)%s;\n",
-                            name, type, k, name, sig->name, type, name);
+                            "_Static_assert(__builtin_types_compatible_p(__typeof__(%s), %s), \"" TACK_SIGNATURE_MARKER
+                            "%d: parameter '%s' of kernel '%s' is not %s\");\n",
+                            name, type, k, name, sig->name, type);
         }
-        keywords_protect(b, language, 0);
-        tack_source_put(b, "}\n");
+        keywords_protect(b, words + 4, 0);
+        for (int k = 0; k < total; k++)
+            tack_source_put(b, "%s(void)%s;", k ? " " : "",
+                            k < sig->ndim ? sig->index_names[k] : sig->params[k - sig->ndim].name);
+        tack_source_put(b, "\n}\n");
     }
     if (language == TACK_CHECK_OPENCL)
         return;
-    keywords_protect(b, language, 1);
+    keywords_protect(b, words, 1);
     tack_source_put(b, "_Static_assert(__builtin_types_compatible_p(__typeof__(&%s), void (*)(", sig->name);
     for (int k = 0; k < total; k++) {
         check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
@@ -185,7 +211,7 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
     }
     tack_source_put(b, ")), \"" TACK_SIGNATURE_MARKER "all: kernel '%s' has other parameter types than Tack read\");\n",
                     sig->name);
-    keywords_protect(b, language, 0);
+    keywords_protect(b, words, 0);
 }
 
 void tack_source_device_entry(struct tack_source *b, const struct tack_signature *sig, const char *head,

@@ -2,6 +2,27 @@
 #line 1 "kernel"
 void fill3(tack_index i, tack_index j, tack_index k, double v, double *o) { o[(i * 4 + j) * 5 + k] = v; }
 #line 1 "<tack entry>"
+#line 1 "kernel"
+static inline void fill3_tack_check_(tack_index i, tack_index j, tack_index k, double v, double *o)
+#line 1 "<tack entry>"
+{
+#pragma push_macro("double")
+#undef double
+_Static_assert(__builtin_types_compatible_p(__typeof__(i), tack_index), "tack_signature_mismatch:0: parameter 'i' of kernel 'fill3' is not tack_index");
+_Static_assert(__builtin_types_compatible_p(__typeof__(j), tack_index), "tack_signature_mismatch:1: parameter 'j' of kernel 'fill3' is not tack_index");
+_Static_assert(__builtin_types_compatible_p(__typeof__(k), tack_index), "tack_signature_mismatch:2: parameter 'k' of kernel 'fill3' is not tack_index");
+_Static_assert(__builtin_types_compatible_p(__typeof__(v), double), "tack_signature_mismatch:3: parameter 'v' of kernel 'fill3' is not double");
+_Static_assert(__builtin_types_compatible_p(__typeof__(o), double *), "tack_signature_mismatch:4: parameter 'o' of kernel 'fill3' is not double *");
+#pragma pop_macro("double")
+(void)i; (void)j; (void)k; (void)v; (void)o;
+}
+#pragma push_macro("void")
+#undef void
+#pragma push_macro("double")
+#undef double
+_Static_assert(__builtin_types_compatible_p(__typeof__(&fill3), void (*)(tack_index, tack_index, tack_index, double, double *)), "tack_signature_mismatch:all: kernel 'fill3' has other parameter types than Tack read");
+#pragma pop_macro("void")
+#pragma pop_macro("double")
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #define TACK_EXPORT_ __attribute__((visibility("default")))

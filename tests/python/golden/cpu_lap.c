@@ -9,6 +9,34 @@ void lap(tack_index i, tack_index j, int64_t h, int64_t w, const float *u, float
 }
 
 #line 1 "<tack entry>"
+#line 2 "kernel"
+static inline void lap_tack_check_(tack_index i, tack_index j, int64_t h, int64_t w, const float *u, float *out)
+#line 1 "<tack entry>"
+{
+#pragma push_macro("const")
+#undef const
+#pragma push_macro("float")
+#undef float
+_Static_assert(__builtin_types_compatible_p(__typeof__(i), tack_index), "tack_signature_mismatch:0: parameter 'i' of kernel 'lap' is not tack_index");
+_Static_assert(__builtin_types_compatible_p(__typeof__(j), tack_index), "tack_signature_mismatch:1: parameter 'j' of kernel 'lap' is not tack_index");
+_Static_assert(__builtin_types_compatible_p(__typeof__(h), int64_t), "tack_signature_mismatch:2: parameter 'h' of kernel 'lap' is not int64_t");
+_Static_assert(__builtin_types_compatible_p(__typeof__(w), int64_t), "tack_signature_mismatch:3: parameter 'w' of kernel 'lap' is not int64_t");
+_Static_assert(__builtin_types_compatible_p(__typeof__(u), const float *), "tack_signature_mismatch:4: parameter 'u' of kernel 'lap' is not const float *");
+_Static_assert(__builtin_types_compatible_p(__typeof__(out), float *), "tack_signature_mismatch:5: parameter 'out' of kernel 'lap' is not float *");
+#pragma pop_macro("const")
+#pragma pop_macro("float")
+(void)i; (void)j; (void)h; (void)w; (void)u; (void)out;
+}
+#pragma push_macro("void")
+#undef void
+#pragma push_macro("const")
+#undef const
+#pragma push_macro("float")
+#undef float
+_Static_assert(__builtin_types_compatible_p(__typeof__(&lap), void (*)(tack_index, tack_index, int64_t, int64_t, const float *, float *)), "tack_signature_mismatch:all: kernel 'lap' has other parameter types than Tack read");
+#pragma pop_macro("void")
+#pragma pop_macro("const")
+#pragma pop_macro("float")
 static inline void lap_tack_restrict_(tack_index i, tack_index j, int64_t h, int64_t w, const float *restrict u, float *restrict out)
 #line 3 "kernel"
 {

@@ -2,6 +2,32 @@
 #line 1 "kernel"
 void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }
 #line 1 "<tack entry>"
+#line 1 "kernel"
+static inline void saxpy_tack_check_(tack_index i, float a, const float *x, float *y)
+#line 1 "<tack entry>"
+{
+#pragma push_macro("const")
+#undef const
+#pragma push_macro("float")
+#undef float
+_Static_assert(__builtin_types_compatible_p(__typeof__(i), tack_index), "tack_signature_mismatch:0: parameter 'i' of kernel 'saxpy' is not tack_index");
+_Static_assert(__builtin_types_compatible_p(__typeof__(a), float), "tack_signature_mismatch:1: parameter 'a' of kernel 'saxpy' is not float");
+_Static_assert(__builtin_types_compatible_p(__typeof__(x), const float *), "tack_signature_mismatch:2: parameter 'x' of kernel 'saxpy' is not const float *");
+_Static_assert(__builtin_types_compatible_p(__typeof__(y), float *), "tack_signature_mismatch:3: parameter 'y' of kernel 'saxpy' is not float *");
+#pragma pop_macro("const")
+#pragma pop_macro("float")
+(void)i; (void)a; (void)x; (void)y;
+}
+#pragma push_macro("void")
+#undef void
+#pragma push_macro("const")
+#undef const
+#pragma push_macro("float")
+#undef float
+_Static_assert(__builtin_types_compatible_p(__typeof__(&saxpy), void (*)(tack_index, float, const float *, float *)), "tack_signature_mismatch:all: kernel 'saxpy' has other parameter types than Tack read");
+#pragma pop_macro("void")
+#pragma pop_macro("const")
+#pragma pop_macro("float")
 static inline void saxpy_tack_restrict_(tack_index i, float a, const float *restrict x, float *restrict y)
 #line 1 "kernel"
 { y[i] = a * x[i] + y[i]; }
