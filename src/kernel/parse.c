@@ -154,7 +154,8 @@ struct scan {
     /* Set by expand: the line of the uncertain conditional an alias the
      * signature used lies under (0: none). */
     int uncertain_alias;
-    /* Steps left of the parse's work budget (PARSE_BUDGET): every token
+    /* Steps left of the parse's work budget (PARSE_BUDGET and
+     * PARSE_STEPS_PER_TOKEN): every token
      * a scan or an expansion visits and every alias compared costs one.
      * Depth and output limits alone do not bound the work: macros that
      * expand to nothing produce no output, and 24 of them at each of 8
@@ -162,9 +163,11 @@ struct scan {
     long budget;
 };
 
-/* Far above what any real signature costs (a 1 MiB source is read in a
- * few million steps), far below a second's work. */
+/* The budget beyond a few steps per token, which the linear scans of any
+ * source take: far above what any real signature's macros cost, far below
+ * a second's work. */
 #define PARSE_BUDGET (16L * 1024 * 1024)
+#define PARSE_STEPS_PER_TOKEN 4
 
 /* Charges `n` steps; 0 while the budget lasts, -1 once it is spent (and
  * from then on). */
@@ -177,10 +180,10 @@ static int spend(struct scan *s, long n)
 static tack_status too_complex(void)
 {
     return tack_error_set(TACK_EVALUE,
-                          "the kernel source is too complex to read its signature: finding it took more than %ld "
-                          "steps (macros or typedefs that expand into many others, or unbalanced brackets); "
-                          "write the kernel's signature with fewer levels of macros",
-                          PARSE_BUDGET);
+                          "the kernel source is too complex to read its signature: finding it took more than "
+                          "%ld million steps beyond the source's length (macros or typedefs that expand into many "
+                          "others); write the kernel's signature with fewer levels of macros",
+                          PARSE_BUDGET >> 20);
 }
 
 static int scan_prev(const struct scan *s, int i)
@@ -1046,8 +1049,8 @@ tack_status tack_signature_parse(const char *source, const char *name, struct ta
     struct scan s;
     memset(&s, 0, sizeof s);
     s.src = source;
-    s.budget = PARSE_BUDGET;
     tack_status st = lex(source, &s.t);
+    s.budget = PARSE_BUDGET + PARSE_STEPS_PER_TOKEN * (long)s.t.n;
     if (st == TACK_OK)
         st = follow_conditionals(&s);
     if (st == TACK_OK && s.unbalanced_line)
