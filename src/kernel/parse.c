@@ -413,6 +413,10 @@ static const char *const levels[] = {"||", "&&", "|", "^", "&", "== !=", "<= >= 
 
 static struct cval ev_binary(struct cond_eval *e, int level)
 {
+    /* Each level an operand passes through costs, as its operators are
+     * looked for: some four steps' work. */
+    if (spend(e->s, 4))
+        return unknown_value();
     if (level == (int)(sizeof levels / sizeof *levels))
         return ev_unary(e);
     struct cval l = ev_binary(e, level + 1);

@@ -826,6 +826,85 @@ static void test_generated_source(void)
     }
 }
 
+/* The parser follows the conditionals it can evaluate and refuses a
+ * signature under one it cannot; malformed directives and deep nesting
+ * neither crash it nor make it read a wrong type; its work is bounded. */
+static void test_conditionals_and_budget(void)
+{
+    static const struct {
+        const char *src;
+        tack_status want;
+        tack_dtype dtype; /* of the last parameter, where want is TACK_OK */
+    } cases[] = {
+        {"#if 1\ntypedef double real;\n#else\ntypedef float real;\n#endif\nvoid k(tack_index i, real *y) { y[i] = 1; }",
+         TACK_OK, TACK_F64},
+        {"#if 0\ntypedef double real;\n#elif 2 > 1\ntypedef float real;\n#else\ntypedef int8_t real;\n#endif\n"
+         "void k(tack_index i, real *y) { y[i] = 1; }",
+         TACK_OK, TACK_F32},
+        {"#define A 1\n#undef A\n#if defined A || A\nvoid k(tack_index i, double *y) { y[i] = 1; }\n#else\n"
+         "void k(tack_index i, int32_t *y) { y[i] = 1; }\n#endif",
+         TACK_OK, TACK_I32},
+        {"#if 0\n#if X\n#else\ntypedef double real;\n#endif\n#else\ntypedef uint16_t real;\n#endif\n"
+         "void k(tack_index i, real *y) { y[i] = 1; }",
+         TACK_OK, TACK_U16},
+        {"#if 1 / 0\ntypedef double real;\n#endif\nvoid k(tack_index i, real *y) { y[i] = 1; }", TACK_EVALUE, 0},
+        {"#ifdef X\nvoid k(tack_index i, double *y) { y[i] = 1; }\n#endif", TACK_EVALUE, 0},
+        {"#if defined(\ntypedef double real;\n#endif\nvoid k(tack_index i, real *y) { y[i] = 1; }", TACK_EVALUE, 0},
+        /* Directives out of place: an #endif alone, an #if never closed. */
+        {"#endif\n#else\nvoid k(tack_index i, float *y) { y[i] = 1; }\n#if 1\n", TACK_OK, TACK_F32},
+        {"#if 0\nvoid k(tack_index i, float *y) { y[i] = 1; }", TACK_EVALUE, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tack_kernel *k = NULL;
+        tack_status st = tack_kernel_create(cases[c].src, NULL, &k);
+        if (st != cases[c].want) {
+            fprintf(stderr, "case %zu: status %d, want %d: %s\n", c, st, cases[c].want, tack_last_error());
+            check_failures++;
+        }
+        if (k) {
+            tack_kernel_param p;
+            CHECK_OK(tack_kernel_param_info(k, tack_kernel_num_params(k) - 1, &p));
+            CHECK(p.dtype == cases[c].dtype);
+            tack_kernel_release(k);
+        }
+    }
+    /* Deep nesting: of parentheses in a condition, of #if groups, of
+     * macros in a condition. */
+    size_t cap = 1 << 20;
+    char *src = malloc(cap);
+    CHECK(src != NULL);
+    if (!src)
+        return;
+    size_t n = (size_t)snprintf(src, cap, "#if ");
+    for (int i = 0; i < 100000; i++)
+        src[n++] = '(';
+    n += (size_t)snprintf(src + n, cap - n, "1\nvoid k(tack_index i, float *y) { y[i] = 1; }\n#endif\n");
+    tack_kernel *k = NULL;
+    CHECK_STATUS(tack_kernel_create(src, NULL, &k), TACK_EVALUE);
+    n = 0;
+    for (int i = 0; i < 2000; i++)
+        n += (size_t)snprintf(src + n, cap - n, "#if 1\n");
+    n += (size_t)snprintf(src + n, cap - n, "void k(tack_index i, float *y) { y[i] = 1; }\n");
+    for (int i = 0; i < 2000; i++)
+        n += (size_t)snprintf(src + n, cap - n, "#endif\n");
+    CHECK_OK(tack_kernel_create(src, NULL, &k));
+    tack_kernel_release(k);
+    k = NULL;
+    n = (size_t)snprintf(src, cap, "#define M7 1\n");
+    for (int l = 6; l >= 0; l--) {
+        n += (size_t)snprintf(src + n, cap - n, "#define M%d", l);
+        for (int w = 0; w < 24; w++)
+            n += (size_t)snprintf(src + n, cap - n, " M%d +", l + 1);
+        n += (size_t)snprintf(src + n, cap - n, " 0\n");
+    }
+    n += (size_t)snprintf(src + n, cap - n, "#if M0\ntypedef double real;\n#endif\n"
+                                            "void k(tack_index i, real *y) { y[i] = 1; }\n");
+    /* Evaluated with the budget, or given up on: either way refused
+     * (unknown condition or too complex), never a long wait. */
+    CHECK_STATUS(tack_kernel_create(src, NULL, &k), TACK_EVALUE);
+    free(src);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-XXXXXX");
@@ -844,6 +923,7 @@ int main(void)
     }
     RUN(test_signature);
     RUN(test_signature_errors);
+    RUN(test_conditionals_and_budget);
     RUN(test_signature_new_types);
     RUN(test_saxpy);
     RUN(test_every_dtype);
