@@ -84,7 +84,7 @@ GIL_SCRIPT = """
     th.start()
     time.sleep(0.05)
     best = None
-    for _ in range(3):
+    for _ in range(5):   # the best of five: a loaded machine may stall any thread now and then
         t0 = time.monotonic()
         tack.Kernel(src)
         t1 = time.monotonic()
