@@ -349,6 +349,8 @@ static struct cval ev_primary(struct cond_eval *e)
     if (t->kind == T_NUMBER) {
         e->i++;
         char buf[32];
+        if (t->len >= (int)sizeof buf)
+            return unknown_value(); /* cut short, it would be another number */
         tok_copy(t, buf, sizeof buf);
         char *endp;
         unsigned long long v = strtoull(buf, &endp, 0);

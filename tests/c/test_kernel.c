@@ -848,6 +848,10 @@ static void test_conditionals_and_budget(void)
          "void k(tack_index i, real *y) { y[i] = 1; }",
          TACK_OK, TACK_U16},
         {"#if 1 / 0\ntypedef double real;\n#endif\nvoid k(tack_index i, real *y) { y[i] = 1; }", TACK_EVALUE, 0},
+        /* A number too long to read whole is not read as its first digits. */
+        {"#if 0x00000000000000000000000000000000000001\ntypedef double real;\n#else\ntypedef float real;\n#endif\n"
+         "void k(tack_index i, real *y) { y[i] = 1; }",
+         TACK_EVALUE, 0},
         {"#ifdef X\nvoid k(tack_index i, double *y) { y[i] = 1; }\n#endif", TACK_EVALUE, 0},
         {"#if defined(\ntypedef double real;\n#endif\nvoid k(tack_index i, real *y) { y[i] = 1; }", TACK_EVALUE, 0},
         /* Directives out of place: an #endif alone, an #if never closed. */
