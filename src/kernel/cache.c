@@ -1252,13 +1252,55 @@ static int mapped_from(const void *addr, const struct stat *st)
     return found == 1;
 }
 
+/* Handles this process has seen to be of a file, by its device and inode:
+ * so that a loaded object answering to a reused descriptor's path is told
+ * from the right one without reading /proc/self/maps (milliseconds). */
+struct loaded_file {
+    void *handle;
+    dev_t dev;
+    ino_t ino;
+};
+#define LOADED_KEPT 64
+static struct loaded_file loaded_files[LOADED_KEPT];
+static unsigned loaded_next;
+static pthread_mutex_t loaded_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* 1 when `h` was seen to be the file st identifies, 0 when seen to be
+ * another, -1 when not seen. */
+static int loaded_from(void *h, const struct stat *st)
+{
+    int seen = -1;
+    pthread_mutex_lock(&loaded_lock);
+    for (unsigned i = 0; i < LOADED_KEPT && seen < 0; i++)
+        if (loaded_files[i].handle == h)
+            seen = loaded_files[i].dev == st->st_dev && loaded_files[i].ino == st->st_ino;
+    pthread_mutex_unlock(&loaded_lock);
+    return seen;
+}
+
+static void remember_loaded(void *h, const struct stat *st)
+{
+    pthread_mutex_lock(&loaded_lock);
+    unsigned slot = loaded_next % LOADED_KEPT;
+    for (unsigned i = 0; i < LOADED_KEPT; i++)
+        if (loaded_files[i].handle == h)
+            slot = i;
+    if (slot == loaded_next % LOADED_KEPT)
+        loaded_next++;
+    loaded_files[slot] = (struct loaded_file){h, st->st_dev, st->st_ino};
+    pthread_mutex_unlock(&loaded_lock);
+}
+
 /* dlopen of the open file `fd` through /proc/self/fd: the file checked is
- * the file loaded. The dynamic loader takes a path it has seen before for
- * the object it loaded under it, and a descriptor's number is used again
- * once closed, so an object loaded through the same number earlier and
- * still loaded would be taken for this one: the loaded entry is checked to
- * come from this very file, and the load repeated through another number
- * if not. NULL with *why set on failure. */
+ * the file loaded. The dynamic loader answers a path it has seen before
+ * with the object it loaded under it, and a descriptor's number is used
+ * again once closed, so an object loaded through the same number earlier
+ * and still loaded would be taken for this one. Asked first without
+ * loading (RTLD_NOLOAD): no answer means no object has the name nor is of
+ * the file, and the load that follows maps this descriptor's file (no
+ * other can take the name while the descriptor is held); an answer is
+ * used only once it is seen to be of this file, else the load is repeated
+ * through another number. NULL with *why set on failure. */
 static void *dlopen_fd(int fd, const struct stat *st, void **entry, const char **why)
 {
     enum { TRIES = 8 };
@@ -1268,7 +1310,12 @@ static void *dlopen_fd(int fd, const struct stat *st, void **entry, const char *
     for (int attempt = 0; attempt < TRIES && !h; attempt++) {
         char path[64];
         snprintf(path, sizeof path, "/proc/self/fd/%d", use);
-        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        int fresh = !h;
+        if (fresh) {
+            (void)dlerror();
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        }
         if (!h) {
             *why = dlerror();
             break;
@@ -1280,8 +1327,10 @@ static void *dlopen_fd(int fd, const struct stat *st, void **entry, const char *
             h = NULL;
             break;
         }
-        if (mapped_from(*entry, st))
+        if (fresh || loaded_from(h, st) == 1 || mapped_from(*entry, st)) {
+            remember_loaded(h, st);
             break;
+        }
         dlclose(h);
         h = NULL;
         /* The old number stays taken while the next one is tried. */
