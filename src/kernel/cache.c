@@ -575,8 +575,9 @@ static int is_cache_name(const char *name)
     for (const char *p = name; p < dash; p++)
         if (!((*p >= 'a' && *p <= 'z') || *p == '_'))
             return 0;
-    size_t hex = strspn(dash + 1, "0123456789abcdef");
-    return hex == 64 && dash[65] == '.' && dash[66] && strspn(dash + 66, "abcdefghijklmnopqrstuvwxyz") == strlen(dash + 66);
+    if (strspn(dash + 1, "0123456789abcdef") != 64 || dash[65] != '.' || !dash[66])
+        return 0;
+    return strspn(dash + 66, "abcdefghijklmnopqrstuvwxyz") == strlen(dash + 66);
 }
 
 static int older_first(const void *a, const void *b)
@@ -644,7 +645,9 @@ static void evict(int dirfd, const char *keep, uint64_t max)
 }
 
 /* Writes `data` and its trailer as `name` in the cache directory through a
- * temporary name and a rename, then holds the cache to its bound. */
+ * temporary name and a rename, then holds the cache to its bound.
+ * TACK_ERUNTIME when it cannot be written, saying why; nothing is then
+ * left under the temporary name and `name` is as it was. */
 static tack_status store_at(int dirfd, const char *dir, const char *name, const void *data, size_t size)
 {
     char tmp[96], trailer[TRAILER_SIZE + 1];
@@ -1402,7 +1405,8 @@ static void command_of(const struct compiler *c, char *out, size_t cap)
         used += (size_t)snprintf(out + used, cap - used, " %s", c->argv[i]);
 }
 
-/* Writes the kernel's source as `name` in the cache directory. */
+/* Writes the kernel's source as `name` in the cache directory.
+ * TACK_ERUNTIME, saying why, when it cannot; nothing is then left. */
 static tack_status write_source(int dirfd, const char *dir, const char *name, const char *source)
 {
     int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -1616,6 +1620,9 @@ static void name_memo_add(const char *prefix, const char *source, size_t len, co
     pthread_mutex_unlock(&name_memo_lock);
 }
 
+/* tack_host_compile with the compiler chosen: every file of the build is
+ * reached through one descriptor of the checked cache directory, closed
+ * before this returns. */
 static tack_status host_compile(const struct compiler *c, const char *name, const char *source, int64_t limit_ns,
                                 void **handle, struct tack_kernel_code *code)
 {
