@@ -325,6 +325,48 @@ def test_the_spirv_key_holds_the_ocloc_version(tmp_path):
     assert upgraded["compiled"] and len(upgraded["spirv"]) == 2, upgraded
 
 
+SPIRV_BUILD = r"""
+import ctypes, json, os, sys
+import tack
+ocloc = ctypes.CDLL(os.environ["TACK_OCLOC_LIBRARY"])
+ocloc.tack_sim_ocloc_stats.restype = ctypes.c_longlong
+k = tack.Kernel(sys.argv[1], device="level_zero")
+cache = os.environ["TACK_CACHE_DIR"]
+print(json.dumps({"compiled": ocloc.tack_sim_ocloc_stats(b"invocations") > 1,
+                  "spirv": sorted(f for f in os.listdir(cache) if f.endswith(".spv"))}))
+"""
+
+
+def test_spirv_copied_over_another_kernels_is_compiled_again(tmp_path):
+    """The GPU caches' files are bound to their keys as the host objects
+    are: one kernel's SPIR-V under another's name is not used for it."""
+    import simdriver
+    libraries = {}
+    for name in ("level_zero", "ocloc"):
+        libraries[name], why_not = simdriver.build(name, tmp_path)
+        if libraries[name] is None:
+            pytest.skip(why_not)
+    cache = private(tmp_path / "cache")
+    env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_LEVEL_ZERO_LIBRARY=libraries["level_zero"],
+               TACK_OCLOC_LIBRARY=libraries["ocloc"])
+    env.pop("TACK_CACHE_MAX", None)
+
+    def build_spirv(source):
+        r = subprocess.run([sys.executable, "-c", SPIRV_BUILD, source], env=env, capture_output=True, text=True,
+                           timeout=LIMIT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)
+
+    first = build_spirv("void fill(tack_index i, float v, float *y) { y[i] = v; }")
+    both = build_spirv("void twice(tack_index i, float v, float *y) { y[i] = 2 * v; }")
+    assert first["compiled"] and both["compiled"] and len(both["spirv"]) == 2, both
+    (other,) = set(both["spirv"]) - set(first["spirv"])
+    (cache / other).write_bytes((cache / first["spirv"][0]).read_bytes())
+    again = build_spirv("void twice(tack_index i, float v, float *y) { y[i] = 2 * v; }")
+    assert again["compiled"], "another kernel's SPIR-V was used"
+    assert trailer_ok(cache / other)
+
+
 SAME_SOURCE_TWICE = r"""
 import json, os, sys
 import tack
