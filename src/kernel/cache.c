@@ -580,6 +580,27 @@ static int is_cache_name(const char *name)
     return strspn(dash + 66, "abcdefghijklmnopqrstuvwxyz") == strlen(dash + 66);
 }
 
+/* A name temp_name gives: "tmp-<pid>-<count>-<hex>" and .c, .so or .part. */
+static int is_temp_name(const char *name)
+{
+    if (strncmp(name, "tmp-", 4))
+        return 0;
+    const char *p = name + 4;
+    size_t n = strspn(p, "0123456789");
+    if (!n || p[n] != '-')
+        return 0;
+    p += n + 1;
+    n = strspn(p, "0123456789");
+    if (!n || p[n] != '-')
+        return 0;
+    p += n + 1;
+    n = strspn(p, "0123456789abcdef");
+    if (!n)
+        return 0;
+    p += n;
+    return !strcmp(p, ".c") || !strcmp(p, ".so") || !strcmp(p, ".part");
+}
+
 static int older_first(const void *a, const void *b)
 {
     const struct cached_entry *x = a, *y = b;
@@ -588,14 +609,18 @@ static int older_first(const void *a, const void *b)
     return (x->used.tv_nsec > y->used.tv_nsec) - (x->used.tv_nsec < y->used.tv_nsec);
 }
 
+/* A temporary file this old was left by a writer that died (a compile
+ * has 600 s unless TACK_COMPILE_TIMEOUT says otherwise). */
+#define STALE_TEMP_S (24 * 3600)
+
 /* Removes the files used longest ago until the cache holds at most `max`
- * bytes; never `keep` (the file just stored). Best effort: out of memory
- * or descriptors, nothing is removed this time. */
+ * bytes (0: no bound), and temporary files left by writers that died;
+ * never `keep` (the file just stored). Best effort: out of memory or
+ * descriptors, nothing is removed this time. */
 static void evict(int dirfd, const char *keep, uint64_t max)
 {
-    if (max == 0)
-        return;
-    int fd = dup(dirfd);
+    /* A description of its own: reading it moves no offset of dirfd's. */
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
@@ -606,11 +631,18 @@ static void evict(int dirfd, const char *keep, uint64_t max)
     size_t n = 0, cap = 0;
     uint64_t total = 0;
     int ok = 1;
+    time_t stale = time(NULL) - STALE_TEMP_S;
     for (struct dirent *e; ok && (e = readdir(d));) {
         struct stat st;
-        if (!is_cache_name(e->d_name) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        int temp = is_temp_name(e->d_name);
+        if ((!temp && !is_cache_name(e->d_name)) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISREG(st.st_mode))
             continue;
+        if (temp) {
+            if (st.st_mtim.tv_sec < stale)
+                (void)unlinkat(dirfd, e->d_name, 0);
+            continue;
+        }
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 64;
             struct cached_entry *grown = realloc(all, ncap * sizeof *all);
@@ -630,7 +662,7 @@ static void evict(int dirfd, const char *keep, uint64_t max)
         n++;
     }
     closedir(d);
-    if (ok && total > max) {
+    if (ok && max && total > max) {
         qsort(all, n, sizeof *all, older_first);
         for (size_t i = 0; i < n && total > max; i++) {
             if (!strcmp(all[i].name, keep))

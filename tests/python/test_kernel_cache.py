@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -573,6 +574,24 @@ def test_a_malformed_tack_cache_max_is_refused(tmp_path, cc, value):
     result = build(cache, cc[0], TACK_CACHE_MAX=value)
     assert "TACK_CACHE_MAX" in result.get("error", "") and value in result["error"], result
     assert calls(cc[1]) == 0
+
+
+def test_temporary_files_of_writers_that_died_are_removed(tmp_path, cc):
+    """What a killed compile leaves under a temporary name counts against
+    no bound and is never used: removed once a day old, when a file is
+    stored. A fresh one (a compile under way) and a file that only looks
+    alike are left alone."""
+    cache = private(tmp_path / "cache")
+    day = 24 * 3600
+    names = {"tmp-4242-0-1f2e.so": 2 * day, "tmp-4242-1-1f2f.c": 2 * day, "tmp-4242-2-1f30.part": 2 * day,
+             "tmp-4243-0-aa.so": 60, "tmp-notes.txt": 2 * day}
+    now = time.time()
+    for name, age in names.items():
+        (cache / name).write_bytes(b"x" * 4096)
+        os.utime(cache / name, (now - age, now - age))
+    assert build(cache, cc[0]) == {"y": [0, 3, 6, 9, 12]}
+    left = sorted(f for f in os.listdir(cache) if f.startswith("tmp-"))
+    assert left == ["tmp-4243-0-aa.so", "tmp-notes.txt"], left
 
 
 # --------------------------------------------------------------------------
