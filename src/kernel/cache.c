@@ -1548,12 +1548,18 @@ static tack_status compile_to(const struct compiler *c, const char *name, int di
         st = tack_compile_failed(r.output, r.output_len, "kernel '%s' failed to compile (%s exited with status %d):\n",
                                  name, c->display, r.status);
     } else if (!made) {
+        /* The whole command, less the files' names in the cache. */
+        char whole[2048];
+        size_t used = 0, words = 0;
+        while (argv[words])
+            words++;
+        for (size_t i = 0; i + 4 < words && used < sizeof whole; i++)
+            used += (size_t)snprintf(whole + used, sizeof whole - used, "%s%s", i ? " " : "", argv[i]);
         st = tack_compile_failed(r.output, r.output_len,
                                  "kernel '%s': the C compiler %s exited with status 0 but produced no object (the "
-                                 "file named after -o is %s); the command was %s ... -o <object> <source> -lm. Set "
+                                 "file named after -o is %s); the command was %s -o <object> <source> -lm. Set "
                                  "TACK_CC to a C compiler that writes the file -o names%s",
-                                 name, c->display, no_object, command,
-                                 r.output_len ? ". It said:\n" : "");
+                                 name, c->display, no_object, whole, r.output_len ? ". It said:\n" : "");
     } else if (!seal_object(dirfd, obj, final)) {
         int err = errno;
         st = tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel %s/%s: %s; %s", dir, obj,
