@@ -81,17 +81,22 @@ tack_status tack_host_compile(const char *name, const char *source, void **handl
 
 /* The cache directory, created when missing (cache.c). TACK_ERUNTIME when
  * it cannot be made or is not private (owned by another user, writable by
- * others, or below a directory through which others could replace it);
- * *unsafe says which: an unusable directory only costs a compile, an
- * unsafe one is the user's to fix. */
+ * others, or below a directory through which others could replace it), or
+ * TACK_CACHE_MAX is not a size; *unsafe says which: an unusable directory
+ * only costs a compile, an unsafe one (or a bad bound) is the user's to
+ * fix. */
 tack_status tack_cache_dir(char *out, size_t cap, int *unsafe);
 /* A cached file's contents, checked: NULL when it is missing, not this
- * user's to trust (a link, another user's, writable by others) or not
- * whole (its size and SHA-256 trailer do not match). malloc'd with a NUL
- * added; *size excludes it. */
+ * user's to trust (a link, another user's, writable by others), not whole
+ * (its size and SHA-256 trailer do not match) or made for another key
+ * (the trailer names the file it was written as). Read through a
+ * descriptor of its directory, opened and checked again here. malloc'd
+ * with a NUL added; *size excludes it. */
 char *tack_cache_load(const char *path, size_t *size);
 /* Writes `data` and its trailer to `path` through a temporary name and a
- * rename, so that a reader sees either no file or all of it. */
+ * rename, so that a reader sees either no file or all of it, relative to a
+ * descriptor of path's directory opened and checked here (`dir` is not
+ * used), then holds the cache to TACK_CACHE_MAX. */
 tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
 
 /* The C compiler host kernels would be built with now, as

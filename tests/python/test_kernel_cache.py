@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -69,11 +70,13 @@ def calls(log):
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
-def build(cache, cc, source=KERNEL):
+def build(cache, cc, source=KERNEL, script=BUILD, **extra):
     env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_CC=cc)
     env.pop("TACK_CFLAGS", None)
+    env.pop("TACK_CACHE_MAX", None)
+    env.update(extra)
     try:
-        proc = subprocess.run([sys.executable, "-c", BUILD, source], env=env, capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-c", script, source], env=env, capture_output=True, text=True,
                               timeout=LIMIT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"building a kernel from the cache hung (killed after {LIMIT} s)")
@@ -96,16 +99,25 @@ def cached_object(cache):
     return cache / objects[0]
 
 
+def trailer(name, body):
+    """The trailer the cache writes after a file's bytes (see
+    src/kernel/cache.c): their size, the SHA-256 of the file's name (the
+    digest of its whole key) and their SHA-256."""
+    return b"tack-cache-2 %020d %s %s\n" % (len(body), hashlib.sha256(name.encode()).hexdigest().encode(),
+                                             hashlib.sha256(body).hexdigest().encode())
+
+
+TRAILER_SIZE = len(trailer("", b""))
+
+
 def trailer_ok(path):
-    """The object ends with the trailer the cache writes: its size and
-    SHA-256 (see src/kernel/cache.c)."""
     data = path.read_bytes()
-    body, tail = data[:-99], data[-99:]
-    return tail == b"tack-cache-1 %020d %s\n" % (len(body), hashlib.sha256(body).hexdigest().encode())
+    body, tail = data[:-TRAILER_SIZE], data[-TRAILER_SIZE:]
+    return tail == trailer(path.name, body)
 
 
-def with_trailer(data):
-    return data + b"tack-cache-1 %020d %s\n" % (len(data), hashlib.sha256(data).hexdigest().encode())
+def with_trailer(data, name):
+    return data + trailer(name, data)
 
 
 @pytest.fixture
@@ -164,7 +176,7 @@ def plant(tmp_path, cc, cache):
     so = tmp_path / "planted.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
     target = cache / name
-    target.write_bytes(with_trailer(so.read_bytes()))
+    target.write_bytes(with_trailer(so.read_bytes(), name))
     return target, marker
 
 
@@ -314,6 +326,48 @@ def test_the_spirv_key_holds_the_ocloc_version(tmp_path):
     assert upgraded["compiled"] and len(upgraded["spirv"]) == 2, upgraded
 
 
+SPIRV_BUILD = r"""
+import ctypes, json, os, sys
+import tack
+ocloc = ctypes.CDLL(os.environ["TACK_OCLOC_LIBRARY"])
+ocloc.tack_sim_ocloc_stats.restype = ctypes.c_longlong
+k = tack.Kernel(sys.argv[1], device="level_zero")
+cache = os.environ["TACK_CACHE_DIR"]
+print(json.dumps({"compiled": ocloc.tack_sim_ocloc_stats(b"invocations") > 1,
+                  "spirv": sorted(f for f in os.listdir(cache) if f.endswith(".spv"))}))
+"""
+
+
+def test_spirv_copied_over_another_kernels_is_compiled_again(tmp_path):
+    """The GPU caches' files are bound to their keys as the host objects
+    are: one kernel's SPIR-V under another's name is not used for it."""
+    import simdriver
+    libraries = {}
+    for name in ("level_zero", "ocloc"):
+        libraries[name], why_not = simdriver.build(name, tmp_path)
+        if libraries[name] is None:
+            pytest.skip(why_not)
+    cache = private(tmp_path / "cache")
+    env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_LEVEL_ZERO_LIBRARY=libraries["level_zero"],
+               TACK_OCLOC_LIBRARY=libraries["ocloc"])
+    env.pop("TACK_CACHE_MAX", None)
+
+    def build_spirv(source):
+        r = subprocess.run([sys.executable, "-c", SPIRV_BUILD, source], env=env, capture_output=True, text=True,
+                           timeout=LIMIT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)
+
+    first = build_spirv("void fill(tack_index i, float v, float *y) { y[i] = v; }")
+    both = build_spirv("void twice(tack_index i, float v, float *y) { y[i] = 2 * v; }")
+    assert first["compiled"] and both["compiled"] and len(both["spirv"]) == 2, both
+    (other,) = set(both["spirv"]) - set(first["spirv"])
+    (cache / other).write_bytes((cache / first["spirv"][0]).read_bytes())
+    again = build_spirv("void twice(tack_index i, float v, float *y) { y[i] = 2 * v; }")
+    assert again["compiled"], "another kernel's SPIR-V was used"
+    assert trailer_ok(cache / other)
+
+
 SAME_SOURCE_TWICE = r"""
 import json, os, sys
 import tack
@@ -350,3 +404,236 @@ def test_a_source_built_again_in_one_process_is_named_by_all_it_was_built_with(t
     assert len(other_flags) == 2 and set(first) < set(other_flags), result
     assert result["y"] == [0, 3, 6, 9, 12]
     assert calls(log) == 2, "one compile for each set of flags, none for the source built again"
+
+
+# --------------------------------------------------------------------------
+# the compiler's command line: every word of TACK_CC and TACK_CFLAGS
+
+VALUE_KERNEL = """
+#ifndef VALUE
+#define VALUE 1
+#endif
+void value(tack_index i, int32_t *y) { y[i] = VALUE; }
+"""
+
+
+def test_long_tack_cc_and_tack_cflags_reach_the_compiler_whole(tmp_path):
+    # 32 words of TACK_CC and 7 of TACK_CFLAGS overran the command line
+    # (a stack overflow); a 17th word of TACK_CFLAGS was dropped unsaid.
+    cache = private(tmp_path / "cache")
+    long_cc = "cc" + " -w" * 31
+    assert build(cache, long_cc, VALUE_KERNEL, TACK_CFLAGS=" ".join(["-w"] * 7)) == {"y": [1] * 5}
+    for words in (17, 40):
+        flags = " ".join(["-w"] * (words - 1) + [f"-DVALUE={words}"])
+        assert build(cache, long_cc, VALUE_KERNEL, TACK_CFLAGS=flags) == {"y": [words] * 5}, words
+
+
+# --------------------------------------------------------------------------
+# a cache directory reached through a link that changes
+
+
+def test_a_link_retargeted_during_a_build_does_not_redirect_it(tmp_path):
+    """TACK_CACHE_DIR a link to a private directory, retargeted once the
+    build has begun (here by the compiler itself, so the race is won every
+    time): the object is written into, and loaded from, the directory that
+    was checked, and nothing lands in the new target."""
+    checked, other = private(tmp_path / "checked"), private(tmp_path / "other")
+    link = tmp_path / "cache-link"
+    link.symlink_to(checked)
+    swapping = tmp_path / "cc-swapping"
+    swapping.write_text(f'#!/bin/sh\nln -sfn "{other}" "{link}"\nexec cc "$@"\n')
+    swapping.chmod(0o755)
+    assert build(link, str(swapping)) == {"y": [0, 3, 6, 9, 12]}
+    assert os.readlink(link) == str(other), "the compiler did not retarget the link"
+    assert os.listdir(other) == [], "files were written through the retargeted link"
+    assert trailer_ok(cached_object(checked))
+
+
+# --------------------------------------------------------------------------
+# an object bound to its key
+
+OTHER_KERNEL = "void times5(tack_index i, int32_t *y) { y[i] = (int32_t)i * 5; }"
+
+
+def test_an_object_copied_over_another_kernels_is_rebuilt(tmp_path, cc):
+    script, log = cc
+    cache = private(tmp_path / "cache")
+    assert build(cache, script) == {"y": [0, 3, 6, 9, 12]}
+    first = cached_object(cache)
+    assert build(cache, script, OTHER_KERNEL) == {"y": [0, 5, 10, 15, 20]}
+    second = [cache / f for f in os.listdir(cache) if f.endswith(".so") and cache / f != first]
+    assert len(second) == 1 and calls(log) == 2
+    second[0].write_bytes(first.read_bytes())  # whole, with a trailer that matches its bytes
+    assert build(cache, script, OTHER_KERNEL) == {"y": [0, 5, 10, 15, 20]}
+    assert calls(log) == 3 and trailer_ok(second[0])
+    assert build(cache, script) == {"y": [0, 3, 6, 9, 12]} and calls(log) == 3
+
+
+# --------------------------------------------------------------------------
+# memory and disk held for good
+
+MANY_SOURCES = r"""
+import gc, json, os, sys
+import tack
+
+def rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+
+pad = "/* " + "x" * (1 << 20) + " */\n"
+y = tack.zeros(4, tack.i32)
+
+def attempt(n):
+    try:
+        tack.Kernel(f"void big{n}(tack_index i, int32_t *y) {{ y[i] = {n}; }}\n" + pad)(y)
+    except RuntimeError:
+        pass
+
+for n in range(3):
+    attempt(n)
+gc.collect()
+before = rss()
+for n in range(3, 303):
+    attempt(n)
+gc.collect()
+print(json.dumps({"before": before, "after": rss()}))
+"""
+
+
+def test_sources_of_kernels_gone_are_not_kept(tmp_path):
+    """300 kernels of 1 MiB sources (each refused by a compiler that fails,
+    so that nothing else is kept): the process keeps at most the memo's
+    16 MiB of them, not every source it has seen."""
+    cache = private(tmp_path / "cache")
+    result = build(cache, "false", "", script=MANY_SOURCES)
+    grown = (result["after"] - result["before"]) / (1 << 20)
+    print(f"RSS before {result['before'] / (1 << 20):.1f} MiB, after 300 x 1 MiB sources "
+          f"{result['after'] / (1 << 20):.1f} MiB: +{grown:.1f} MiB")
+    assert grown < 48, f"the process kept {grown:.0f} MiB after 300 kernels of 1 MiB sources were dropped"
+
+
+SEVERAL_KERNELS = r"""
+import json, os, sys
+import tack
+
+cache = os.environ["TACK_CACHE_DIR"]
+y = tack.zeros(4, tack.i32)
+
+def source(n):
+    return f"void k{n}(tack_index i, int32_t *y) {{ y[i] = {n}; }}"
+
+def size():
+    return sum(os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache))
+
+def objects():
+    return sorted(f for f in os.listdir(cache) if f.endswith(".so"))
+
+tack.Kernel(source(0))(y)
+first = objects()
+sizes, alive = [], []
+for n in range(1, 7):
+    # The first kernel used again before each new one: the most recently
+    # used, it is never the one evicted.
+    tack.Kernel(source(0))(y)
+    alive.append(tack.Kernel(source(n)))
+    sizes.append(size())
+# Each loaded while the others stay loaded, each runs its own code.
+ran = []
+for k in alive:
+    k(y)
+    ran.append(y.to_numpy().tolist()[0])
+print(json.dumps({"sizes": sizes, "first": first, "objects": objects(), "ran": ran,
+                  "object_size": os.path.getsize(os.path.join(cache, first[0]))}))
+"""
+
+
+@pytest.mark.parametrize("written", ["{k}K", "{k}k", "{bytes}"])
+def test_the_cache_keeps_to_tack_cache_max(tmp_path, cc, written):
+    script, log = cc
+    cache = private(tmp_path / "cache")
+    # Room for about three objects with their sources.
+    probe = private(tmp_path / "probe")
+    assert build(probe, script) == {"y": [0, 3, 6, 9, 12]}
+    one = sum(f.stat().st_size for f in probe.iterdir())
+    bound = (3 * one + one // 2) // 1024 * 1024
+    value = written.format(k=bound // 1024, bytes=bound)
+    result = build(cache, script, "", script=SEVERAL_KERNELS, TACK_CACHE_MAX=value)
+    print(f"one object with its source {one} bytes, TACK_CACHE_MAX={value}; cache sizes {result['sizes']}")
+    assert max(result["sizes"]) <= bound, result
+    assert result["ran"] == [1, 2, 3, 4, 5, 6], result
+    assert result["first"][0] in result["objects"], "the most recently used object was evicted"
+    # Older ones went (sources first, the oldest files): 7 objects were made.
+    assert 2 <= len(result["objects"]) <= bound // result["object_size"] < 7, result
+
+
+@pytest.mark.parametrize("value", ["lots", "12Q", "-5", "1.5G", "99999999999999999999G"])
+def test_a_malformed_tack_cache_max_is_refused(tmp_path, cc, value):
+    cache = private(tmp_path / "cache")
+    result = build(cache, cc[0], TACK_CACHE_MAX=value)
+    assert "TACK_CACHE_MAX" in result.get("error", "") and value in result["error"], result
+    assert calls(cc[1]) == 0
+
+
+def test_temporary_files_of_writers_that_died_are_removed(tmp_path, cc):
+    """What a killed compile leaves under a temporary name counts against
+    no bound and is never used: removed once a day old, when a file is
+    stored. A fresh one (a compile under way) and a file that only looks
+    alike are left alone."""
+    cache = private(tmp_path / "cache")
+    day = 24 * 3600
+    names = {"tmp-4242-0-1f2e.so": 2 * day, "tmp-4242-1-1f2f.c": 2 * day, "tmp-4242-2-1f30.part": 2 * day,
+             "tmp-4243-0-aa.so": 60, "tmp-notes.txt": 2 * day}
+    now = time.time()
+    for name, age in names.items():
+        (cache / name).write_bytes(b"x" * 4096)
+        os.utime(cache / name, (now - age, now - age))
+    assert build(cache, cc[0]) == {"y": [0, 3, 6, 9, 12]}
+    left = sorted(f for f in os.listdir(cache) if f.startswith("tmp-"))
+    assert left == ["tmp-4243-0-aa.so", "tmp-notes.txt"], left
+
+
+# --------------------------------------------------------------------------
+# compiles that fail for reasons other than the source
+
+
+def test_a_compiler_that_writes_nothing_is_named(tmp_path):
+    cache = private(tmp_path / "cache")
+    result = build(cache, "true")
+    message = result.get("error", "")
+    assert "produced no object" in message and "true" in message, result
+    assert "status 0" in message and "TACK_CC" in message, message
+    assert "/true -O3" in message and "-shared -o <object> <source>" in message, message  # the command run
+    assert not [f for f in os.listdir(cache) if f.startswith("tmp-")]
+
+
+NO_DESCRIPTORS = r"""
+import json, os, resource, sys
+import tack
+y = tack.zeros(5, tack.i32)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+try:
+    tack.Kernel(sys.argv[1])(y)
+    outcome = {"y": y.to_numpy().tolist()}
+except RuntimeError as e:
+    outcome = {"error": str(e)}
+for fd in held:
+    os.close(fd)
+print(json.dumps(outcome))
+"""
+
+
+def test_a_compile_with_no_descriptor_free_says_so(tmp_path, cc):
+    cache = private(tmp_path / "cache")
+    result = build(cache, cc[0], script=NO_DESCRIPTORS)
+    message = result.get("error", "")
+    assert "too many open files" in message.lower() and "ulimit -n" in message, result
+    assert "TACK_CACHE_DIR" not in message, message

@@ -1,0 +1,127 @@
+/* The host kernel cache under the sanitizers: a compiler's command line of
+ * any length, the cache held to TACK_CACHE_MAX, and a bound that is not a
+ * size refused. Each case in a child process (check.h). */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "kernels.h"
+#include "tack/tack.h"
+
+static tack_device *cpu;
+static char cache[256];
+
+static const char value_source[] = "#ifndef VALUE\n#define VALUE 1\n#endif\n"
+                                   "void value(tack_index i, int32_t *y) { y[i] = VALUE + 0 * (int32_t)i; }\n";
+
+/* The kernel `src` run over 4 int32: its y[3], or -1 with the failure
+ * reported at the caller's line. */
+static int32_t run_at(const char *file, int line, const char *src)
+{
+    tack_kernel *k = NULL;
+    tack_array *y = NULL;
+    int64_t n = 4;
+    int32_t got = -1;
+    CHECK_OK_AT(file, line, tack_kernel_compile(src, NULL, cpu, &k));
+    CHECK_OK_AT(file, line, tack_array_empty(cpu, TACK_I32, 1, &n, 0, &y));
+    if (k && y) {
+        tack_arg args[] = {tack_arg_array(y)};
+        CHECK_OK_AT(file, line, tack_kernel_call(k, args, 1));
+        got = ((int32_t *)tack_array_data(y))[3];
+    }
+    tack_array_release(y);
+    tack_kernel_release(k);
+    return got;
+}
+#define run_value(src) run_at(__FILE__, __LINE__, src)
+
+/* Bytes in the cache directory's files. */
+static long long cache_bytes(void)
+{
+    DIR *d = opendir(cache);
+    long long total = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", cache, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (long long)st.st_size;
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+/* 40 words of TACK_CC and 40 of TACK_CFLAGS overran a command line of 48
+ * words on the stack; the 40th word of TACK_CFLAGS must take effect. */
+static void test_a_long_command_line_reaches_the_compiler_whole(void)
+{
+    char cc[256] = "cc", flags[256] = "";
+    for (int i = 1; i < 40; i++)
+        strcat(cc, " -w");
+    for (int i = 1; i < 40; i++)
+        strcat(flags, "-w ");
+    strcat(flags, "-DVALUE=40");
+    setenv("TACK_CC", cc, 1);
+    setenv("TACK_CFLAGS", flags, 1);
+    CHECK(run_value(value_source) == 40);
+    unsetenv("TACK_CFLAGS");
+    CHECK(run_value(value_source) == 1);
+}
+
+/* Kernels stored one after another into a cache bounded at 48 KiB (about
+ * two objects with their sources): the cache never holds more, and the
+ * object just stored is there. */
+static void test_the_cache_is_held_to_tack_cache_max(void)
+{
+    setenv("TACK_CACHE_MAX", "48K", 1);
+    for (int i = 2; i < 8; i++) {
+        char src[160];
+        snprintf(src, sizeof src, "void bounded%d(tack_index i, int32_t *y) { y[i] = %d + 0 * (int32_t)i; }", i, i);
+        CHECK(run_value(src) == i);
+        CHECK(cache_bytes() <= 48 * 1024);
+        CHECK(cache_bytes() > 0);
+    }
+}
+
+/* A bound that is not a size is refused before anything is compiled,
+ * naming the variable. */
+static void test_a_tack_cache_max_that_is_not_a_size_is_refused(void)
+{
+    static const char *const bad[] = {"lots", "12Q", "-1", "1.5G", "99999999999999999999G"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("TACK_CACHE_MAX", bad[i], 1);
+        tack_kernel *k = (tack_kernel *)0x1;
+        CHECK_STATUS(tack_kernel_compile(value_source, NULL, cpu, &k), TACK_ERUNTIME);
+        CHECK(k == (tack_kernel *)0x1);
+        CHECK(strstr(tack_last_error(), "TACK_CACHE_MAX") && strstr(tack_last_error(), bad[i]));
+    }
+    setenv("TACK_CACHE_MAX", "1G", 1);
+    CHECK(run_value(value_source) == 1);
+}
+
+int main(void)
+{
+    snprintf(cache, sizeof cache, "/tmp/tack-test-kernel-cache-XXXXXX");
+    if (!cache_dir_set(cache)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    unsetenv("TACK_CC");
+    unsetenv("TACK_CFLAGS");
+    unsetenv("TACK_CACHE_MAX");
+    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK) {
+        fprintf(stderr, "%s\n", tack_last_error());
+        return 1;
+    }
+    RUN(test_a_long_command_line_reaches_the_compiler_whole);
+    RUN(test_the_cache_is_held_to_tack_cache_max);
+    RUN(test_a_tack_cache_max_that_is_not_a_size_is_refused);
+    tack_device_release(cpu);
+    remove_tree(cache);
+    CHECK_DONE();
+}
