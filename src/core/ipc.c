@@ -507,11 +507,17 @@ static tack_status skip_bytes(struct io *io, size_t n, struct received_fds *r)
     return TACK_OK;
 }
 
-/* Whether the other end of a connected socket has gone. */
+/* Whether the other end of a connected socket has gone, or shut down its
+ * writing side: nothing more will come. */
+#if defined(POLLRDHUP)
+#define HANGUPS (POLLHUP | POLLERR | POLLRDHUP)
+#else
+#define HANGUPS (POLLHUP | POLLERR)
+#endif
 static int peer_closed(int sock)
 {
-    struct pollfd p = {.fd = sock, .events = POLLIN};
-    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+    struct pollfd p = {.fd = sock, .events = POLLIN | HANGUPS};
+    return poll(&p, 1, 0) == 1 && (p.revents & HANGUPS);
 }
 
 /* Reads one message: the header (checked up to its version) and its
