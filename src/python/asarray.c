@@ -221,8 +221,9 @@ static int cai_strides(PyObject *strides, int ndim, int64_t *out, const char *tn
     /* A tuple of its own: a stride's __index__ may change a list while
      * it is read. */
     if (!PySequence_Check(strides)) {
-        PyErr_Format(PyExc_TypeError, "tack.asarray: %s.__cuda_array_interface__ strides must be None or a tuple, not %s",
-                     tname, Py_TYPE(strides)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "tack.asarray: %s.__cuda_array_interface__ strides must be None or a tuple, not %s", tname,
+                     Py_TYPE(strides)->tp_name);
         return 0;
     }
     PyObject *seq = PySequence_Tuple(strides);

@@ -6,7 +6,6 @@ messages, and files mistaken for others. Whatever could crash, hang or
 take the process's descriptors runs in a process of its own with a time
 limit."""
 
-import errno
 import json
 import os
 import pickle

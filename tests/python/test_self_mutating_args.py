@@ -21,7 +21,7 @@ import pytest
 LIMIT = 240
 
 CHILD = r'''
-import gc, os, pickle, socket, sys
+import os, pickle, socket, sys
 import numpy as np
 import tack
 
@@ -373,8 +373,9 @@ def in_child(tail, *argv):
                            timeout=LIMIT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung (killed after {LIMIT} s)")
+    signalled = " (killed by a signal)" if r.returncode < 0 else ""
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (
-        f"exit {r.returncode}" + (" (killed by a signal)" if r.returncode < 0 else "") + f"\n{r.stdout}\n{r.stderr[-4000:]}")
+        f"exit {r.returncode}{signalled}\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
     return r.stdout
 
 
