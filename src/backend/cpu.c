@@ -209,6 +209,24 @@ static tack_status cpu_export_memory(tack_buffer *b, tack_exported_memory *out)
 #define WRITE_SEALS 0
 #endif
 
+/* What an unsealed descriptor is, for the refusal: a /dev/shm file takes
+ * seals' queries as a memfd does, but is no memfd, and the message must
+ * not send its owner looking for one. */
+static const char *unsealed_kind(int fd, int seals, char *buf, size_t cap)
+{
+    char link[64], target[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    target[n > 0 ? n : 0] = 0;
+    if (!strncmp(target, "/memfd:", 7))
+        snprintf(buf, cap, "%s", seals < 0 ? "a memfd made without sealing" : "a memfd not sealed against shrinking");
+    else if (!strncmp(target, "/dev/shm/", 9))
+        snprintf(buf, cap, "a shared-memory file (%s), which cannot be sealed", n > 0 ? target : "in /dev/shm");
+    else
+        snprintf(buf, cap, "%s", seals < 0 ? "a file that cannot be sealed" : "a file not sealed against shrinking");
+    return buf;
+}
+
 static tack_status cpu_import_memory(tack_device *device, const tack_exported_memory *e, void **data, void **ctx,
                                      int *writable, int *foreign)
 {
@@ -233,12 +251,14 @@ static tack_status cpu_import_memory(tack_device *device, const tack_exported_me
 #else
     int seals = -1; /* no seals on this system: nothing can be mapped safely */
 #endif
-    if (seals < 0 || !(seals & SHRINK_SEAL))
+    if (seals < 0 || !(seals & SHRINK_SEAL)) {
+        char kind[192];
         return tack_error_set(TACK_EVALUE,
                               "descriptor %d is %s, which whoever else holds it could shrink under the mapping "
                               "(every later read of the lost pages would kill this process with SIGBUS): only a "
                               "memfd sealed with F_SEAL_SHRINK is mapped, as exportable host arrays export",
-                              fd, seals < 0 ? "a file that cannot be sealed" : "a memfd not sealed against shrinking");
+                              fd, unsealed_kind(fd, seals, kind, sizeof kind));
+    }
     if (st.st_size < 0 || (uint64_t)st.st_size < (uint64_t)e->allocation_size)
         return tack_error_set(TACK_EVALUE, "descriptor %d holds %lld bytes, fewer than the %zu the export records",
                               fd, (long long)st.st_size, e->allocation_size);

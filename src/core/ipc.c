@@ -158,6 +158,18 @@ tack_status tack_array_import_memory(tack_device *device, const tack_exported_me
  * for more so that extras are seen (and closed) rather than cut off. */
 #define MAX_FDS 8
 
+static const char *family_name(int family)
+{
+    switch (family) {
+    case AF_INET:
+        return "AF_INET";
+    case AF_INET6:
+        return "AF_INET6";
+    default:
+        return "not AF_UNIX";
+    }
+}
+
 /* The first bytes of every version's header: enough to recognise it and to
  * know how long it is. */
 #define PREFIX_SIZE 16
@@ -166,12 +178,28 @@ tack_status tack_array_import_memory(tack_device *device, const tack_exported_me
  * skipped; a longer one ends the stream's use. */
 #define MAX_SKIP (1u << 20)
 
+/* The socket's type (SOCK_STREAM, ...); TACK_EVALUE for a descriptor that
+ * is no socket, or a socket of a family that cannot carry descriptors: a
+ * TCP socket would send the header and silently drop the descriptor. */
 static tack_status socket_type(int fd, int *type)
 {
     socklen_t len = sizeof *type;
     if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, type, &len) != 0)
         return tack_error_set(TACK_EVALUE, "descriptor %d is not a socket (%s): pass a connected Unix-domain socket",
                               fd, fd < 0 ? "negative" : strerror(errno));
+    struct sockaddr_storage addr;
+    socklen_t addr_len = sizeof addr;
+    memset(&addr, 0, sizeof addr);
+    if (getsockname(fd, (struct sockaddr *)&addr, &addr_len) != 0)
+        return tack_error_set(TACK_EVALUE, "cannot tell the family of socket %d (%s): pass a connected Unix-domain "
+                                           "socket",
+                              fd, strerror(errno));
+    if (addr.ss_family != AF_UNIX)
+        return tack_error_set(TACK_EVALUE,
+                              "socket %d is not a Unix-domain socket (its family is %s): only AF_UNIX sockets "
+                              "carry descriptors, and an array travels as one; use socket.socketpair() or an "
+                              "AF_UNIX socket",
+                              fd, family_name(addr.ss_family));
     return TACK_OK;
 }
 
@@ -479,6 +507,19 @@ static tack_status skip_bytes(struct io *io, size_t n, struct received_fds *r)
     return TACK_OK;
 }
 
+/* Whether the other end of a connected socket has gone, or shut down its
+ * writing side: nothing more will come. */
+#if defined(POLLRDHUP)
+#define HANGUPS (POLLHUP | POLLERR | POLLRDHUP)
+#else
+#define HANGUPS (POLLHUP | POLLERR)
+#endif
+static int peer_closed(int sock)
+{
+    struct pollfd p = {.fd = sock, .events = POLLIN | HANGUPS};
+    return poll(&p, 1, 0) == 1 && (p.revents & HANGUPS);
+}
+
 /* Reads one message: the header (checked up to its version) and its
  * descriptors. */
 static tack_status receive_header(struct io *io, int type, tack_ipc_header *h, struct received_fds *r)
@@ -498,9 +539,17 @@ static tack_status receive_header(struct io *io, int type, tack_ipc_header *h, s
         ssize_t n = receive_some(io, h, sizeof *h, MSG_TRUNC, r);
         if (n < 0)
             return TACK_ERUNTIME;
-        if (n == 0 && r->n == 0 && type == SOCK_SEQPACKET)
+        /* recvmsg returns 0 both for an empty message and at the end of a
+         * closed connection; only the latter hangs the socket up. */
+        if (n == 0 && r->n == 0 && type == SOCK_SEQPACKET && peer_closed(io->sock))
             return tack_error_set(TACK_ERUNTIME, "socket %d was closed by the sending end before an array arrived",
                                   io->sock);
+        if (n == 0)
+            return tack_error_set(TACK_EVALUE,
+                                  "socket %d delivered an empty message, not a Tack array header (a version %u "
+                                  "header is %zu bytes): the other end did not send it with tack_array_send / "
+                                  "tack.send_array",
+                                  io->sock, TACK_IPC_VERSION, sizeof *h);
         got = (size_t)n;
         if (got < PREFIX_SIZE)
             return tack_error_set(TACK_EVALUE, "a message of %zu bytes is not a Tack array header (version %u is %zu "
@@ -565,6 +614,27 @@ static tack_status check_descriptors(struct io *io, const struct received_fds *r
     return TACK_OK;
 }
 
+/* After a failed import of a received descriptor: when the process has
+ * no descriptor left (the descriptor that arrived took the last one, and
+ * mapping it needs another), that is the failure to report, as the errno
+ * a socket call would give; else `st` stands. */
+static tack_status out_of_descriptors(struct io *io, tack_status st)
+{
+    int probe = fcntl(io->sock, F_DUPFD_CLOEXEC, 0);
+    int err = probe < 0 ? errno : 0;
+    if (probe >= 0)
+        close(probe);
+    if (err != EMFILE && err != ENFILE)
+        return st;
+    if (io->wait)
+        io->wait->os_error = err;
+    return tack_error_set(TACK_ERUNTIME,
+                          "the array arrived, but %s to map it (%s); close descriptors or raise the limit "
+                          "(ulimit -n, RLIMIT_NOFILE), then send the array again",
+                          err == EMFILE ? "this process has no descriptor free" : "the system has no file free",
+                          strerror(err));
+}
+
 /* Checks a version-1 header and makes the record its descriptor goes with. */
 static tack_status parse_header(const tack_ipc_header *h, int fd, tack_dtype *dtype, tack_exported_memory *e)
 {
@@ -621,8 +691,11 @@ tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc
     tack_exported_memory e;
     if (st == TACK_OK)
         st = parse_header(&h, r.fd[0], &dtype, &e);
-    if (st == TACK_OK)
+    if (st == TACK_OK) {
         st = import_array(device, &e, dtype, h.ndim, h.shape, (h.flags & TACK_IPC_READ_ONLY) != 0, out);
+        if (st != TACK_OK)
+            st = out_of_descriptors(&io, st);
+    }
     /* The import mapped a duplicate (cpu) or the driver's own import
      * (cuda): the received descriptor is done with either way. */
     close_all(&r);

@@ -167,10 +167,17 @@ int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape)
         shape[0] = v;
         return 1;
     }
-    PyObject *seq = PySequence_Fast(obj, "shape must be an int or a sequence of ints");
+    /* A tuple of its own, not the caller's list: an extent's __index__ may
+     * change the list while it is read (a list would hand back items that
+     * are gone). */
+    if (!PySequence_Check(obj) && !Py_TYPE(obj)->tp_iter) {
+        PyErr_Format(PyExc_TypeError, "shape must be an int or a sequence of ints, not %s", Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    PyObject *seq = PySequence_Tuple(obj);
     if (!seq)
         return 0;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     /* More extents than any array has are not read: the C call the shape
      * is for refuses their count. */
     if (n > TACK_MAX_NDIM) {
@@ -179,7 +186,7 @@ int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape)
         return 1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
         if (!PyIndex_Check(item)) {
             Py_DECREF(seq);
             PyErr_Format(PyExc_TypeError, "shape[%zd] is a %s, not an int", i, Py_TYPE(item)->tp_name);

@@ -897,6 +897,14 @@ static PyObject *py_rebuild_array(PyObject *m, PyObject *args)
     int64_t shape[TACK_MAX_NDIM];
     if (!tack_py_dtype_converter(dtype_obj, &dtype) || !tack_py_parse_shape(shape_obj, &ndim, shape))
         return NULL;
+    /* A longer shape is not read into `shape` (its extents would be
+     * garbage to the loop below): no array has one. */
+    if (ndim > TACK_MAX_NDIM) {
+        PyErr_Format(PyExc_ValueError,
+                     "cannot unpickle a tack.Array: its shape has %d dimensions; Tack arrays have at most %d", ndim,
+                     TACK_MAX_NDIM);
+        return NULL;
+    }
     size_t count = 1, item = tack_dtype_size(dtype);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {

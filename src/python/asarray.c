@@ -205,8 +205,9 @@ static int cai_init(void)
     return 0;
 }
 
-/* One entry of a __cuda_array_interface__ dictionary (borrowed), NULL if
- * absent or None (str keys: the lookup cannot fail). */
+/* One entry of a __cuda_array_interface__ dictionary (borrowed from the
+ * caller's private copy), NULL if absent or None (str keys: the lookup
+ * cannot fail). */
 static PyObject *cai_item(PyObject *cai, int key)
 {
     PyObject *v = PyDict_GetItemWithError(cai, cai_keys[key]);
@@ -217,10 +218,18 @@ static PyObject *cai_item(PyObject *cai, int key)
  * into `out`. 0 with an exception. */
 static int cai_strides(PyObject *strides, int ndim, int64_t *out, const char *tname)
 {
-    PyObject *seq = PySequence_Fast(strides, "__cuda_array_interface__ strides must be None or a tuple");
+    /* A tuple of its own: a stride's __index__ may change a list while
+     * it is read. */
+    if (!PySequence_Check(strides)) {
+        PyErr_Format(PyExc_TypeError,
+                     "tack.asarray: %s.__cuda_array_interface__ strides must be None or a tuple, not %s", tname,
+                     Py_TYPE(strides)->tp_name);
+        return 0;
+    }
+    PyObject *seq = PySequence_Tuple(strides);
     if (!seq)
         return 0;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (n != ndim) {
         PyErr_Format(PyExc_ValueError, "tack.asarray: %s.__cuda_array_interface__ has %zd strides for %d dimensions",
                      tname, n, ndim);
@@ -228,7 +237,7 @@ static int cai_strides(PyObject *strides, int ndim, int64_t *out, const char *tn
         return 0;
     }
     for (Py_ssize_t i = 0; i < n && i < TACK_MAX_NDIM; i++) {
-        long long s = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        long long s = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
         if (s == -1 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return 0;
@@ -239,14 +248,33 @@ static int cai_strides(PyObject *strides, int ndim, int64_t *out, const char *tn
     return 1;
 }
 
+static PyObject *asarray_cai_of(PyObject *obj, PyObject *cai, PyObject *device_obj);
+
 static PyObject *asarray_cai(PyObject *obj, PyObject *cai, PyObject *device_obj)
 {
-    const char *tname = Py_TYPE(obj)->tp_name;
     if (!PyDict_Check(cai)) {
-        PyErr_Format(PyExc_TypeError, "tack.asarray: %s.__cuda_array_interface__ is a %s, not a dict", tname,
-                     Py_TYPE(cai)->tp_name);
+        PyErr_Format(PyExc_TypeError, "tack.asarray: %s.__cuda_array_interface__ is a %s, not a dict",
+                     Py_TYPE(obj)->tp_name, Py_TYPE(cai)->tp_name);
         return NULL;
     }
+    /* The entries are read from a copy only this call holds: reading them
+     * runs the producer's code (a shape entry's __index__, the read-only
+     * flag's __bool__), which may change or clear the producer's dict and
+     * so free the values still to be read. */
+    PyObject *own = PyDict_Copy(cai);
+    if (!own)
+        return NULL;
+    PyObject *r = asarray_cai_of(obj, own, device_obj);
+    Py_DECREF(own);
+    return r;
+}
+
+static PyObject *asarray_cai_of(PyObject *obj, PyObject *cai, PyObject *device_obj)
+{
+    /* A copy too: the producer's code may assign its __class__, and the
+     * old class may go with its name. */
+    char tname[96];
+    snprintf(tname, sizeof tname, "%s", Py_TYPE(obj)->tp_name);
     PyObject *version = cai_item(cai, CAI_VERSION), *typestr = cai_item(cai, CAI_TYPESTR);
     PyObject *shape_obj = cai_item(cai, CAI_SHAPE), *data = cai_item(cai, CAI_DATA);
     PyObject *strides = cai_item(cai, CAI_STRIDES), *mask = cai_item(cai, CAI_MASK);

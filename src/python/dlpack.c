@@ -225,7 +225,8 @@ static struct producer_type producer_type(PyTypeObject *type)
     return fresh;
 }
 
-/* 1 when `source` requires grad; a failed read counts as no. */
+/* 1 when `source` requires grad; a failed read counts as no, unless it
+ * failed with an exception that must propagate: then -1 with it. */
 static int requires_grad(const struct producer_type *p, PyObject *source)
 {
     if (!p->requires_grad)
@@ -234,6 +235,8 @@ static int requires_grad(const struct producer_type *p, PyObject *source)
     int r = v == Py_False ? 0 : v == Py_True ? 1 : v ? PyObject_IsTrue(v) : -1;
     Py_XDECREF(v);
     if (r < 0) {
+        if (tack_py_exception_must_propagate())
+            return -1;
         PyErr_Clear();
         r = 0;
     }
@@ -244,7 +247,8 @@ static int requires_grad(const struct producer_type *p, PyObject *source)
  * Python int: the stream of the Tack device that will import a GPU tensor.
  * NULL without an exception when there is none to give (host memory, a
  * producer without __dlpack_device__, a device Tack cannot open: the import
- * itself then reports what is wrong). */
+ * itself then reports what is wrong); NULL with the exception when the
+ * producer raised one that must propagate (a KeyboardInterrupt). */
 static PyObject *consumer_stream(PyObject *source, tack_device *asked, tack_device *fallback)
 {
     /* NumPy arrays are host memory: skip the extra call on the common path
@@ -259,19 +263,27 @@ static PyObject *consumer_stream(PyObject *source, tack_device *asked, tack_devi
     PyObject *callargs[1] = {source};
     PyObject *dev = PyObject_VectorcallMethod(str_dlpack_device, callargs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (!dev) {
-        PyErr_Clear();
+        if (!tack_py_exception_must_propagate())
+            PyErr_Clear();
         return NULL;
     }
     DLDevice dl = {0, 0};
     int ok = PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2;
     if (ok) {
-        long type = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0)), id = PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
+        /* One at a time: the second __index__ must not run with the
+         * first's exception pending. */
+        long type = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+        long id = type == -1 && PyErr_Occurred() ? -1 : PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
         ok = !PyErr_Occurred() && type >= 0 && type < 1 << 16 && id >= 0 && id < 1 << 20;
         dl.device_type = (DLDeviceType)type;
         dl.device_id = (int32_t)id;
     }
     Py_DECREF(dev);
-    PyErr_Clear();
+    if (PyErr_Occurred()) {
+        if (tack_py_exception_must_propagate())
+            return NULL;
+        PyErr_Clear();
+    }
     /* 0 is no valid stream= value; a device without a stream of its own
      * leaves the producer's default (synchronise for the legacy stream). */
     uint64_t handle = ok ? tack_dlpack_consumer_stream(dl, asked, fallback) : 0;
@@ -410,7 +422,10 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
     const DLPackExchangeAPI *api = NULL;
     if (!PyCapsule_CheckExact(source)) {
         struct producer_type producer = producer_type(Py_TYPE(source));
-        api = producer.api && !requires_grad(&producer, source) ? producer.api : NULL;
+        int grad = producer.api ? requires_grad(&producer, source) : 0;
+        if (grad < 0)
+            goto done;
+        api = producer.api && !grad ? producer.api : NULL;
     }
     if (api) {
         DLManagedTensorVersioned *m = NULL;
@@ -428,10 +443,14 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
         }
         /* A refusal is answered by __dlpack__ below, with the producer's
          * own exception (BufferError for a sparse tensor, say). */
+        if (PyErr_Occurred() && tack_py_exception_must_propagate())
+            goto done;
         PyErr_Clear();
     }
     if (!PyCapsule_CheckExact(source)) {
         PyObject *stream = consumer_stream(source, device, fallback);
+        if (!stream && PyErr_Occurred())
+            goto done;
         capsule = request_capsule(source, stream);
         Py_XDECREF(stream);
     } else {

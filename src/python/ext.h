@@ -35,6 +35,15 @@ PyObject *tack_py_raise(tack_status status);
 int tack_py_fail(tack_status status);
 /* the exception's name ("ValueError"), for reports to C code. */
 const char *tack_py_status_kind(tack_status status);
+/* A C message as a str, bytes that are not UTF-8 escaped (a compiler's
+ * log need not be UTF-8); NULL with MemoryError. */
+PyObject *tack_py_message(const char *text);
+/* Raises `type` with that str; returns NULL. */
+PyObject *tack_py_raise_message(PyObject *type, const char *text);
+/* Whether the pending exception is one that an optional query must not
+ * swallow: KeyboardInterrupt, SystemExit (anything not an Exception) and
+ * MemoryError. */
+int tack_py_exception_must_propagate(void);
 
 /* Wraps an array (steals the reference); NULL with an exception on failure,
  * in which case the array is released. */

@@ -64,18 +64,25 @@ static int optional_device(PyObject *obj, tack_device **out)
 /* ExportedMemory, or any 6-sequence of its fields, as the C record. */
 static int parse_record(PyObject *obj, tack_exported_memory *e)
 {
-    PyObject *seq = PySequence_Fast(obj, "exported must be a tack.ExportedMemory (from Array.export_memory())");
+    /* A tuple of its own: a field's __repr__ (in a message) may change a
+     * list while its items are still to be read. */
+    if (!PySequence_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "exported must be a tack.ExportedMemory (from Array.export_memory()), not %s",
+                     Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    PyObject *seq = PySequence_Tuple(obj);
     if (!seq)
         return 0;
     int ok = 0;
-    if (PySequence_Fast_GET_SIZE(seq) != 6) {
+    if (PyTuple_GET_SIZE(seq) != 6) {
         PyErr_Format(PyExc_TypeError,
                      "exported must be a tack.ExportedMemory: (backend, size, allocation_size, handle, handle_type, "
                      "device_uuid), not a sequence of %zd items",
-                     PySequence_Fast_GET_SIZE(seq));
+                     PyTuple_GET_SIZE(seq));
         goto done;
     }
-    PyObject **f = PySequence_Fast_ITEMS(seq);
+    PyObject **f = &PyTuple_GET_ITEM(seq, 0);
     memset(e, 0, sizeof *e);
     const char *names[2] = {"backend", "handle_type"};
     PyObject *strs[2] = {f[0], f[4]};
@@ -185,11 +192,24 @@ static int socket_fd(PyObject *obj, int *fd, int64_t *timeout_ms)
         }
         return 0;
     }
-    long v = PyLong_Check(r) ? PyLong_AsLong(r) : -1;
-    Py_DECREF(r);
-    if (v == -1 && PyErr_Occurred())
+    /* Only -1 means closed (socket.socket's answer); anything else that is
+     * no descriptor is the object's fault, and said so. */
+    if (!PyLong_Check(r) || PyBool_Check(r)) {
+        PyErr_Format(PyExc_TypeError, "%s.fileno() returned a %s, not an int file descriptor", Py_TYPE(obj)->tp_name,
+                     Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
         return 0;
-    if (v < 0 || v > INT_MAX) {
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(r, &overflow);
+    if (overflow || v < -1 || v > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s.fileno() returned %R, which is not a file descriptor (0 to %d)",
+                     Py_TYPE(obj)->tp_name, r, INT_MAX);
+        Py_DECREF(r);
+        return 0;
+    }
+    Py_DECREF(r);
+    if (v == -1) {
         PyErr_SetString(PyExc_ValueError, "the socket is closed (fileno() is -1)");
         return 0;
     }
@@ -251,11 +271,10 @@ static PyObject *raise_call(tack_status st, const struct blocking_call *c)
     if (err == EINTR && PyErr_Occurred())
         return NULL;
     if (err == ETIMEDOUT) {
-        PyErr_SetString(PyExc_TimeoutError, tack_last_error());
-        return NULL;
+        return tack_py_raise_message(PyExc_TimeoutError, tack_last_error());
     }
     if (err) {
-        PyObject *args = Py_BuildValue("(is)", err, tack_last_error());
+        PyObject *args = Py_BuildValue("(iN)", err, tack_py_message(tack_last_error()));
         if (args) {
             PyErr_SetObject(PyExc_OSError, args);
             Py_DECREF(args);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <poll.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -809,6 +810,55 @@ static void test_a_listening_socket_fails_at_once(void)
     tack_device_release(d);
 }
 
+/* A TCP socket would carry the header and drop the descriptor: the sender
+ * refuses it, and nothing reaches the other end. */
+static void test_only_unix_sockets_carry_arrays(void)
+{
+    tack_device *d = cpu();
+    tack_array *a = exportable(d, 0);
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    CHECK(bind(listener, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(listener, 1) == 0);
+    CHECK(getsockname(listener, (struct sockaddr *)&addr, &len) == 0);
+    int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(connect(client, (struct sockaddr *)&addr, sizeof addr) == 0);
+    int server = accept(listener, NULL, NULL);
+    CHECK(server >= 0);
+    int before = fd_count();
+    CHECK_STATUS(tack_array_send(client, a), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "only AF_UNIX sockets carry descriptors") != NULL);
+    char byte;
+    CHECK(recv(server, &byte, 1, MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    tack_array *out = (tack_array *)0x1;
+    CHECK_STATUS(tack_array_receive(server, NULL, &out), TACK_EVALUE);
+    CHECK(out == (tack_array *)0x1 && fd_count() == before);
+    close(server);
+    close(client);
+    close(listener);
+    tack_array_release(a);
+    tack_device_release(d);
+}
+
+/* recvmsg returns 0 for an empty message as for a closed peer; only the
+ * closed peer is reported as closed. */
+static void test_an_empty_message_is_not_a_closed_peer(void)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(send(sv[0], "", 0, 0) == 0);
+    tack_array *out = (tack_array *)0x1;
+    CHECK_STATUS(tack_array_receive(sv[1], NULL, &out), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "empty message") != NULL && out == (tack_array *)0x1);
+    close(sv[0]);
+    CHECK_STATUS(tack_array_receive(sv[1], NULL, &out), TACK_ERUNTIME);
+    CHECK(strstr(tack_last_error(), "closed by the sending end") != NULL);
+    close(sv[1]);
+}
+
 /* The messages say what was wrong: a message longer than a header gives
  * its real length, and a descriptor the system dropped for want of a free
  * one names EMFILE. */
@@ -963,5 +1013,7 @@ int main(void)
     RUN(test_the_deadline_holds_for_the_whole_message);
     RUN(test_a_listening_socket_fails_at_once);
     RUN(test_messages_say_what_was_wrong);
+    RUN(test_only_unix_sockets_carry_arrays);
+    RUN(test_an_empty_message_is_not_a_closed_peer);
     CHECK_DONE();
 }

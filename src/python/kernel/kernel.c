@@ -52,8 +52,7 @@ static PyObject *raise_status(tack_status st)
     const char *msg = tack_last_error(), *log = tack_kernel_compile_log();
     size_t ml = strlen(msg);
     if (st == TACK_ERUNTIME && ml > 16 && strlen(log) > ml - 1 && !strncmp(msg, log, ml - 1)) {
-        PyErr_SetString(PyExc_RuntimeError, log);
-        return NULL;
+        return tack_py_raise_message(PyExc_RuntimeError, log);
     }
     return tack_py_raise(st);
 }
@@ -257,17 +256,27 @@ static PyObject *kernel_launch(PyObject *op, PyObject *const *args, Py_ssize_t n
     int64_t shape[TACK_KERNEL_MAX_DIMS];
     int ndim = 1;
     if (!PyLong_CheckExact(domain) && (PyTuple_Check(domain) || PyList_Check(domain))) {
-        Py_ssize_t len = PySequence_Fast_GET_SIZE(domain);
+        /* A tuple of its own: an extent's __index__ may change a list
+         * while it is read. */
+        PyObject *extents = PySequence_Tuple(domain);
+        if (!extents)
+            return NULL;
+        Py_ssize_t len = PyTuple_GET_SIZE(extents);
         if (len < 1 || len > TACK_KERNEL_MAX_DIMS) {
+            Py_DECREF(extents);
             PyErr_Format(PyExc_ValueError,
                          "kernel '%s' takes %d ind%s; launch it over a shape of %d extent%s, not %zd",
                          tack_kernel_name(self->kernel), self->ndim, self->ndim == 1 ? "ex" : "ices", self->ndim,
                          self->ndim == 1 ? "" : "s", len);
             return NULL;
         }
-        for (Py_ssize_t d = 0; d < len; d++)
-            if (extent(PySequence_Fast_GET_ITEM(domain, d), domain, &shape[d]) < 0)
+        for (Py_ssize_t d = 0; d < len; d++) {
+            if (extent(PyTuple_GET_ITEM(extents, d), domain, &shape[d]) < 0) {
+                Py_DECREF(extents);
                 return NULL;
+            }
+        }
+        Py_DECREF(extents);
         ndim = (int)len;
     } else if (extent(domain, domain, &shape[0]) < 0) {
         return NULL;
