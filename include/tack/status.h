@@ -16,6 +16,7 @@ typedef enum tack_status {
 } tack_status;
 
 /* The message left by the last failing call on this thread; "" if none.
+ * UTF-8 of any length (kept on the heap, freed when the thread exits).
  * Valid until the next failing Tack call on the same thread. Never fails. */
 const char *tack_last_error(void);
 
