@@ -385,9 +385,21 @@ static void test_message_per_thread(void)
     CHECK(!strcmp(tack_last_error(), "main thread's message"));
 }
 
+/* The loaded library's version is the one these headers describe. */
+static void test_version(void)
+{
+    CHECK(!strcmp(tack_version(), TACK_VERSION_STRING));
+    CHECK(tack_version_number() == TACK_VERSION_NUMBER);
+    CHECK(TACK_VERSION_NUMBER == TACK_VERSION_MAJOR * 10000 + TACK_VERSION_MINOR * 100 + TACK_VERSION_PATCH);
+    char text[32];
+    snprintf(text, sizeof text, "%d.%d.%d", TACK_VERSION_MAJOR, TACK_VERSION_MINOR, TACK_VERSION_PATCH);
+    CHECK(!strcmp(tack_version(), text));
+}
+
 int main(void)
 {
     check_each_leaves_nothing();
+    RUN(test_version);
     RUN(test_long_error_message);
     RUN(test_message_quoting_the_last);
     RUN(test_message_per_thread);

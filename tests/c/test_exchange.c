@@ -9,7 +9,7 @@
 #include "check.h"
 #include "tack/tack.h"
 
-#include "../../src/dlpack/import.h"
+#include "tack/import.h"
 
 static tack_device *cpu(void)
 {

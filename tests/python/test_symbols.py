@@ -46,3 +46,67 @@ def test_only_the_module_entry_point_is_exported():
     assert own == [], f"the extension defines libtack functions itself: {own[:10]}"
     used = dynamic_symbols(tack._tack.__file__, "--undefined-only")
     assert "tack_array_release" in used, "the extension does not call the shared libtack"
+
+
+def api_declarations():
+    """The functions the public headers mark TACK_API."""
+    names = set()
+    for header in HEADERS.glob("*.h"):
+        text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
+        names.update(re.findall(r"^TACK_API\b[^;(]*?\b(tack_[a-z0-9_]+)\s*\(", text, flags=re.M))
+    return names
+
+
+def libtack_path():
+    return str(next(pathlib.Path(tack.get_library_dir()).glob("libtack.so.*")))
+
+
+def test_libtack_exports_exactly_the_api():
+    """nm -D of libtack against the headers, both ways: nothing internal
+    exported (tack_error_set, tack_sha256_*, the backend tables), nothing
+    declared missing; each in the TACK_0.1 version node."""
+    declared = api_declarations()
+    assert {"tack_array_release", "tack_version", "tack_import_array"} <= declared
+    if not shutil.which("nm"):
+        pytest.skip("no nm")
+    run = subprocess.run(["nm", "-D", "--defined-only", libtack_path()], capture_output=True, text=True, check=True)
+    exported, versions = set(), set()
+    for line in run.stdout.splitlines():
+        name = line.split()[-1]
+        if name == "TACK_0.1":
+            continue
+        base, _, version = name.partition("@@")
+        exported.add(base)
+        versions.add(version)
+    assert sorted(exported - declared) == [], "exported, declared in no public header"
+    assert sorted(declared - exported) == [], "declared TACK_API, not exported"
+    assert versions == {"TACK_0.1"}, versions
+
+
+def test_every_public_function_is_marked():
+    """A declaration without TACK_API would be hidden: every function
+    declared in a public header (not static inline) carries it."""
+    unmarked = []
+    for header in HEADERS.glob("*.h"):
+        if header.name == "dlpack.h":
+            continue  # DLPack's own header, which declares no Tack function
+        text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
+        for m in re.finditer(r"^(?!TACK_API|static|typedef|#)([A-Za-z][^;{}()]*?\b(tack_[a-z0-9_]+)\s*\()", text,
+                             flags=re.M):
+            unmarked.append(f"{header.name}: {m.group(2)}")
+    assert unmarked == []
+
+
+def test_version_at_run_time_matches_the_headers():
+    import ctypes
+
+    text = (HEADERS / "version.h").read_text()
+    macro = {k: int(v) for k, v in re.findall(r"#define TACK_VERSION_(MAJOR|MINOR|PATCH) (\d+)", text)}
+    string = re.search(r'#define TACK_VERSION_STRING "([^"]+)"', text).group(1)
+    assert string == f"{macro['MAJOR']}.{macro['MINOR']}.{macro['PATCH']}" == tack.__version__
+    lib = ctypes.CDLL(libtack_path())
+    lib.tack_version.restype = ctypes.c_char_p
+    assert lib.tack_version().decode() == string
+    assert lib.tack_version_number() == macro["MAJOR"] * 10000 + macro["MINOR"] * 100 + macro["PATCH"]
+    meson = (HEADERS.parents[1] / "meson.build").read_text()
+    assert re.search(r"version\s*:\s*'([^']+)'", meson).group(1) == string
