@@ -147,7 +147,10 @@ $(WHEEL_BUILD)/.stamp: $(VENV)/.stamp $(WHEEL_INPUTS)
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(WHEEL_BUILD)/raw -Cbuild-dir=$(WHEEL_BUILD)/build \
 		-Csetup-args=--native-file=$(abspath $(WHEEL_BUILD))/zig.ini -Csetup-args=-Dwerror=true .
 	rm -f dist/tack_arrays-*.whl
-	$(VENV)/bin/auditwheel repair --plat $(WHEEL_PLATFORM) -w dist $(WHEEL_BUILD)/raw/tack_arrays-*.whl \
+	@# libtack stays in tack/lib under its SONAME, never grafted under a hashed
+	@# name: a host's libtack of that SONAME must be the one the extension binds.
+	$(VENV)/bin/auditwheel repair --plat $(WHEEL_PLATFORM) --exclude 'libtack.so.*' -w dist \
+		$(WHEEL_BUILD)/raw/tack_arrays-*.whl \
 		>$(WHEEL_BUILD)/repair.log 2>&1 || { cat $(WHEEL_BUILD)/repair.log; exit 1; }
 	$(VENV)/bin/auditwheel show dist/tack_arrays-*.whl | tr '\n' ' ' | grep -q '"$(WHEEL_PLATFORM)"' || \
 		{ $(VENV)/bin/auditwheel show dist/tack_arrays-*.whl; exit 1; }

@@ -21,53 +21,53 @@ typedef struct tack_array tack_array;
 /* A new zero-filled array on `device`. Shapes are validated first: a
  * negative extent or more than TACK_MAX_NDIM dimensions is TACK_EVALUE, a
  * size whose bytes overflow is TACK_EVALUE. On error *out is untouched. */
-tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, const int64_t *shape,
-                             int exportable, tack_array **out);
+TACK_API tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, const int64_t *shape,
+                                      int exportable, tack_array **out);
 
 /* An array over a buffer (retained). The buffer must hold the array's bytes
  * (TACK_EVALUE otherwise). On error *out is untouched. */
-tack_status tack_array_from_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
-                                   int writable, tack_array **out);
+TACK_API tack_status tack_array_from_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
+                                            int writable, tack_array **out);
 
 /* An array over memory at `address` that someone else owns (array_from_ptr):
  * the backend checks the memory space first (TACK_EVALUE for the wrong kind,
  * TACK_ERUNTIME for a failed query where the backend says so). Tack never
  * frees the memory nor extends its life. On error *out is untouched. */
-tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dtype, int ndim,
-                            const int64_t *shape, int writable, tack_array **out);
+TACK_API tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dtype, int ndim,
+                                     const int64_t *shape, int writable, tack_array **out);
 
 /* A new array over the same buffer with another shape of the same size; one
  * extent may be -1 (inferred). TACK_EVALUE for a shape of another size. */
-tack_status tack_array_reshape(const tack_array *array, int ndim, const int64_t *shape, tack_array **out);
+TACK_API tack_status tack_array_reshape(const tack_array *array, int ndim, const int64_t *shape, tack_array **out);
 
 /* Reference counting; both accept NULL. Thread-safe. */
-tack_array *tack_array_retain(tack_array *array);
-void tack_array_release(tack_array *array);
+TACK_API tack_array *tack_array_retain(tack_array *array);
+TACK_API void tack_array_release(tack_array *array);
 
 /* Accessors: never fail; `array` must be a live array (not NULL). */
-tack_dtype tack_array_dtype(const tack_array *array);
-int tack_array_ndim(const tack_array *array);
-const int64_t *tack_array_shape(const tack_array *array);
-size_t tack_array_size(const tack_array *array);   /* elements */
-size_t tack_array_nbytes(const tack_array *array); /* bytes */
-int tack_array_writable(const tack_array *array);
-void *tack_array_data(const tack_array *array);
-tack_buffer *tack_array_buffer(const tack_array *array); /* borrowed */
-tack_device *tack_array_device(const tack_array *array); /* borrowed */
+TACK_API tack_dtype tack_array_dtype(const tack_array *array);
+TACK_API int tack_array_ndim(const tack_array *array);
+TACK_API const int64_t *tack_array_shape(const tack_array *array);
+TACK_API size_t tack_array_size(const tack_array *array);   /* elements */
+TACK_API size_t tack_array_nbytes(const tack_array *array); /* bytes */
+TACK_API int tack_array_writable(const tack_array *array);
+TACK_API void *tack_array_data(const tack_array *array);
+TACK_API tack_buffer *tack_array_buffer(const tack_array *array); /* borrowed */
+TACK_API tack_device *tack_array_device(const tack_array *array); /* borrowed */
 
 /* Copies the array's bytes (exactly nbytes) to host memory, after the
  * launches queued on it. TACK_EVALUE for a size mismatch, TACK_ERUNTIME for
  * a driver failure. */
-tack_status tack_array_copy_to_host(const tack_array *array, void *dst, size_t nbytes);
+TACK_API tack_status tack_array_copy_to_host(const tack_array *array, void *dst, size_t nbytes);
 
 /* Host writes. TACK_ERUNTIME on a read-only array (nothing written),
  * TACK_EVALUE for a size mismatch. `value` points at one element of the
  * array's dtype. */
-tack_status tack_array_copy_from_host(tack_array *array, const void *src, size_t nbytes);
-tack_status tack_array_fill(tack_array *array, const void *value);
+TACK_API tack_status tack_array_copy_from_host(tack_array *array, const void *src, size_t nbytes);
+TACK_API tack_status tack_array_fill(tack_array *array, const void *value);
 
 /* A copy on another device, through the host. Errors as the copies. */
-tack_status tack_array_to_device(const tack_array *array, tack_device *device, tack_array **out);
+TACK_API tack_status tack_array_to_device(const tack_array *array, tack_device *device, tack_array **out);
 
 /* OS-handle export of the array's memory. */
 typedef struct tack_exported_memory {
@@ -83,7 +83,7 @@ typedef struct tack_exported_memory {
 
 /* Exports the array's memory as an OS handle. Backends without export fail
  * with TACK_ERUNTIME "Backend <name> does not support memory export". */
-tack_status tack_array_export_memory(tack_array *array, tack_exported_memory *out);
+TACK_API tack_status tack_array_export_memory(tack_array *array, tack_exported_memory *out);
 
 /* Maps memory that tack_array_export_memory exported, in this process or
  * another one whose descriptor reached this one (SCM_RIGHTS, pidfd_getfd),
@@ -108,8 +108,8 @@ tack_status tack_array_export_memory(tack_array *array, tack_exported_memory *ou
  * such memory (closed, not sealed against shrinking, too small); TACK_ETYPE for a bad dtype; TACK_ERUNTIME
  * for a backend without import or a driver or system failure; TACK_ENOMEM.
  * On error *out is untouched and nothing stays mapped or open. */
-tack_status tack_array_import_memory(tack_device *device, const tack_exported_memory *exported, tack_dtype dtype,
-                                     int ndim, const int64_t *shape, tack_array **out);
+TACK_API tack_status tack_array_import_memory(tack_device *device, const tack_exported_memory *exported, tack_dtype dtype,
+                                              int ndim, const int64_t *shape, tack_array **out);
 
 /* Passing an array to another process over a Unix-domain socket: one
  * message carrying a tack_ipc_header and, as SCM_RIGHTS ancillary data, the
@@ -183,9 +183,9 @@ typedef struct tack_ipc_wait {
  * errno in wait->os_error. On error no descriptor is left open by the
  * call; a message cut short by an error (a time limit passed in the middle
  * of it) leaves a stream socket unusable. */
-tack_status tack_array_send_wait(int socket_fd, tack_array *array, tack_ipc_wait *wait);
+TACK_API tack_status tack_array_send_wait(int socket_fd, tack_array *array, tack_ipc_wait *wait);
 /* tack_array_send_wait with no time limit (NULL wait). */
-tack_status tack_array_send(int socket_fd, tack_array *array);
+TACK_API tack_status tack_array_send(int socket_fd, tack_array *array);
 
 /* Receives one message tack_array_send sent on `socket_fd` and maps it, as
  * tack_array_import_memory does, on `device` (NULL: the device the header
@@ -207,12 +207,12 @@ tack_status tack_array_send(int socket_fd, tack_array *array);
  * 1 MiB), so that a stream socket stays in step; a time limit that passes
  * in the middle of a message leaves a stream socket unusable. On error
  * *out is untouched and every descriptor received is closed. */
-tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out);
+TACK_API tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out);
 /* tack_array_receive_wait with no time limit (NULL wait). */
-tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out);
+TACK_API tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out);
 
 /* Live-object counter, for leak tests. */
-long tack_array_live_count(void);
+TACK_API long tack_array_live_count(void);
 
 #ifdef __cplusplus
 }

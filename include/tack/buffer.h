@@ -22,7 +22,7 @@ typedef void (*tack_release_fn)(void *context);
  * without a copy where the backend supports it. The buffer retains the
  * device. On error returns TACK_ENOMEM or TACK_ERUNTIME and leaves *out
  * untouched. */
-tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable, tack_buffer **out);
+TACK_API tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable, tack_buffer **out);
 
 /* Wraps memory someone else owns. The address is checked with the backend's
  * memory-space query first (TACK_EVALUE for the wrong kind of memory). Tack
@@ -30,26 +30,26 @@ tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable
  * once when the buffer goes. On failure `release` is not called and nothing
  * is kept. The buffer is shared from the start. On error returns TACK_EVALUE,
  * TACK_ERUNTIME or TACK_ENOMEM and leaves *out untouched. */
-tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
-                             void *context, tack_buffer **out);
+TACK_API tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
+                                      void *context, tack_buffer **out);
 
 /* Reference counting; both accept NULL. Thread-safe. */
-tack_buffer *tack_buffer_retain(tack_buffer *buffer);
-void tack_buffer_release(tack_buffer *buffer);
+TACK_API tack_buffer *tack_buffer_retain(tack_buffer *buffer);
+TACK_API void tack_buffer_release(tack_buffer *buffer);
 
 /* Accessors: never fail; `buffer` must be a live buffer (not NULL). */
-void *tack_buffer_data(const tack_buffer *buffer);
-size_t tack_buffer_size(const tack_buffer *buffer);
-tack_device *tack_buffer_device(const tack_buffer *buffer); /* borrowed */
+TACK_API void *tack_buffer_data(const tack_buffer *buffer);
+TACK_API size_t tack_buffer_size(const tack_buffer *buffer);
+TACK_API tack_device *tack_buffer_device(const tack_buffer *buffer); /* borrowed */
 /* 1 for memory Tack allocated or mapped (tack_array_import_memory), 0 for
  * wrapped memory. */
-int tack_buffer_is_owned(const tack_buffer *buffer);
+TACK_API int tack_buffer_is_owned(const tack_buffer *buffer);
 
 /* Waits for the launches queued on the buffer so far and marks it shared:
  * every later launch that uses it completes before returning.
  * On error returns TACK_ERUNTIME; the mark is not set. */
-tack_status tack_buffer_share(tack_buffer *buffer);
-int tack_buffer_is_shared(const tack_buffer *buffer);
+TACK_API tack_status tack_buffer_share(tack_buffer *buffer);
+TACK_API int tack_buffer_is_shared(const tack_buffer *buffer);
 
 /* share() for a consumer that names the stream it will use the memory on,
  * with the stream values of the array API's __dlpack__(stream=...):
@@ -68,10 +68,10 @@ int tack_buffer_is_shared(const tack_buffer *buffer);
  * caller's error, as it is in CUDA, whose driver may crash on one instead
  * of returning an error; where the driver refuses it, the result is
  * TACK_EVALUE with nothing changed. */
-tack_status tack_buffer_share_with_stream(tack_buffer *buffer, int64_t stream);
+TACK_API tack_status tack_buffer_share_with_stream(tack_buffer *buffer, int64_t stream);
 
 /* Live-object counter, for leak tests: buffers not yet freed in the process. */
-long tack_buffer_live_count(void);
+TACK_API long tack_buffer_live_count(void);
 
 #ifdef __cplusplus
 }

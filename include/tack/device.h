@@ -32,38 +32,38 @@ typedef struct tack_option {
  * On error returns TACK_EVALUE (unknown backend, malformed name, unknown
  * option, bad option value) or TACK_ERUNTIME (no driver or no such device),
  * sets the message, and leaves *out untouched; nothing is constructed. */
-tack_status tack_device_open(const char *name, const tack_option *options, size_t n_options,
-                             tack_device **out);
+TACK_API tack_status tack_device_open(const char *name, const tack_option *options, size_t n_options,
+                                      tack_device **out);
 
 /* The process-wide device a backend uses for a DLPack device, retained; used
  * by imports when neither device= nor the default device can wrap a tensor.
  * Errors as tack_device_open. */
-tack_status tack_device_for_dlpack(DLDevice dl_device, tack_device **out);
+TACK_API tack_status tack_device_for_dlpack(DLDevice dl_device, tack_device **out);
 
 /* Reference counting. retain returns its argument; release frees the device
  * when the count reaches zero. Both accept NULL. Thread-safe. */
-tack_device *tack_device_retain(tack_device *device);
-void tack_device_release(tack_device *device);
+TACK_API tack_device *tack_device_retain(tack_device *device);
+TACK_API void tack_device_release(tack_device *device);
 
 /* Backend name ("cpu"). Never fails. */
-const char *tack_device_backend(const tack_device *device);
+TACK_API const char *tack_device_backend(const tack_device *device);
 /* Ordinal within the backend (0 for cpu). Never fails. */
-int tack_device_ordinal(const tack_device *device);
+TACK_API int tack_device_ordinal(const tack_device *device);
 /* A name that tack_device_open accepts: "cpu", "cuda:0". Never fails. */
-const char *tack_device_name(const tack_device *device);
+TACK_API const char *tack_device_name(const tack_device *device);
 /* The DLPack device this device's arrays are exported as. Never fails. */
-DLDevice tack_device_dl_device(const tack_device *device);
+TACK_API DLDevice tack_device_dl_device(const tack_device *device);
 /* An identifier of the device's memory domain: arrays from two domains never
  * meet in one launch. Never fails. */
-uint64_t tack_device_memory_domain(const tack_device *device);
+TACK_API uint64_t tack_device_memory_domain(const tack_device *device);
 /* 1 when the device adopted a context from another library. Never fails. */
-int tack_device_shares_external_context(const tack_device *device);
+TACK_API int tack_device_shares_external_context(const tack_device *device);
 /* The native handle of the context the device allocates in (CUcontext,
  * ze_context_handle_t), or 0 where the backend has none. Never fails. */
-uint64_t tack_device_context_handle(const tack_device *device);
+TACK_API uint64_t tack_device_context_handle(const tack_device *device);
 /* The native handle of the stream Tack's work on the device runs on
  * (CUstream, hipStream_t), or 0 where the backend has no queue. Never fails. */
-uint64_t tack_device_stream_handle(const tack_device *device);
+TACK_API uint64_t tack_device_stream_handle(const tack_device *device);
 /* Orders Tack's work on the device after the work queued so far on another
  * library's stream (1: the legacy default stream, 2: the per-thread default
  * stream, else a native handle such as a CUstream), without waiting on the
@@ -73,18 +73,18 @@ uint64_t tack_device_stream_handle(const tack_device *device);
  * stream) or TACK_ERUNTIME (a driver failure); nothing is queued. A handle
  * that is no live stream is the caller's error, as in CUDA: the driver may
  * crash on it instead of refusing it. */
-tack_status tack_device_wait_stream(tack_device *device, uint64_t stream);
+TACK_API tack_status tack_device_wait_stream(tack_device *device, uint64_t stream);
 /* 1 when this device's backend can wrap memory of DLPack device type `type`
  * with that device id. Never fails. */
-int tack_device_can_wrap(const tack_device *device, DLDevice dl_device);
+TACK_API int tack_device_can_wrap(const tack_device *device, DLDevice dl_device);
 
 /* The option names a backend accepts, NULL-terminated; NULL for an unknown
  * backend name. Never fails otherwise. */
-const char *const *tack_backend_options(const char *backend);
+TACK_API const char *const *tack_backend_options(const char *backend);
 
 /* Waits until every launch queued on the device is complete.
  * On error returns TACK_ERUNTIME with the driver's message. */
-tack_status tack_device_synchronize(tack_device *device);
+TACK_API tack_status tack_device_synchronize(tack_device *device);
 
 #ifdef __cplusplus
 }

@@ -18,8 +18,8 @@ extern "C" {
  * The versioned form carries DLPACK_FLAG_BITMASK_READ_ONLY for a read-only
  * array; the legacy form cannot say so.
  * On error (TACK_ENOMEM, TACK_ERUNTIME from share) *out is untouched. */
-tack_status tack_array_to_dlpack(tack_array *array, DLManagedTensor **out);
-tack_status tack_array_to_dlpack_versioned(tack_array *array, DLManagedTensorVersioned **out);
+TACK_API tack_status tack_array_to_dlpack(tack_array *array, DLManagedTensor **out);
+TACK_API tack_status tack_array_to_dlpack_versioned(tack_array *array, DLManagedTensorVersioned **out);
 
 /* The same exports for a consumer that names its stream (the array API's
  * __dlpack__(stream=...)), synchronised as tack_buffer_share_with_stream
@@ -29,8 +29,8 @@ tack_status tack_array_to_dlpack_versioned(tack_array *array, DLManagedTensorVer
  * On error (TACK_EVALUE for a stream value that is invalid or names a
  * stream of another device, TACK_ENOMEM, TACK_ERUNTIME) *out is untouched
  * and nothing was enqueued on the consumer's stream. */
-tack_status tack_array_to_dlpack_stream(tack_array *array, int64_t stream, DLManagedTensor **out);
-tack_status tack_array_to_dlpack_versioned_stream(tack_array *array, int64_t stream, DLManagedTensorVersioned **out);
+TACK_API tack_status tack_array_to_dlpack_stream(tack_array *array, int64_t stream, DLManagedTensor **out);
+TACK_API tack_status tack_array_to_dlpack_versioned_stream(tack_array *array, int64_t stream, DLManagedTensorVersioned **out);
 
 /* Imports a managed tensor without copying.
  * `device` is the device asked for (NULL: none); `default_device` the
@@ -48,11 +48,11 @@ tack_status tack_array_to_dlpack_versioned_stream(tack_array *array, int64_t str
  * type, Metal, bad ndim or shape), TACK_ETYPE (no equivalent dtype, lanes !=
  * 1), TACK_ERUNTIME (a device that cannot wrap the tensor), TACK_EBUFFER
  * (unknown major version). */
-tack_status tack_array_from_dlpack(DLManagedTensor *tensor, tack_device *device, tack_device *default_device,
-                                   tack_array **out);
-tack_status tack_array_from_dlpack_versioned(DLManagedTensorVersioned *tensor, tack_device *device,
-                                             tack_device *default_device, tack_array **out,
-                                             int *deleter_called);
+TACK_API tack_status tack_array_from_dlpack(DLManagedTensor *tensor, tack_device *device, tack_device *default_device,
+                                            tack_array **out);
+TACK_API tack_status tack_array_from_dlpack_versioned(DLManagedTensorVersioned *tensor, tack_device *device,
+                                                      tack_device *default_device, tack_array **out,
+                                                      int *deleter_called);
 
 /* The C halves of DLPack's exchange table (DLPackExchangeAPI, DLPack 1.3),
  * for a C library that publishes or consumes one over Tack arrays. */
@@ -63,7 +63,7 @@ tack_status tack_array_from_dlpack_versioned(DLManagedTensorVersioned *tensor, t
  * waited for: the view is good while the array lives, and its user orders
  * its work after Tack's queue itself (tack_dlpack_work_stream).
  * On error (TACK_EVALUE for a NULL argument) *out is untouched. */
-tack_status tack_array_to_dltensor(const tack_array *array, DLTensor *out);
+TACK_API tack_status tack_array_to_dltensor(const tack_array *array, DLTensor *out);
 
 /* A new zero-filled array of the prototype's dtype and shape on the
  * process-wide device of the prototype's DLPack device (its data, strides
@@ -75,7 +75,7 @@ tack_status tack_array_to_dltensor(const tack_array *array, DLTensor *out);
  * Tack does not have, another label), TACK_ETYPE (no Tack dtype, lanes !=
  * 1), TACK_ERUNTIME (no such device), TACK_ENOMEM. On error *out is
  * untouched and nothing stays allocated. */
-tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersioned **out);
+TACK_API tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersioned **out);
 
 /* The stream Tack's work on the process-wide device of `device` is queued
  * on (current_work_stream), as a native handle (a CUstream); 0 for host
@@ -83,10 +83,10 @@ tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersi
  * is ordered after Tack's launches.
  * On error (TACK_EVALUE for a NULL out or a device type Tack does not have,
  * TACK_ERUNTIME for no such device) *out is untouched. */
-tack_status tack_dlpack_work_stream(DLDevice device, uint64_t *out);
+TACK_API tack_status tack_dlpack_work_stream(DLDevice device, uint64_t *out);
 
 /* Live exports not yet deleted, for leak tests. */
-long tack_dlpack_live_exports(void);
+TACK_API long tack_dlpack_live_exports(void);
 
 #ifdef __cplusplus
 }

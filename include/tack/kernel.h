@@ -118,7 +118,7 @@ typedef struct tack_arg {
  * whose first parameter is not `tack_index`, an unnamed parameter or more
  * than TACK_KERNEL_MAX_PARAMS; TACK_ETYPE for a parameter whose type is not
  * one of the dtypes' C types or a pointer to one; TACK_ENOMEM. */
-tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out);
+TACK_API tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out);
 
 /* Compiles the kernel for `device`'s backend, if not done yet, and loads it
  * there; a launch does this on first use, so calling it is only a way to
@@ -166,7 +166,7 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * its compiler library), for an unusable cache directory or one that is
  * not private (the message names it), or for a backend that cannot run
  * kernels; TACK_ENOMEM. Thread-safe. */
-tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
+TACK_API tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
 
 /* What the kernel's code on `device` is, building it there first as
  * tack_kernel_build does: "cubin sm_90 (CUDA 13.5)" or "ptx compute_121
@@ -174,10 +174,10 @@ tack_status tack_kernel_build(tack_kernel *kernel, tack_device *device);
  * "SPIR-V"). The text is owned by the kernel and lives as long as
  * it. On error *out is untouched: TACK_EVALUE for a NULL argument,
  * otherwise as tack_kernel_build. Thread-safe. */
-tack_status tack_kernel_target(tack_kernel *kernel, tack_device *device, const char **out);
+TACK_API tack_status tack_kernel_target(tack_kernel *kernel, tack_device *device, const char **out);
 
 /* create followed by build. On error nothing is kept and *out is untouched. */
-tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out);
+TACK_API tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out);
 
 /* Runs the kernel over the index range [0, n).
  * `device` may be NULL: the device of the array arguments. Every check is
@@ -198,8 +198,8 @@ tack_status tack_kernel_compile(const char *source, const char *name, tack_devic
  * with a queue it is enqueued and this returns at once, unless an array's
  * buffer is shared: then it is complete before returning. TACK_ERUNTIME for
  * a driver failure. Thread-safe. */
-tack_status tack_kernel_launch(tack_kernel *kernel, tack_device *device, int64_t n, const tack_arg *args,
-                               size_t nargs);
+TACK_API tack_status tack_kernel_launch(tack_kernel *kernel, tack_device *device, int64_t n, const tack_arg *args,
+                                        size_t nargs);
 
 /* Runs the kernel over every index of a domain of `ndim` extents, one per
  * index parameter: for void k(tack_index i, tack_index j, ...) and shape
@@ -210,8 +210,8 @@ tack_status tack_kernel_launch(tack_kernel *kernel, tack_device *device, int64_t
  * of indices, a negative extent, or a domain of more than 2^63 - 1 indices;
  * an empty domain runs nothing; otherwise checks and errors as
  * tack_kernel_launch. */
-tack_status tack_kernel_launch_nd(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
-                                  const tack_arg *args, size_t nargs);
+TACK_API tack_status tack_kernel_launch_nd(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
+                                           const tack_arg *args, size_t nargs);
 
 /* What a caller does around the parts of a launch that may take long, so
  * that its other threads can run meanwhile (Python releases the GIL):
@@ -236,8 +236,8 @@ typedef struct tack_launch_hooks {
  * caller no second look at its arguments. Errors as tack_kernel_launch_nd
  * (tack_kernel_call's, shape NULL); a launch its checks refuse, and an
  * empty one, call no hook. */
-tack_status tack_kernel_launch_hooked(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
-                                      const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks);
+TACK_API tack_status tack_kernel_launch_hooked(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
+                                               const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks);
 
 /* tack_kernel_launch_nd over the shape of the array bound to the first
  * parameter the kernel may store through: its size for a kernel of one
@@ -245,29 +245,29 @@ tack_status tack_kernel_launch_hooked(tack_kernel *kernel, tack_device *device, 
  * parameter; TACK_EVALUE, running nothing, when the kernel has more than
  * one index and the array's rank is not the kernel's number of indices;
  * otherwise errors as tack_kernel_launch_nd. */
-tack_status tack_kernel_call(tack_kernel *kernel, const tack_arg *args, size_t nargs);
+TACK_API tack_status tack_kernel_call(tack_kernel *kernel, const tack_arg *args, size_t nargs);
 
 /* Reference counting; both accept NULL. Thread-safe. */
-tack_kernel *tack_kernel_retain(tack_kernel *kernel);
-void tack_kernel_release(tack_kernel *kernel);
+TACK_API tack_kernel *tack_kernel_retain(tack_kernel *kernel);
+TACK_API void tack_kernel_release(tack_kernel *kernel);
 
 /* The kernel's function name and source as given. Never fail. */
-const char *tack_kernel_name(const tack_kernel *kernel);
-const char *tack_kernel_source(const tack_kernel *kernel);
+TACK_API const char *tack_kernel_name(const tack_kernel *kernel);
+TACK_API const char *tack_kernel_source(const tack_kernel *kernel);
 /* The first index parameter's name ("i"). Never fails. */
-const char *tack_kernel_index_name(const tack_kernel *kernel);
+TACK_API const char *tack_kernel_index_name(const tack_kernel *kernel);
 /* The number of index parameters, 1 to TACK_KERNEL_MAX_DIMS. Never fails. */
-int tack_kernel_ndim(const tack_kernel *kernel);
+TACK_API int tack_kernel_ndim(const tack_kernel *kernel);
 /* The name of index parameter `d` (0-based); NULL for d out of range. */
-const char *tack_kernel_dim_name(const tack_kernel *kernel, int d);
+TACK_API const char *tack_kernel_dim_name(const tack_kernel *kernel, int d);
 /* Parameters after the indices. Never fails. */
-int tack_kernel_num_params(const tack_kernel *kernel);
+TACK_API int tack_kernel_num_params(const tack_kernel *kernel);
 /* Parameter `i` (0-based, after the indices). TACK_EVALUE for i out of range,
  * *out untouched. */
-tack_status tack_kernel_param_info(const tack_kernel *kernel, int i, tack_kernel_param *out);
+TACK_API tack_status tack_kernel_param_info(const tack_kernel *kernel, int i, tack_kernel_param *out);
 /* Index of the first parameter the kernel may store through, -1 if none.
  * Never fails. */
-int tack_kernel_first_writable(const tack_kernel *kernel);
+TACK_API int tack_kernel_first_writable(const tack_kernel *kernel);
 
 /* The source a backend compiles: the user's function with a prelude and the
  * backend's entry point around it. `backend` is a backend's name: "cpu"
@@ -276,7 +276,7 @@ int tack_kernel_first_writable(const tack_kernel *kernel);
  * name, TACK_ETYPE for a parameter of a dtype the backend's compiler lacks
  * (complex64 and complex128 off the cpu backend, bool on level_zero),
  * TACK_ENOMEM; *out untouched on error. */
-tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backend, const char **out);
+TACK_API tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backend, const char **out);
 
 /* PTX for CUDA, compiled by the first NVRTC Tack finds from the "cuda"
  * generated source, for the virtual architecture `arch` ("compute_90";
@@ -289,14 +289,14 @@ tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backen
  * NVRTC cannot be loaded (the message says where Tack looked and how to set
  * TACK_NVRTC_LIBRARY) or for a compile error (the log as for the C
  * compiler); TACK_ENOMEM. Thread-safe. */
-tack_status tack_kernel_ptx(tack_kernel *kernel, const char *arch, const char **ptx, size_t *size);
+TACK_API tack_status tack_kernel_ptx(tack_kernel *kernel, const char *arch, const char **ptx, size_t *size);
 
 /* The whole message of the last failed compilation on this thread: a first
  * line naming the kernel and the compiler, then the compiler's full log
  * (tack_last_error() may hold only its beginning). "" if none; valid until
  * the next failed compilation on this thread, and freed when the thread
  * exits. Never fails. */
-const char *tack_kernel_compile_log(void);
+TACK_API const char *tack_kernel_compile_log(void);
 
 /* How long a launch of `n` indices of the kernel on `device` is expected
  * to take, in nanoseconds, from what the backend measured of the kernel's
@@ -307,7 +307,7 @@ const char *tack_kernel_compile_log(void);
  * a queue, whose launch may wait for the device). 0 for n <= 0. A language binding asks it to decide whether a launch is long
  * enough to let other threads run meanwhile (Python: to release the GIL).
  * Never fails; thread-safe. */
-uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device, int64_t n);
+TACK_API uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device, int64_t n);
 
 /* Names the Python interpreter Tack runs in: where TACK_CC is unset and no
  * C compiler is on PATH, CPU kernels are built with zig's C compiler from
@@ -316,7 +316,7 @@ uint64_t tack_kernel_expected_ns(tack_kernel *kernel, const tack_device *device,
  * directory's by that name). The Python extension calls it with
  * sys.executable when it is imported; NULL or "" forgets the interpreter.
  * Never fails. Thread-safe. */
-void tack_kernel_set_python(const char *executable);
+TACK_API void tack_kernel_set_python(const char *executable);
 
 /* Lets the calling thread stop a wait for a compiler process: while a
  * build on this thread waits for the C compiler of a cpu kernel (or for
@@ -331,11 +331,11 @@ void tack_kernel_set_python(const char *executable);
  * passes a function that runs its signal handlers (Python's raises
  * KeyboardInterrupt); a program whose handlers only set a flag passes one
  * that reads the flag. Never fails. */
-void tack_kernel_set_interrupt(int (*interrupted)(void *context), void *context);
+TACK_API void tack_kernel_set_interrupt(int (*interrupted)(void *context), void *context);
 
 /* Threads the cpu backend splits a launch over (TACK_NUM_THREADS, default
  * the cores this process may run on). Never fails. */
-int tack_kernel_num_threads(void);
+TACK_API int tack_kernel_num_threads(void);
 
 /* For tests and diagnostics, counted since the process started, on the
  * cpu backend: the runs on one thread (a launch, or the part of one run on
@@ -345,7 +345,7 @@ int tack_kernel_num_threads(void);
  * atomics was running or waiting (*refused); and the launches with locked
  * atomics that waited for a plain one to end (*waited). Any pointer may be
  * NULL. Never fails; thread-safe. */
-void tack_kernel_atomic_runs(long *plain, long *refused, long *waited);
+TACK_API void tack_kernel_atomic_runs(long *plain, long *refused, long *waited);
 
 /* Argument constructors: an array (borrowed for the call; NULL is refused
  * by the launch) or a scalar of each dtype. Never fail. */

@@ -49,7 +49,7 @@ typedef struct tack_backend_report {
 
 /* The backends Tack was built with ("cpu", "cuda", ...), NULL-terminated.
  * Never fails. */
-const char *const *tack_backend_names(void);
+TACK_API const char *const *tack_backend_names(void);
 
 /* Fills *out with what this machine offers `backend`: its driver, loaded
  * as opening a device would load it (once per process, so a later open
@@ -59,14 +59,14 @@ const char *const *tack_backend_names(void);
  * written down in *out, not reported as an error, and tack_last_error()
  * is left as it was. On error returns TACK_EVALUE for a name that is no
  * backend and leaves *out untouched. Thread-safe. */
-tack_status tack_backend_describe(const char *backend, tack_backend_report *out);
+TACK_API tack_status tack_backend_describe(const char *backend, tack_backend_report *out);
 
 /* Writes the directory compiled kernels are kept in (TACK_CACHE_DIR, else
  * ~/.cache/tack) to out, creating it if it is missing. On error returns
  * TACK_ERUNTIME when it cannot be used (the message says why and what to
  * set), or TACK_EVALUE when it does not fit in `cap` bytes, and leaves
  * out untouched. Thread-safe. */
-tack_status tack_kernel_cache_dir(char *out, size_t cap);
+TACK_API tack_status tack_kernel_cache_dir(char *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
 #ifndef TACK_STATUS_H
 #define TACK_STATUS_H
 
+#include "tack/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,11 +18,12 @@ typedef enum tack_status {
 } tack_status;
 
 /* The message left by the last failing call on this thread; "" if none.
+ * UTF-8 of any length (kept on the heap, freed when the thread exits).
  * Valid until the next failing Tack call on the same thread. Never fails. */
-const char *tack_last_error(void);
+TACK_API const char *tack_last_error(void);
 
 /* The status' name, e.g. "TACK_EVALUE". Never fails. */
-const char *tack_status_name(tack_status status);
+TACK_API const char *tack_status_name(tack_status status);
 
 #ifdef __cplusplus
 }

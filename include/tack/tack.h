@@ -2,11 +2,7 @@
 #ifndef TACK_TACK_H
 #define TACK_TACK_H
 
-#define TACK_VERSION_MAJOR 0
-#define TACK_VERSION_MINOR 1
-#define TACK_VERSION_PATCH 0
-#define TACK_VERSION_STRING "0.1.0"
-
+#include "tack/version.h"
 #include "tack/status.h"
 #include "tack/dtype.h"
 #include "tack/dlpack.h"
@@ -16,5 +12,6 @@
 #include "tack/exchange.h"
 #include "tack/kernel.h"
 #include "tack/report.h"
+#include "tack/import.h"
 
 #endif

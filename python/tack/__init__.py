@@ -38,6 +38,7 @@ from tack._tack import (  # noqa: F401
     zeros,
 )
 from tack._config import show_config  # noqa: F401
+from tack._build import get_include, get_library_dir  # noqa: F401
 
 # tack.bool is a dtype, like np.bool, but unlike NumPy's it is no type:
 # `from tack import *` must not shadow the builtin with it.

@@ -10,6 +10,7 @@ __version__: str
 __all__ = [
     "Array", "DType", "Device", "ExportedMemory", "Kernel",
     "array", "array_from_ptr", "asarray", "device", "empty", "from_dlpack", "get_default_device",
+    "get_include", "get_library_dir",
     "import_memory", "receive_array", "send_array", "set_default_device", "show_config", "zeros",
     "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "f16", "bf16", "c64", "c128",
 ]
@@ -168,6 +169,8 @@ def import_memory(exported: ExportedMemory, dtype: _DTypeLike, shape: _ShapeLike
 def send_array(sock: _HasFileno | int, array: Array) -> None: ...
 def receive_array(sock: _HasFileno | int, *, device: _DeviceLike = None) -> Array: ...
 def show_config(file: SupportsWrite[str] | None = None) -> None: ...
+def get_include() -> str: ...
+def get_library_dir() -> str: ...
 
 @final
 class Kernel:

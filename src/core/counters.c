@@ -22,9 +22,12 @@ static struct counts *all_records, *free_records;
 static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-/* initial-exec: a dlopened library otherwise pays a __tls_get_addr call on
- * every access; one pointer fits the static TLS glibc keeps for them. */
-static _Thread_local struct counts *mine __attribute__((tls_model("initial-exec")));
+/* The default (dynamic) TLS model, not initial-exec: initial-exec puts the
+ * library's whole thread-local block into the small static reserve glibc
+ * keeps for libraries loaded after start-up, and then a dlopened libtack
+ * (a plugin, ctypes, beside the Python extension) can fail to load with
+ * "cannot allocate memory in static TLS block". */
+static _Thread_local struct counts *mine;
 /* Used when no record can be had (out of memory): slower, still right. */
 static atomic_long fallback[TACK_COUNT_KINDS];
 

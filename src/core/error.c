@@ -1,19 +1,88 @@
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
-static _Thread_local char last_message[1024];
+/* The message lives on the heap, so the per-thread state is one pointer: a
+ * library loaded late (dlopen, a plugin, a second copy beside the Python
+ * extension) then needs almost no thread-local storage, and a message is as
+ * long as its text. The key frees it when the thread exits. */
+static _Thread_local char *last_message;
+static pthread_key_t message_key;
+static pthread_once_t message_key_once = PTHREAD_ONCE_INIT;
+static int message_key_made;
 
-const char *tack_last_error(void) { return last_message; }
+/* Shown when not even a short message could be allocated. */
+static const char lost_message[] = "out of memory while recording the error message";
+
+/* Stored in last_message when the allocation failed; never freed. */
+static char *const lost = (char *)lost_message;
+
+static void free_message(void *p)
+{
+    if (p != lost)
+        free(p);
+    /* A later destructor of this thread may fail a Tack call again; it
+     * then allocates afresh and registers with the key once more. */
+    last_message = NULL;
+}
+
+static void make_message_key(void)
+{
+    message_key_made = pthread_key_create(&message_key, free_message) == 0;
+}
+
+const char *tack_last_error(void) { return last_message ? last_message : ""; }
+
+/* The length of the longest prefix of s[0, n) that does not end inside a
+ * UTF-8 sequence, so that a shortened message still decodes. */
+static size_t utf8_prefix(const char *s, size_t n)
+{
+    size_t start = n;
+    while (start > 0 && ((unsigned char)s[start - 1] & 0xC0) == 0x80 && n - start < 3)
+        start--;
+    if (start == 0)
+        return n;
+    unsigned char lead = (unsigned char)s[start - 1];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return n - (start - 1) >= need ? n : start - 1;
+}
 
 tack_status tack_error_set(tack_status status, const char *fmt, ...)
 {
-    va_list ap;
+    /* The arguments may include tack_last_error() itself (a message that
+     * wraps the one before), so the new text is formatted into a new block
+     * and the old one freed only afterwards. */
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    va_copy(again, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    size_t size = len < 0 ? 1 : (size_t)len + 1;
+    char *text = malloc(size);
+    if (!text && size > 256) {
+        /* Short of memory: the message's beginning is better than none. */
+        size = 256;
+        text = malloc(size);
+    }
+    if (text) {
+        int written = vsnprintf(text, size, fmt, again);
+        if (written < 0)
+            text[0] = '\0';
+        else if ((size_t)written >= size)
+            text[utf8_prefix(text, size - 1)] = '\0';
+    }
+    va_end(again);
+    char *old = last_message;
+    last_message = text ? text : lost;
+    if (old != lost)
+        free(old);
+    pthread_once(&message_key_once, make_message_key);
+    if (message_key_made)
+        (void)pthread_setspecific(message_key, text);
     return status;
 }
 

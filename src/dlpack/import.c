@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
-#include "import.h"
+#include "tack/import.h"
 
 static const char *device_type_name(DLDeviceType type)
 {

@@ -130,8 +130,9 @@ static void add_versioned_toolkits(void)
     globfree(&g);
 }
 
-/* NVIDIA's wheels put NVRTC in site-packages/nvidia/...; Tack's extension
- * lives in site-packages/tack/, so they are found from where this code is. */
+/* NVIDIA's wheels put NVRTC in site-packages/nvidia/...; the libtack of
+ * Tack's Python package lives in site-packages/tack/lib/, so they are found
+ * from where this code is. */
 static void add_wheels(void)
 {
     Dl_info info;
@@ -141,8 +142,11 @@ static void add_wheels(void)
     char base[PATH_MAX], dir[PATH_MAX + 32];
     if (!dladdr(self, &info) || !info.dli_fname || !realpath(info.dli_fname, base))
         return;
-    dirname_of(base); /* site-packages/tack */
-    dirname_of(base); /* site-packages */
+    dirname_of(base); /* site-packages/tack/lib */
+    const char *last = strrchr(base, '/');
+    if (last && !strcmp(last, "/lib"))
+        dirname_of(base); /* site-packages/tack */
+    dirname_of(base);     /* site-packages */
     static const char *const sub[] = {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cu12/lib", NULL};
     for (int i = 0; sub[i]; i++) {
         snprintf(dir, sizeof dir, "%s/%s", base, sub[i]);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dlpack/import.h"
+#include "tack/import.h"
 
 static PyObject *str_dlpack_attr, *str_cai_attr, *str_ml_dtypes;
 

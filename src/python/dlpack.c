@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "../dlpack/import.h"
+#include "tack/import.h"
 
 static PyObject *str_dlpack_device, *kwnames_max_version_stream, *kwnames_stream, *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
 

@@ -1,6 +1,8 @@
 /* The C API of devices, buffers and arrays on the CPU backend. */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -330,9 +332,77 @@ static void test_fill_new_dtypes(void)
     tack_device_release(d);
 }
 
+/* The message has no fixed size: a 5,000-byte device name comes back whole,
+ * UTF-8 intact (a 1,024-byte buffer once cut it inside a character). */
+static void test_long_error_message(void)
+{
+    size_t n = 2500;
+    char *name = malloc(2 * n + 1);
+    CHECK(name != NULL);
+    if (!name)
+        return;
+    for (size_t i = 0; i < n; i++)
+        memcpy(name + 2 * i, "\xc3\xa9", 2); /* é */
+    name[2 * n] = '\0';
+    tack_device *d = NULL;
+    CHECK_STATUS(tack_device_open(name, NULL, 0, &d), TACK_EVALUE);
+    CHECK(d == NULL && strstr(tack_last_error(), name) != NULL);
+    CHECK(strlen(tack_last_error()) > 2 * n);
+    free(name);
+}
+
+/* A message may quote the one before it (tack_last_error() as an argument):
+ * the old text must stay readable while the new one is formatted (ASan
+ * reports a use after free otherwise). */
+static void test_message_quoting_the_last(void)
+{
+    tack_error_set(TACK_EVALUE, "first %0600d", 1);
+    for (int i = 0; i < 4; i++)
+        tack_error_set(TACK_ERUNTIME, "again: %s", tack_last_error());
+    const char *m = tack_last_error();
+    CHECK(!strncmp(m, "again: again: again: again: first 000", 37));
+    CHECK(strlen(m) == 4 * strlen("again: ") + strlen("first ") + 600);
+}
+
+/* A thread's message is freed when the thread exits (LeakSanitizer would
+ * report it otherwise) and is not seen by other threads. */
+static void *fail_in_thread(void *arg)
+{
+    (void)arg;
+    tack_device *d = NULL;
+    (void)tack_device_open("no-such-backend-in-a-thread", NULL, 0, &d);
+    return (void *)(uintptr_t)(strstr(tack_last_error(), "no-such-backend-in-a-thread") != NULL);
+}
+
+static void test_message_per_thread(void)
+{
+    tack_error_set(TACK_EVALUE, "main thread's message");
+    pthread_t t;
+    void *seen = NULL;
+    CHECK(pthread_create(&t, NULL, fail_in_thread, NULL) == 0);
+    CHECK(pthread_join(t, &seen) == 0);
+    CHECK(seen == (void *)1);
+    CHECK(!strcmp(tack_last_error(), "main thread's message"));
+}
+
+/* The loaded library's version is the one these headers describe. */
+static void test_version(void)
+{
+    CHECK(!strcmp(tack_version(), TACK_VERSION_STRING));
+    CHECK(tack_version_number() == TACK_VERSION_NUMBER);
+    CHECK(TACK_VERSION_NUMBER == TACK_VERSION_MAJOR * 10000 + TACK_VERSION_MINOR * 100 + TACK_VERSION_PATCH);
+    char text[32];
+    snprintf(text, sizeof text, "%d.%d.%d", TACK_VERSION_MAJOR, TACK_VERSION_MINOR, TACK_VERSION_PATCH);
+    CHECK(!strcmp(tack_version(), text));
+}
+
 int main(void)
 {
     check_each_leaves_nothing();
+    RUN(test_version);
+    RUN(test_long_error_message);
+    RUN(test_message_quoting_the_last);
+    RUN(test_message_per_thread);
     RUN(test_device_registry);
     RUN(test_device_errors);
     RUN(test_empty_is_zeroed);

@@ -1,7 +1,7 @@
 /* The C halves of DLPack's exchange table (the DLTensor view, the
  * allocator, the work stream), the dtype spellings of the Python array
  * protocols, and the import that the buffer protocol and the CUDA Array
- * Interface share with DLPack (src/dlpack/import.h). */
+ * Interface share with DLPack (tack/import.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include "check.h"
 #include "tack/tack.h"
 
-#include "../../src/dlpack/import.h"
+#include "tack/import.h"
 
 static tack_device *cpu(void)
 {

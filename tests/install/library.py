@@ -14,7 +14,9 @@ P is a prefix that `make install-c PREFIX=P` filled, D a DESTDIR that
   Libs.private) and with CMake find_package(Tack) (Tack::tack and
   Tack::tack_static), each run to "ok"; the static ones need no libtack.so;
 - the CMake version file accepts the versions it should and no others;
-- every public function links from C++ (the headers' extern "C").
+- every public function links from C++ (the headers' extern "C");
+- libtack.so exports exactly the functions the headers declare TACK_API,
+  each in the TACK_0.1 version node.
 
 Prints one line per failure and "install: N passed, M failed"; exits 1 on
 any failure.
@@ -84,6 +86,26 @@ def check_files(prefix, destdir, version):
           f"  {tree(staged)}\n  {tree(prefix)}")
     check("DESTDIR: nothing outside DESTDIR + prefix",
           [p for p in destdir.rglob("*") if not p.is_dir() and staged not in p.parents] == [])
+
+
+def check_exports(prefix, version):
+    """nm -D of the installed libtack.so against the headers' TACK_API
+    declarations, both ways."""
+    declared = set()
+    for header in (prefix / "include" / "tack").glob("*.h"):
+        if header.name == "python.h":
+            continue  # the C-to-Python bridge, reached through the extension
+        text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
+        declared.update(re.findall(r"^TACK_API\b[^;(]*?\b(tack_[a-z0-9_]+)\s*\(", text, flags=re.M))
+    rc, out = run(["nm", "-D", "--defined-only", str(prefix / "lib" / f"libtack.so.{version}")])
+    exported = {line.split()[-1] for line in out.splitlines() if line.strip()} - {"TACK_0.1"}
+    names = {e.partition("@")[0] for e in exported}
+    check("libtack.so exports no function the headers do not declare", rc == 0 and not names - declared,
+          sorted(names - declared)[:20])
+    check("libtack.so exports every function the headers declare", rc == 0 and declared and not declared - names,
+          sorted(declared - names)[:20])
+    check("libtack.so's symbols are in the TACK_0.1 version node",
+          rc == 0 and all(e.endswith("@@TACK_0.1") for e in exported), sorted(exported)[:20])
 
 
 def check_werror(build):
@@ -226,6 +248,7 @@ def main():
         print(f"install: FAIL: missing {' '.join(missing)} (Debian: apt-get install gcc g++ pkg-config cmake binutils)")
         return 1
     check_files(prefix, args.destdir.resolve(), version)
+    check_exports(prefix, version)
     check_werror(args.build or prefix.parent / "build")
     check_pkg_config(prefix, work, env, version)
     check_cmake(prefix, work, env, version)

@@ -70,3 +70,39 @@ import subprocess
 report = subprocess.run([sys.executable, "-m", "tack"], capture_output=True, text=True, check=True).stdout
 assert report.startswith("Tack ") and f"NumPy             {np.__version__}" in report, report
 print(f"wheel with NumPy {np.__version__}: zero-copy both ways, kernels on the CPU, python -m tack")
+
+# The C side of the wheel: the libtack the extension uses, under its SONAME
+# beside it (not renamed by auditwheel, so a host's libtack of that SONAME
+# is the one bound), with the headers, tack.pc and the CMake package.
+import pathlib
+import re
+import shutil
+import tempfile
+
+package = pathlib.Path(tack.__file__).parent
+libs = sorted(p.name for p in pathlib.Path(tack.get_library_dir()).glob("libtack.so*"))
+assert libs == ["libtack.so.0.1"], libs
+assert not list(package.parent.glob("tack_arrays.libs")), "auditwheel grafted a renamed copy"
+if shutil.which("readelf"):
+    dynamic = subprocess.run(["readelf", "-dW", tack._tack.__file__], capture_output=True, text=True).stdout
+    assert "[libtack.so.0.1]" in dynamic and "[$ORIGIN/lib]" in dynamic, dynamic
+assert (pathlib.Path(tack.get_include()) / "tack" / "tack.h").is_file()
+assert (pathlib.Path(tack.get_library_dir()) / "pkgconfig" / "tack.pc").is_file()
+cmake_dir = subprocess.run([sys.executable, "-m", "tack", "--cmake-dir"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+assert (pathlib.Path(cmake_dir) / "TackConfig.cmake").is_file(), cmake_dir
+flags = subprocess.run([sys.executable, "-m", "tack", "--cflags", "--libs"], capture_output=True, text=True,
+                       check=True).stdout.split()
+if shutil.which("cc"):
+    with tempfile.TemporaryDirectory() as work:
+        src = pathlib.Path(work, "uses_tack.c")
+        src.write_text('#include <stdio.h>\n#include <tack/tack.h>\n'
+                       'int main(void) { printf("%s\\n", tack_status_name(TACK_ETYPE)); return 0; }\n')
+        exe = pathlib.Path(work, "uses_tack")
+        subprocess.run(["cc", "-std=c11", str(src), "-o", str(exe), *flags], check=True)
+        out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == "TACK_ETYPE", out
+        if shutil.which("readelf"):
+            dynamic = subprocess.run(["readelf", "-dW", str(exe)], capture_output=True, text=True).stdout
+            assert re.search(r"NEEDED.*\[libtack\.so\.0\.1\]", dynamic), dynamic
+print("wheel: libtack.so.0.1 beside the extension, headers, tack.pc, CMake package, python -m tack --cflags --libs")

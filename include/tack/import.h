@@ -1,13 +1,25 @@
 /* Zero-copy imports of memory that a protocol other than DLPack's managed
- * tensors describes (the buffer protocol, the CUDA Array Interface), held to
- * the same rules as a DLPack import: the checks, the device choice and the
- * construction in src/dlpack/import.c. Not installed: the extension's
- * tack.asarray is built on it. Only the public headers are used here, so
- * that the extension sees no internal structure. */
-#ifndef TACK_DLPACK_IMPORT_H
-#define TACK_DLPACK_IMPORT_H
+ * tensors describes (Python's buffer protocol, the CUDA Array Interface, a
+ * C code's own descriptor), held to the same rules as a DLPack import: the
+ * checks, the device choice and the construction (src/dlpack/import.c).
+ * tack.asarray is built on it, so C code imports such memory exactly as
+ * Python does. */
+#ifndef TACK_IMPORT_H
+#define TACK_IMPORT_H
 
-#include "tack/tack.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tack/array.h"
+#include "tack/buffer.h"
+#include "tack/device.h"
+#include "tack/dlpack.h"
+#include "tack/dtype.h"
+#include "tack/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Memory to import, as the protocol described it. */
 struct tack_import {
@@ -38,6 +50,7 @@ struct tack_import {
     tack_release_fn release;
     void *context;
 };
+typedef struct tack_import tack_import;
 
 /* Imports the memory as one array, with the device chosen as for a DLPack
  * import (`device` asked for, else `default_device`, else the memory's own
@@ -47,8 +60,8 @@ struct tack_import {
  * TACK_ERUNTIME (a device that cannot wrap it; a failed stream wait),
  * TACK_ENOMEM. On error *out is untouched, release is not called and
  * nothing is kept. */
-tack_status tack_import_array(const struct tack_import *import, tack_device *device, tack_device *default_device,
-                              tack_array **out);
+TACK_API tack_status tack_import_array(const struct tack_import *import, tack_device *device,
+                                       tack_device *default_device, tack_array **out);
 
 /* The stream= value a DLPack producer of memory on `dl` should order its
  * pending writes before: the stream of the device the import will choose
@@ -57,6 +70,10 @@ tack_status tack_import_array(const struct tack_import *import, tack_device *dev
  * stream semantics in DLPack (host memory; only CUDA and ROCm memory has
  * them), no device that would import it, a device without a queue. Never
  * fails. */
-uint64_t tack_dlpack_consumer_stream(DLDevice dl, tack_device *device, tack_device *default_device);
+TACK_API uint64_t tack_dlpack_consumer_stream(DLDevice dl, tack_device *device, tack_device *default_device);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
