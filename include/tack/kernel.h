@@ -156,9 +156,9 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
  * the device, once per process.
  * On error nothing is kept: TACK_ETYPE for a parameter of a dtype the
  * backend's compiler lacks (as for tack_kernel_generated_source, the
- * message naming the backend); TACK_ERUNTIME for a compile error (the message
+ * message naming the backend); TACK_ECOMPILE for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
- * line numbers of the user's source), for a C compiler that ran past its
+ * line numbers of the user's source); TACK_ERUNTIME for a C compiler that ran past its
  * time limit (the message names its command and the limit) or whose wait
  * the thread's interrupt check stopped, for a TACK_COMPILE_TIMEOUT that
  * is not a number of seconds, for no compiler (the message says
