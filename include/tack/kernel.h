@@ -287,8 +287,8 @@ tack_status tack_kernel_generated_source(tack_kernel *kernel, const char *backen
  * TACK_CACHE_DIR. The text (NUL-terminated; *size counts the NUL) is owned
  * by the kernel. On error *ptx and *size are untouched: TACK_ERUNTIME when
  * NVRTC cannot be loaded (the message says where Tack looked and how to set
- * TACK_NVRTC_LIBRARY) or for a compile error (the log as for the C
- * compiler); TACK_ENOMEM. Thread-safe. */
+ * TACK_NVRTC_LIBRARY); TACK_ECOMPILE for a compile error (the log as for
+ * the C compiler); TACK_ENOMEM. Thread-safe. */
 tack_status tack_kernel_ptx(tack_kernel *kernel, const char *arch, const char **ptx, size_t *size);
 
 /* The whole message of the last failed compilation on this thread: a first
