@@ -22,7 +22,7 @@ SYSDEPS := gcc clang libclang-rt-14-dev libze-dev libamdhip64-dev openmpi-bin li
 all: install
 
 help:
-	@echo "make demo    build, install into $(VENV) and run python -m tack.demo"
+	@echo "make demo    build, install into $(VENV) and run python -m tack.demo and examples/insitu"
 	@echo "make test    C tests under ASan/UBSan, then pytest"
 	@echo "make install (re)build the extension into $(VENV)"
 	@echo "make ctest   C tests only;  make pytest  Python tests only;  make bench  benchmarks"
@@ -84,6 +84,12 @@ test: ctest pytest pytest-pythons fuzz-corpus test-install test-headers test-whe
 
 demo: install
 	$(PY) -m tack.demo
+	$(PY) examples/insitu/run.py
+
+# The in-situ example alone: a C simulation that embeds Python (examples/insitu).
+.PHONY: insitu
+insitu: install
+	$(PY) examples/insitu/run.py
 
 bench: install
 	$(PY) bench/exchange.py

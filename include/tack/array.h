@@ -176,11 +176,11 @@ typedef struct tack_ipc_wait {
  * receiver gets a new one. Messages from two threads on one socket may
  * interleave: serialise them. Errors: TACK_EVALUE for a NULL array or a
  * socket_fd that is not a socket; the export's errors (TACK_ERUNTIME for a
- * host array that is not exportable); TACK_ERUNTIME when the send fails,
- * at once for a socket that is not connected (ENOTCONN; a listening
- * socket is not), when the time limit passes or `interrupted` stops the
- * wait, and when the peer has gone (EPIPE: no SIGPIPE is raised), with the
- * errno in wait->os_error. On error no descriptor is left open by the
+ * host array that is not exportable); TACK_EIO when the send fails, at
+ * once for a socket that is not connected (ENOTCONN; a listening socket
+ * is not), and when the peer has gone (EPIPE: no SIGPIPE is raised);
+ * TACK_ETIMEOUT when the time limit passes; TACK_ERUNTIME when
+ * `interrupted` stops the wait; with the errno in wait->os_error. On error no descriptor is left open by the
  * call; a message cut short by an error (a time limit passed in the middle
  * of it) leaves a stream socket unusable. */
 TACK_API tack_status tack_array_send_wait(int socket_fd, tack_array *array, tack_ipc_wait *wait);
@@ -197,10 +197,10 @@ TACK_API tack_status tack_array_send(int socket_fd, tack_array *array);
  * socket_fd that is not a socket, a message that is not a version-1 header
  * with exactly one descriptor (a newer version, a bad magic, sizes that do
  * not agree, a message longer or shorter than the header) and the import's
- * value errors (a descriptor that is not sealed memory); TACK_ERUNTIME
- * when the peer closed the socket, when the receive fails (EINVAL for a
- * listening socket), when the time limit passes or `interrupted` stops the
- * wait, when this process has no descriptor free for the one the message
+ * value errors (a descriptor that is not sealed memory); TACK_EIO when
+ * the peer closed the socket or the receive fails (EINVAL for a listening
+ * socket); TACK_ETIMEOUT when the time limit passes; TACK_ERUNTIME when
+ * `interrupted` stops the wait, when this process has no descriptor free for the one the message
  * carries (EMFILE), and for the import's runtime errors, with the errno in
  * wait->os_error where there is one; TACK_ENOMEM. A refused header of a
  * newer version is consumed whole, up to its stated header_size (at most

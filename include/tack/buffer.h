@@ -28,8 +28,9 @@ TACK_API tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int e
  * memory-space query first (TACK_EVALUE for the wrong kind of memory). Tack
  * never frees it; `release`, if not NULL, is called with `context` exactly
  * once when the buffer goes. On failure `release` is not called and nothing
- * is kept. The buffer is shared from the start. On error returns TACK_EVALUE,
- * TACK_ERUNTIME or TACK_ENOMEM and leaves *out untouched. */
+ * is kept. The buffer is shared from the start. On error returns TACK_EVALUE
+ * (also for NULL data of nonzero size), TACK_ERUNTIME or TACK_ENOMEM and
+ * leaves *out untouched. */
 TACK_API tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
                                       void *context, tack_buffer **out);
 

@@ -30,7 +30,8 @@ typedef struct tack_option {
  * new device made with them. Every option is checked against the backend's
  * declared option names before anything is constructed.
  * On error returns TACK_EVALUE (unknown backend, malformed name, unknown
- * option, bad option value) or TACK_ERUNTIME (no driver or no such device),
+ * option, bad option value), TACK_ENODEVICE (no driver or no such device)
+ * or TACK_ERUNTIME (a driver failure),
  * sets the message, and leaves *out untouched; nothing is constructed. */
 TACK_API tack_status tack_device_open(const char *name, const tack_option *options, size_t n_options,
                                       tack_device **out);

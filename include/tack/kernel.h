@@ -156,9 +156,9 @@ TACK_API tack_status tack_kernel_create(const char *source, const char *name, ta
  * the device, once per process.
  * On error nothing is kept: TACK_ETYPE for a parameter of a dtype the
  * backend's compiler lacks (as for tack_kernel_generated_source, the
- * message naming the backend); TACK_ERUNTIME for a compile error (the message
+ * message naming the backend); TACK_ECOMPILE for a compile error (the message
  * begins the compiler's log; tack_kernel_compile_log() has all of it, with
- * line numbers of the user's source), for a C compiler that ran past its
+ * line numbers of the user's source); TACK_ERUNTIME for a C compiler that ran past its
  * time limit (the message names its command and the limit) or whose wait
  * the thread's interrupt check stopped, for a TACK_COMPILE_TIMEOUT that
  * is not a number of seconds, for no compiler (the message says
@@ -287,8 +287,8 @@ TACK_API tack_status tack_kernel_generated_source(tack_kernel *kernel, const cha
  * TACK_CACHE_DIR. The text (NUL-terminated; *size counts the NUL) is owned
  * by the kernel. On error *ptx and *size are untouched: TACK_ERUNTIME when
  * NVRTC cannot be loaded (the message says where Tack looked and how to set
- * TACK_NVRTC_LIBRARY) or for a compile error (the log as for the C
- * compiler); TACK_ENOMEM. Thread-safe. */
+ * TACK_NVRTC_LIBRARY); TACK_ECOMPILE for a compile error (the log as for
+ * the C compiler); TACK_ENOMEM. Thread-safe. */
 TACK_API tack_status tack_kernel_ptx(tack_kernel *kernel, const char *arch, const char **ptx, size_t *size);
 
 /* The whole message of the last failed compilation on this thread: a first

@@ -15,6 +15,14 @@ typedef enum tack_status {
     TACK_ERUNTIME, /* the operation cannot be done here (Python: RuntimeError) */
     TACK_EBUFFER,  /* an export cannot be made as asked (Python: BufferError) */
     TACK_ENOMEM,   /* out of memory (Python: MemoryError) */
+    /* Finer kinds of failure, for C code that acts on them (each maps to
+     * the Python exception TACK_ERUNTIME would, but a timeout): */
+    TACK_ENODEVICE, /* no such device, or its driver is missing: try another backend (Python: RuntimeError) */
+    TACK_ECOMPILE,  /* a kernel does not compile; tack_kernel_compile_log() has the compiler's log
+                     * (Python: RuntimeError) */
+    TACK_ETIMEOUT,  /* a wait ran out of its time limit (Python: TimeoutError) */
+    TACK_EIO,       /* a read or write failed, or the peer closed the connection or broke off
+                     * (Python: RuntimeError; OSError with the errno where a socket call failed) */
 } tack_status;
 
 /* The message left by the last failing call on this thread; "" if none.

@@ -184,7 +184,8 @@ static tack_status cpu_export_memory(tack_buffer *b, tack_exported_memory *out)
     if (!rec)
         return tack_error_set(TACK_ERUNTIME,
                               "Backend cpu does not support memory export of this array: only host memory "
-                              "allocated with exportable=True (tack.empty(..., exportable=True)) has an OS handle");
+                              "allocated exportable (tack_array_empty(..., exportable=1); in Python tack.empty(..., exportable=True)) "
+                              "has an OS handle");
     tack_status st = tack_buffer_share(b);
     if (st != TACK_OK)
         return st;

@@ -251,9 +251,9 @@ static tack_status cuda_open(tack_device *d, const tack_option *options, size_t 
     if (r != CUDA_SUCCESS)
         return driver_error(TACK_ERUNTIME, r, "counting CUDA devices", d);
     if (count <= 0)
-        return tack_error_set(TACK_ERUNTIME, "CUDA is not available: the driver reports no CUDA device");
+        return tack_error_set(TACK_ENODEVICE, "CUDA is not available: the driver reports no CUDA device");
     if (d->ordinal >= count)
-        return tack_error_set(TACK_ERUNTIME, "there is no CUDA device %d: this machine has %d (cuda:0 to cuda:%d)",
+        return tack_error_set(TACK_ENODEVICE, "there is no CUDA device %d: this machine has %d (cuda:0 to cuda:%d)",
                               d->ordinal, count, count - 1);
 
     struct cuda_device *cd = calloc(1, sizeof *cd);
@@ -1232,7 +1232,7 @@ static tack_status cuda_kernel_compile(const struct tack_compile *job, struct ta
         out->failed = 1;
         out->log = program_log(api, prog);
         out->log_size = out->log ? strlen(out->log) : 0;
-        st = tack_error_set(TACK_ERUNTIME, "kernel '%s' failed to compile for CUDA (NVRTC %d.%d, %s):\n", job->name,
+        st = tack_error_set(TACK_ECOMPILE, "kernel '%s' failed to compile for CUDA (NVRTC %d.%d, %s):\n", job->name,
                             api->major, api->minor, api->nvrtcGetErrorString(r));
     } else if (r != NVRTC_SUCCESS) {
         st = nvrtc_error(api, r, "nvrtcCompileProgram");

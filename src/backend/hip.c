@@ -66,7 +66,7 @@ static tack_status hip_open(tack_device *device, const tack_option *options, siz
     if (e != TACK_HIP_SUCCESS)
         return hip_fail(hip, "hipGetDeviceCount", e);
     if (device->ordinal >= count)
-        return tack_error_set(TACK_ERUNTIME, "no HIP device hip:%d: the runtime sees %d device(s)", device->ordinal,
+        return tack_error_set(TACK_ENODEVICE, "no HIP device hip:%d: the runtime sees %d device(s)", device->ordinal,
                               count);
     struct hip_device_state *s = calloc(1, sizeof *s);
     if (!s)
@@ -333,7 +333,7 @@ static tack_status compile_error(const struct tack_hiprtc_api *api, tack_hiprtc_
     out->log = log;
     out->log_size = log ? strlen(log) : 0;
     const char *what = api->hiprtcGetErrorString ? api->hiprtcGetErrorString(r) : NULL;
-    return tack_error_set(TACK_ERUNTIME, "kernel '%s' failed to compile for HIP (hipRTC %d.%d from '%s', %s):\n", name,
+    return tack_error_set(TACK_ECOMPILE, "kernel '%s' failed to compile for HIP (hipRTC %d.%d from '%s', %s):\n", name,
                           api->major, api->minor, tack_library_path(&api->library),
                           what ? what : "compilation error");
 }

@@ -210,7 +210,7 @@ static tack_status find_plain(const struct tack_ze_api *ze, int ordinal, tack_ze
     if (r != TACK_ZE_SUCCESS)
         return ze_fail("zeDriverGet", r);
     if (count == 0 || !first)
-        return tack_error_set(TACK_ERUNTIME,
+        return tack_error_set(TACK_ENODEVICE,
                               "no Level Zero GPU driver found; install your GPU's Level Zero driver "
                               "(Debian/Ubuntu: intel-level-zero-gpu)");
     count = 0;
@@ -218,7 +218,7 @@ static tack_status find_plain(const struct tack_ze_api *ze, int ordinal, tack_ze
     if (r != TACK_ZE_SUCCESS)
         return ze_fail("zeDeviceGet", r);
     if ((uint32_t)ordinal >= count)
-        return tack_error_set(TACK_ERUNTIME, "no Level Zero device level_zero:%d: the first driver has %" PRIu32
+        return tack_error_set(TACK_ENODEVICE, "no Level Zero device level_zero:%d: the first driver has %" PRIu32
                               " device(s)", ordinal, count);
     tack_ze_device *all = calloc(count, sizeof *all);
     if (!all)
@@ -229,7 +229,7 @@ static tack_status find_plain(const struct tack_ze_api *ze, int ordinal, tack_ze
     if (r != TACK_ZE_SUCCESS)
         return ze_fail("zeDeviceGet", r);
     if (!dev)
-        return tack_error_set(TACK_ERUNTIME, "no Level Zero device level_zero:%d", ordinal);
+        return tack_error_set(TACK_ENODEVICE, "no Level Zero device level_zero:%d", ordinal);
     *driver = first;
     *device = dev;
     return TACK_OK;
@@ -785,7 +785,7 @@ static tack_status ze_kernel_compile(const struct tack_compile *job, struct tack
             memcpy(out->log, log, log_size);
             out->log_size = log_size;
         }
-        st = tack_error_set(TACK_ERUNTIME,
+        st = tack_error_set(TACK_ECOMPILE,
                             "kernel '%s' failed to compile for level_zero (libocloc '%s', ocloc returned %d):\n",
                             job->name, tack_library_path(&api->library), rc);
     } else if (!(spirv = malloc(bin_size))) {
@@ -856,7 +856,7 @@ static tack_status ze_kernel_load(tack_device *device, struct tack_kernel_code *
         free(k);
         return tack_error_set(r == TACK_ZE_ERROR_OUT_OF_HOST_MEMORY || r == TACK_ZE_ERROR_OUT_OF_DEVICE_MEMORY
                                   ? TACK_ENOMEM
-                                  : TACK_ERUNTIME,
+                                  : TACK_ECOMPILE,
                               "kernel '%s': Level Zero zeModuleCreate failed on %s: %s (0x%" PRIx32 ")%s",
                               code->name, device->name, tack_ze_result_name(r), r, text ? ":\n" : "");
     }

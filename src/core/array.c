@@ -225,14 +225,27 @@ void tack_array_release(tack_array *a)
     long left = tack_ref_drop(&a->refs);
     if (left > 0)
         return;
-    if (left < 0)
-        tack_refcount_underflow("array");
+    if (left < 0) {
+        tack_misuse_released("tack_array_release", "array", a);
+        return;
+    }
     tack_buffer *b = a->buffer;
     int in_buffer = a->in_buffer;
+    atomic_store_explicit(&a->refs, TACK_REFS_FREED, memory_order_relaxed);
     tack_count_add(TACK_COUNT_ARRAYS, -1);
     if (!in_buffer)
         free(a);
     tack_buffer_release(b);
+}
+
+/* TACK_EVALUE, after tack_misuse_released, for an array already released:
+ * going on would read or write freed memory. */
+static tack_status refuse_released(const tack_array *a, const char *call)
+{
+    if (tack_ref_peek(&a->refs) >= 1)
+        return TACK_OK;
+    tack_misuse_released(call, "array", a);
+    return tack_error_set(TACK_EVALUE, "%s: the array was already released", call);
 }
 
 tack_dtype tack_array_dtype(const tack_array *a) { return a->dtype; }
@@ -249,6 +262,9 @@ tack_status tack_array_copy_to_host(const tack_array *a, void *dst, size_t nbyte
 {
     if (!a || (!dst && nbytes))
         return tack_error_set(TACK_EVALUE, "tack_array_copy_to_host: array and destination must not be NULL");
+    tack_status live = refuse_released(a, "tack_array_copy_to_host");
+    if (live != TACK_OK)
+        return live;
     if (nbytes != a->nbytes)
         return tack_error_set(TACK_EVALUE, "copy of %zu bytes from an array of %zu bytes", nbytes, a->nbytes);
     if (!nbytes)
@@ -277,6 +293,9 @@ tack_status tack_array_copy_from_host(tack_array *a, const void *src, size_t nby
 {
     if (!a || (!src && nbytes))
         return tack_error_set(TACK_EVALUE, "tack_array_copy_from_host: array and source must not be NULL");
+    tack_status live = refuse_released(a, "tack_array_copy_from_host");
+    if (live != TACK_OK)
+        return live;
     tack_status st = require_writable(a, "write to");
     if (st != TACK_OK)
         return st;
@@ -298,6 +317,9 @@ tack_status tack_array_fill(tack_array *a, const void *value)
 {
     if (!a || !value)
         return tack_error_set(TACK_EVALUE, "tack_array_fill: array and value must not be NULL");
+    tack_status live = refuse_released(a, "tack_array_fill");
+    if (live != TACK_OK)
+        return live;
     tack_status st = require_writable(a, "fill");
     if (st != TACK_OK)
         return st;

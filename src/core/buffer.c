@@ -112,6 +112,11 @@ tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tac
 {
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: device and out must not be NULL");
+    /* Accepted, NULL would fail only later, in a fill or a kernel. An
+     * empty buffer has nothing to point at, as tack_array_wrap allows. */
+    if (!data && nbytes)
+        return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: data is NULL for %zu bytes; pass the address of the "
+                              "memory to wrap", nbytes);
     return tack_buffer_wrap_extra(device, data, nbytes, release, context, 0, out);
 }
 
@@ -129,14 +134,17 @@ void tack_buffer_release(tack_buffer *b)
     long left = tack_ref_drop(&b->refs);
     if (left > 0)
         return;
-    if (left < 0)
-        tack_refcount_underflow("buffer");
+    if (left < 0) {
+        tack_misuse_released("tack_buffer_release", "buffer", b);
+        return;
+    }
     tack_device *d = b->device;
     if (b->export_ctx && d->ops->release_export)
         d->ops->release_export(b);
     if (b->kind->free)
         b->kind->free(b);
     tack_count_add(TACK_COUNT_BUFFERS, -1);
+    atomic_store_explicit(&b->refs, TACK_REFS_FREED, memory_order_relaxed);
     free(b);
     tack_device_release(d);
 }

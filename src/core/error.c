@@ -95,6 +95,10 @@ const char *tack_status_name(tack_status status)
     case TACK_ERUNTIME: return "TACK_ERUNTIME";
     case TACK_EBUFFER: return "TACK_EBUFFER";
     case TACK_ENOMEM: return "TACK_ENOMEM";
+    case TACK_ENODEVICE: return "TACK_ENODEVICE";
+    case TACK_ECOMPILE: return "TACK_ECOMPILE";
+    case TACK_ETIMEOUT: return "TACK_ETIMEOUT";
+    case TACK_EIO: return "TACK_EIO";
     }
     return "TACK_E?";
 }

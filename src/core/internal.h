@@ -32,14 +32,45 @@ long tack_count_total(enum tack_count_kind kind);
  * release), which would otherwise be a use after free far from its cause. */
 void tack_refcount_underflow(const char *what);
 
-/* Drops one reference and returns how many are left. The last reference
- * needs no locked decrement: whoever holds the only one is the only thread
- * that can reach the object, so no other can take or drop one meanwhile.
- * That saves a locked instruction on every short-lived array and buffer. */
+/* The count of an array or buffer that was freed, written over its count
+ * just before the free. A release or a use after the last release then
+ * finds a count no live object has, rather than the 1 the last release
+ * left, for as long as the memory is not reused. The count sits past the
+ * first 16 bytes of its record, which the allocators overwrite on a free
+ * (glibc's tcache links, AddressSanitizer's record of the free). */
+#define TACK_REFS_FREED (-0x7ac0deadL)
+
+/* Reports a call on an array or buffer that was already released (its
+ * count is TACK_REFS_FREED or below one), naming the call and the object:
+ * aborts in builds with assertions (NDEBUG undefined); otherwise writes
+ * the message to stderr and returns, and the caller does nothing more with
+ * the object (src/core/misuse.c). */
+void tack_misuse_released(const char *call, const char *what, const void *object);
+
+/* The count, read without AddressSanitizer's check: on a released object
+ * the read is the misuse being diagnosed, and tack_misuse_released says
+ * more about it than a report of freed memory would. */
+#if defined(__GNUC__)
+__attribute__((no_sanitize_address))
+#endif
+static inline long tack_ref_peek(const atomic_long *refs)
+{
+    return atomic_load_explicit(refs, memory_order_acquire);
+}
+
+/* Drops one reference and returns how many are left, or -1, the count
+ * untouched, when there was none to drop (a release after the last). The
+ * last reference needs no locked decrement: whoever holds the only one is
+ * the only thread that can reach the object, so no other can take or drop
+ * one meanwhile. That saves a locked instruction on every short-lived
+ * array and buffer. */
 static inline long tack_ref_drop(atomic_long *refs)
 {
-    if (atomic_load_explicit(refs, memory_order_acquire) == 1)
+    long n = tack_ref_peek(refs);
+    if (n == 1)
         return 0;
+    if (n < 1)
+        return -1;
     return atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
 }
 
@@ -217,10 +248,11 @@ struct tack_buffer_kind {
 };
 
 struct tack_buffer {
-    atomic_long refs;
     const struct tack_buffer_kind *kind;
     tack_device *device;
     void *data;
+    /* Past the first 16 bytes: see TACK_REFS_FREED. */
+    atomic_long refs;
     size_t nbytes;
     atomic_int shared;
     /* Sequence number of the last queued launch that used this buffer. */
@@ -237,11 +269,12 @@ struct tack_buffer {
 };
 
 struct tack_array {
-    atomic_long refs;
     /* Made in its buffer's allocation: freeing it is the buffer's job. */
     int in_buffer;
     tack_buffer *buffer;
     void *data;
+    /* Past the first 16 bytes: see TACK_REFS_FREED. */
+    atomic_long refs;
     tack_dtype dtype;
     int ndim;
     int writable;

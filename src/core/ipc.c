@@ -219,6 +219,7 @@ struct io {
     int64_t timeout_ms; /* as given */
     tack_ipc_wait *wait;
     size_t moved; /* bytes sent or received so far */
+    tack_status failure; /* of the last receive_some that failed */
 };
 
 static void io_start(struct io *io, int sock, const char *verb, tack_ipc_wait *wait)
@@ -227,6 +228,7 @@ static void io_start(struct io *io, int sock, const char *verb, tack_ipc_wait *w
     io->verb = verb;
     io->wait = wait;
     io->moved = 0;
+    io->failure = TACK_OK;
     io->timeout_ms = wait ? wait->timeout_ms : -1;
     io->deadline = -1;
     if (io->timeout_ms >= 0) {
@@ -243,14 +245,14 @@ static tack_status os_failure(struct io *io, int err, const char *what)
     if (io->wait)
         io->wait->os_error = err;
     if (err == EPIPE || err == ECONNRESET)
-        return tack_error_set(TACK_ERUNTIME, "%s an array failed: the other end closed socket %d (%s)", io->verb,
+        return tack_error_set(TACK_EIO, "%s an array failed: the other end closed socket %d (%s)", io->verb,
                               io->sock, strerror(err));
     if (err == ENOTCONN)
-        return tack_error_set(TACK_ERUNTIME,
+        return tack_error_set(TACK_EIO,
                               "%s an array on socket %d failed: it is not connected (%s); pass a connected socket "
                               "(socketpair, connect, or one that accept returned), not a listening one",
                               io->verb, io->sock, strerror(err));
-    return tack_error_set(TACK_ERUNTIME, "%s an array on socket %d failed: %s: %s", io->verb, io->sock, what,
+    return tack_error_set(TACK_EIO, "%s an array on socket %d failed: %s: %s", io->verb, io->sock, what,
                           strerror(err));
 }
 
@@ -259,14 +261,14 @@ static tack_status timed_out(struct io *io)
     if (io->timeout_ms == 0 && io->moved == 0) {
         if (io->wait)
             io->wait->os_error = EAGAIN;
-        return tack_error_set(TACK_ERUNTIME,
+        return tack_error_set(TACK_ETIMEOUT,
                               "%s an array on socket %d would block, and its time limit is 0 (a non-blocking "
                               "socket): wait until the socket is ready, or give it a timeout",
                               io->verb, io->sock);
     }
     if (io->wait)
         io->wait->os_error = ETIMEDOUT;
-    return tack_error_set(TACK_ERUNTIME, "timed out after %lld ms %s an array on socket %d (%zu bytes of the "
+    return tack_error_set(TACK_ETIMEOUT, "timed out after %lld ms %s an array on socket %d (%zu bytes of the "
                                          "message had come through)%s",
                           (long long)io->timeout_ms, io->verb, io->sock, io->moved,
                           io->moved ? "; the rest of that message is still on the socket: close it" : "");
@@ -458,7 +460,7 @@ static ssize_t receive_some(struct io *io, void *buf, size_t len, int flags, str
         m.msg_controllen = sizeof control.bytes;
         ssize_t n = recvmsg(io->sock, &m, RECV_FLAGS | NOWAIT | flags);
         if (n < 0) {
-            if (after_failure(io, errno, POLLIN, "recvmsg") != TACK_OK)
+            if ((io->failure = after_failure(io, errno, POLLIN, "recvmsg")) != TACK_OK)
                 return -1;
             continue;
         }
@@ -475,12 +477,12 @@ static tack_status receive_exactly(struct io *io, void *buf, size_t len, struct 
     while (done < len) {
         ssize_t n = receive_some(io, (char *)buf + done, len - done, 0, r);
         if (n < 0)
-            return TACK_ERUNTIME;
+            return io->failure;
         if (n == 0) {
             if (io->moved == 0)
-                return tack_error_set(TACK_ERUNTIME, "socket %d was closed by the sending end before an array arrived",
+                return tack_error_set(TACK_EIO, "socket %d was closed by the sending end before an array arrived",
                                       io->sock);
-            return tack_error_set(TACK_ERUNTIME, "socket %d was closed in the middle of an array's header (%zu bytes "
+            return tack_error_set(TACK_EIO, "socket %d was closed in the middle of an array's header (%zu bytes "
                                                  "of it arrived)",
                                   io->sock, io->moved);
         }
@@ -499,7 +501,7 @@ static tack_status skip_bytes(struct io *io, size_t n, struct received_fds *r)
         size_t chunk = n < sizeof sink ? n : sizeof sink;
         ssize_t got = receive_some(io, sink, chunk, 0, r);
         if (got < 0)
-            return TACK_ERUNTIME;
+            return io->failure;
         if (got == 0)
             return TACK_OK;
         n -= (size_t)got;
@@ -538,11 +540,11 @@ static tack_status receive_header(struct io *io, int type, tack_ipc_header *h, s
          * makes the call return the whole length. */
         ssize_t n = receive_some(io, h, sizeof *h, MSG_TRUNC, r);
         if (n < 0)
-            return TACK_ERUNTIME;
+            return io->failure;
         /* recvmsg returns 0 both for an empty message and at the end of a
          * closed connection; only the latter hangs the socket up. */
         if (n == 0 && r->n == 0 && type == SOCK_SEQPACKET && peer_closed(io->sock))
-            return tack_error_set(TACK_ERUNTIME, "socket %d was closed by the sending end before an array arrived",
+            return tack_error_set(TACK_EIO, "socket %d was closed by the sending end before an array arrived",
                                   io->sock);
         if (n == 0)
             return tack_error_set(TACK_EVALUE,

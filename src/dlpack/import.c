@@ -65,7 +65,7 @@ static inline tack_status check_memory(const char *what, const void *data, uint6
                 return tack_error_set(TACK_EVALUE,
                                       "%s is not C-contiguous (stride %lld where %lld is needed in dimension %d); "
                                       "Tack arrays cannot describe strided memory: make it contiguous first "
-                                      "(.contiguous(), np.ascontiguousarray)",
+                                      "(from C, a contiguous copy; PyTorch .contiguous(), NumPy np.ascontiguousarray)",
                                       what, (long long)strides[i], (long long)expect, i);
             expect *= shape[i];
         }

@@ -18,7 +18,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static tack_status fail(const char *fmt, const char *a, const char *b)
 {
     snprintf(load_message, sizeof load_message, fmt, a, b);
-    return TACK_ERUNTIME;
+    return TACK_ENODEVICE;
 }
 
 static tack_status load(void)

@@ -44,7 +44,7 @@ tack_status tack_ze_load(const struct tack_ze_api **out)
 {
     pthread_once(&load_once, load);
     if (!loaded)
-        return tack_error_set(TACK_ERUNTIME, "%s", load_error);
+        return tack_error_set(TACK_ENODEVICE, "%s", load_error);
     *out = &api;
     return TACK_OK;
 }

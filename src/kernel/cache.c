@@ -98,7 +98,7 @@ tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt
     char *full = malloc(total + 1);
     if (!full) {
         tack_compile_log_set(NULL, 0);
-        return tack_error_set(TACK_ERUNTIME, "%s%.*s", head, (int)(log_len > INT_MAX ? INT_MAX : log_len),
+        return tack_error_set(TACK_ECOMPILE, "%s%.*s", head, (int)(log_len > INT_MAX ? INT_MAX : log_len),
                               log_len ? log : "");
     }
     memcpy(full, head, (size_t)hl);
@@ -106,7 +106,7 @@ tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt
         memcpy(full + hl, log, log_len);
     full[total] = 0;
     tack_compile_log_set(full, total);
-    tack_status st = tack_error_set(TACK_ERUNTIME, "%s", full);
+    tack_status st = tack_error_set(TACK_ECOMPILE, "%s", full);
     free(full);
     return st;
 }

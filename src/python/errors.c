@@ -15,6 +15,10 @@ static const struct {
     [TACK_ERUNTIME] = {&PyExc_RuntimeError, "RuntimeError"},
     [TACK_EBUFFER] = {&PyExc_BufferError, "BufferError"},
     [TACK_ENOMEM] = {&PyExc_MemoryError, "MemoryError"},
+    [TACK_ENODEVICE] = {&PyExc_RuntimeError, "RuntimeError"},
+    [TACK_ECOMPILE] = {&PyExc_RuntimeError, "RuntimeError"},
+    [TACK_ETIMEOUT] = {&PyExc_TimeoutError, "TimeoutError"},
+    [TACK_EIO] = {&PyExc_RuntimeError, "RuntimeError"},
 };
 
 static unsigned row(tack_status status)

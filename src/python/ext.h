@@ -185,5 +185,7 @@ int tack_py_kernel_init(PyObject *module);
 /* The interpreter's name for the C library, and the facts of
  * tack.show_config() (src/python/config.c). */
 int tack_py_config_init(PyObject *module);
+/* The C-API capsule tack._tack._C_API of <tack/python.h> (capi.c). */
+int tack_py_capi_init(PyObject *module);
 
 #endif

@@ -240,7 +240,8 @@ PyMODINIT_FUNC PyInit__tack(void)
         goto fail;
     if (tack_py_dtype_init(m) < 0 || tack_py_device_init(m) < 0 || tack_py_array_init(m) < 0 ||
         tack_py_dlpack_init(m) < 0 || tack_py_exchange_init(m) < 0 || tack_py_asarray_init(m) < 0 ||
-        tack_py_kernel_init(m) < 0 || tack_py_ipc_init(m) < 0 || tack_py_config_init(m) < 0)
+        tack_py_kernel_init(m) < 0 || tack_py_ipc_init(m) < 0 || tack_py_config_init(m) < 0 ||
+        tack_py_capi_init(m) < 0)
         goto fail;
     if (PyModule_AddStringConstant(m, "__version__", TACK_VERSION_STRING) < 0)
         goto fail;

@@ -90,7 +90,7 @@ static inline void kernels_compile_error(const char *file, int line, tack_device
     snprintf(want, sizeof want, "failed to compile for %s", target);
     const char *src = "// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n";
     tack_kernel *k = NULL;
-    CHECK_STATUS_AT(file, line, tack_kernel_compile(src, NULL, device, &k), TACK_ERUNTIME);
+    CHECK_STATUS_AT(file, line, tack_kernel_compile(src, NULL, device, &k), TACK_ECOMPILE);
     CHECK_AT(file, line, k == NULL);
     const char *e = tack_last_error();
     CHECK_AT(file, line, strstr(e, want) && strstr(e, "no such thing"));
@@ -99,8 +99,8 @@ static inline void kernels_compile_error(const char *file, int line, tack_device
     CHECK_AT(file, line, strstr(tack_kernel_compile_log(), "no such thing"));
 }
 
-/* Checks that a kernel that does not compile on `device` is a runtime
- * error saying "failed to compile for <target>" with the compiler's log,
+/* Checks that a kernel that does not compile on `device` is TACK_ECOMPILE
+ * saying "failed to compile for <target>" with the compiler's log,
  * which names the user's own line. */
 #define CHECK_COMPILE_ERROR(device, target) kernels_compile_error(__FILE__, __LINE__, (device), (target))
 

@@ -396,6 +396,17 @@ static void test_version(void)
     CHECK(!strcmp(tack_version(), text));
 }
 
+/* The finer statuses have names of their own, and stay apart from the
+ * six (C code switches on them). */
+static void test_status_names(void)
+{
+    CHECK(!strcmp(tack_status_name(TACK_ENODEVICE), "TACK_ENODEVICE"));
+    CHECK(!strcmp(tack_status_name(TACK_ECOMPILE), "TACK_ECOMPILE"));
+    CHECK(!strcmp(tack_status_name(TACK_ETIMEOUT), "TACK_ETIMEOUT"));
+    CHECK(!strcmp(tack_status_name(TACK_EIO), "TACK_EIO"));
+    CHECK(TACK_ENODEVICE > TACK_ENOMEM && TACK_EIO > TACK_ETIMEOUT);
+}
+
 int main(void)
 {
     check_each_leaves_nothing();
@@ -403,6 +414,7 @@ int main(void)
     RUN(test_long_error_message);
     RUN(test_message_quoting_the_last);
     RUN(test_message_per_thread);
+    RUN(test_status_names);
     RUN(test_device_registry);
     RUN(test_device_errors);
     RUN(test_empty_is_zeroed);

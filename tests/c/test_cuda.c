@@ -166,25 +166,25 @@ static void test_no_driver_is_a_runtime_error(void)
 {
     setenv("TACK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
     tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
     CHECK(d == NULL);
     CHECK(contains(tack_last_error(), "CUDA is not available"));
     CHECK(contains(tack_last_error(), "/nonexistent/libcuda.so.1"));
     /* The same answer every time, and everything else keeps working. */
-    CHECK_STATUS(tack_device_open("cuda:0", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("cuda:0", NULL, 0, &d), TACK_ENODEVICE);
     tack_device *cpu = open_device("cpu");
     tack_array *a = f32_array(cpu, 4);
     tack_array_release(a);
     tack_device_release(cpu);
     DLDevice dl = {kDLCUDA, 0};
-    CHECK_STATUS(tack_device_for_dlpack(dl, &d), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_for_dlpack(dl, &d), TACK_ENODEVICE);
 }
 
 static void test_no_device_is_a_runtime_error(void)
 {
     setenv("TACK_SIM_CUDA_DEVICES", "0", 1);
     tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
     CHECK(contains(tack_last_error(), "no CUDA device"));
 }
 
@@ -192,7 +192,7 @@ static void test_failed_init_is_a_runtime_error(void)
 {
     setenv("TACK_SIM_CUDA_INIT_ERROR", "999", 1);
     tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
     CHECK(contains(tack_last_error(), "cuInit"));
     CHECK(contains(tack_last_error(), "CUDA_ERROR_UNKNOWN"));
 }
@@ -211,7 +211,7 @@ static void test_ordinals(void)
     CHECK(dl.device_type == kDLCUDA && dl.device_id == 1);
     CHECK(tack_device_memory_domain(d0) != tack_device_memory_domain(d1));
     tack_device *none = NULL;
-    CHECK_STATUS(tack_device_open("cuda:2", NULL, 0, &none), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("cuda:2", NULL, 0, &none), TACK_ENODEVICE);
     CHECK(contains(tack_last_error(), "no CUDA device 2"));
     tack_device_release(again);
     tack_device_release(d1);

@@ -97,7 +97,7 @@ static void test_devices_are_the_runtimes(void)
     CHECK(again == d && one != d);
     CHECK(tack_device_memory_domain(one) != tack_device_memory_domain(d));
     tack_device *none = (tack_device *)0x1;
-    CHECK_STATUS(tack_device_open("hip:2", NULL, 0, &none), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("hip:2", NULL, 0, &none), TACK_ENODEVICE);
     CHECK(contains(tack_last_error(), "hip:2"));
     CHECK(none == (tack_device *)0x1);
     /* HIP takes no options: an external_context would be silently unused. */
@@ -113,7 +113,7 @@ static void test_no_runtime_library_is_a_runtime_error(void)
 {
     setenv("TACK_HIP_LIBRARY", "/nonexistent/libamdhip64.so", 1);
     tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ENODEVICE);
     CHECK(contains(tack_last_error(), "TACK_HIP_LIBRARY"));
     CHECK(contains(tack_last_error(), "/nonexistent/libamdhip64.so"));
     CHECK(d == NULL);
@@ -123,7 +123,7 @@ static void test_no_gpu_is_a_runtime_error(void)
 {
     setenv("TACK_SIM_HIP_DEVICES", "0", 1);
     tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ERUNTIME);
+    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ENODEVICE);
     CHECK(contains(tack_last_error(), "hipInit"));
     CHECK(contains(tack_last_error(), "no ROCm-capable device"));
     CHECK(d == NULL);

@@ -359,7 +359,7 @@ static void test_send_refusals_leave_nothing(void)
     CHECK(out == (tack_array *)0x1);
     /* The peer gone: no SIGPIPE, an error. */
     close(sv[1]);
-    CHECK_STATUS(tack_array_send(sv[0], a), TACK_ERUNTIME);
+    CHECK_STATUS(tack_array_send(sv[0], a), TACK_EIO);
     CHECK(strstr(tack_last_error(), "closed") != NULL);
     CHECK(fd_count() == before - 1);
     close(sv[0]);
@@ -468,8 +468,8 @@ static void test_bad_headers_are_refused(int type)
     CHECK_STATUS(receive_raw(type, &good, sizeof good, two, 2), TACK_EVALUE);
     CHECK(strstr(tack_last_error(), "carried 2") != NULL);
     /* Too short to be a header at all, then the end of the stream. */
-    CHECK_STATUS(receive_raw(type, &good, 10, &fd, 1), type == SOCK_STREAM ? TACK_ERUNTIME : TACK_EVALUE);
-    CHECK_STATUS(receive_raw(type, &good, 0, NULL, 0), TACK_ERUNTIME);
+    CHECK_STATUS(receive_raw(type, &good, 10, &fd, 1), type == SOCK_STREAM ? TACK_EIO : TACK_EVALUE);
+    CHECK_STATUS(receive_raw(type, &good, 0, NULL, 0), TACK_EIO);
     CHECK(fd_count() == before);
     CHECK(tack_array_live_count() == arrays && tack_buffer_live_count() == buffers);
     close(fd);
@@ -733,14 +733,14 @@ static void test_the_deadline_holds_for_the_whole_message(void)
     for (size_t i = 0; i < sizeof stalls / sizeof *stalls; i++) {
         tack_ipc_wait w = {.timeout_ms = 300};
         int64_t took = 0;
-        CHECK_STATUS(stalled_receive(SOCK_STREAM, stalls[i].buf, stalls[i].len, &w, &took), TACK_ERUNTIME);
+        CHECK_STATUS(stalled_receive(SOCK_STREAM, stalls[i].buf, stalls[i].len, &w, &took), TACK_ETIMEOUT);
         CHECK(w.os_error == ETIMEDOUT && took >= 300 && took < 800);
         CHECK(strstr(tack_last_error(), "timed out") != NULL);
     }
     /* Nothing there and no time to wait: EAGAIN, as a non-blocking socket. */
     tack_ipc_wait now = {.timeout_ms = 0};
     int64_t took = 0;
-    CHECK_STATUS(stalled_receive(SOCK_SEQPACKET, NULL, 0, &now, &took), TACK_ERUNTIME);
+    CHECK_STATUS(stalled_receive(SOCK_SEQPACKET, NULL, 0, &now, &took), TACK_ETIMEOUT);
     CHECK(now.os_error == EAGAIN && took < 100);
     /* A signal: the callback decides. */
     struct sigaction sa;
@@ -757,7 +757,7 @@ static void test_the_deadline_holds_for_the_whole_message(void)
     calls = 0;
     tack_ipc_wait go_on = {.timeout_ms = 300, .interrupted = go_on_after_signal, .context = &calls};
     setitimer(ITIMER_REAL, &every, NULL);
-    CHECK_STATUS(stalled_receive(SOCK_STREAM, &h, 8, &go_on, &took), TACK_ERUNTIME);
+    CHECK_STATUS(stalled_receive(SOCK_STREAM, &h, 8, &go_on, &took), TACK_ETIMEOUT);
     setitimer(ITIMER_REAL, &off, NULL);
     CHECK(go_on.os_error == ETIMEDOUT && calls >= 2 && took >= 300 && took < 800);
     /* A send with no room: the same deadline. */
@@ -772,7 +772,7 @@ static void test_the_deadline_holds_for_the_whole_message(void)
     }
     tack_ipc_wait w = {.timeout_ms = 200};
     int64_t t0 = now_ms();
-    CHECK_STATUS(tack_array_send_wait(sv[0], a, &w), TACK_ERUNTIME);
+    CHECK_STATUS(tack_array_send_wait(sv[0], a, &w), TACK_ETIMEOUT);
     CHECK(w.os_error == ETIMEDOUT && now_ms() - t0 >= 200 && now_ms() - t0 < 700);
     close(sv[0]);
     close(sv[1]);
@@ -796,14 +796,14 @@ static void test_a_listening_socket_fails_at_once(void)
     CHECK(bind(s, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(s, 1) == 0);
     tack_ipc_wait w = {.timeout_ms = -1};
     int64_t t0 = now_ms();
-    CHECK_STATUS(tack_array_send_wait(s, a, &w), TACK_ERUNTIME);
+    CHECK_STATUS(tack_array_send_wait(s, a, &w), TACK_EIO);
     CHECK(w.os_error == ENOTCONN && strstr(tack_last_error(), "not connected") != NULL);
     tack_array *out = (tack_array *)0x1;
-    CHECK_STATUS(tack_array_receive_wait(s, NULL, &w, &out), TACK_ERUNTIME);
+    CHECK_STATUS(tack_array_receive_wait(s, NULL, &w, &out), TACK_EIO);
     CHECK(w.os_error == EINVAL && out == (tack_array *)0x1);
     CHECK(now_ms() - t0 < 100);
     /* The plain calls too (no time limit). */
-    CHECK_STATUS(tack_array_send(s, a), TACK_ERUNTIME);
+    CHECK_STATUS(tack_array_send(s, a), TACK_EIO);
     close(s);
     unlink(addr.sun_path);
     tack_array_release(a);

@@ -486,7 +486,7 @@ static void test_launch_hooks(void)
     /* A build that fails ends what it began. */
     tack_kernel *bad = NULL;
     CHECK_OK(tack_kernel_create("void bad(tack_index i, int64_t n, int64_t *y) { y[i] = undeclared; }", NULL, &bad));
-    CHECK_STATUS(tack_kernel_launch_hooked(bad, NULL, 1, &one, spins, 2, &hooks), TACK_ERUNTIME);
+    CHECK_STATUS(tack_kernel_launch_hooked(bad, NULL, 1, &one, spins, 2, &hooks), TACK_ECOMPILE);
     CHECK(h.begun == 4 && h.ended == 4);
     CHECK(h.out_of_turn == 0 && h.elsewhere == 0);
     tack_kernel_release(bad);
@@ -689,7 +689,7 @@ static void test_cache(void)
     /* A compile error: the log, with the user's line numbers. */
     const char *bad = "// line 1\nvoid bad(tack_index i, float *y) {\n  y[i] = undefined_name;\n}\n";
     k = (tack_kernel *)0x1;
-    CHECK_STATUS(tack_kernel_compile(bad, NULL, cpu, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_kernel_compile(bad, NULL, cpu, &k), TACK_ECOMPILE);
     CHECK(k == (tack_kernel *)0x1);
     CHECK(contains(tack_last_error(), "kernel 'bad' failed to compile"));
     CHECK(contains(tack_kernel_compile_log(), "kernel:3:"));

@@ -145,7 +145,7 @@ static void test_arch_and_errors(void)
 
     CHECK_OK(tack_kernel_create("void bad(tack_index i, float *y) {\n  y[i] = nope;\n}", NULL, &k));
     ptx = (const char *)0x1;
-    CHECK_STATUS(tack_kernel_ptx(k, NULL, &ptx, &size), TACK_ERUNTIME);
+    CHECK_STATUS(tack_kernel_ptx(k, NULL, &ptx, &size), TACK_ECOMPILE);
     CHECK(ptx == (const char *)0x1);
     CHECK(strstr(tack_last_error(), "kernel 'bad' failed to compile for CUDA") != NULL);
     /* NVRTC writes "kernel(2): error": the user's line. */

@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 
 from results import check, summary
@@ -97,7 +98,8 @@ def main():
         tmp = pathlib.Path(tmp)
         (tmp / "dlpack").mkdir()
         (tmp / "dlpack" / "dlpack.h").symlink_to(upstream)
-        inc = ["-I", str(ROOT / "include"), "-I", str(tmp)]
+        # tack/python.h includes <Python.h>: this interpreter's.
+        inc = ["-I", str(ROOT / "include"), "-I", str(tmp), "-I", sysconfig.get_paths()["include"]]
         tools = compilers()
         if not any(label.startswith("C++") for label, _, _ in tools):
             check("a C++ compiler is installed (c++ or clang++)", False)

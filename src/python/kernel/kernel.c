@@ -51,7 +51,8 @@ static PyObject *raise_status(tack_status st)
 {
     const char *msg = tack_last_error(), *log = tack_kernel_compile_log();
     size_t ml = strlen(msg);
-    if (st == TACK_ERUNTIME && ml > 16 && strlen(log) > ml - 1 && !strncmp(msg, log, ml - 1)) {
+    if ((st == TACK_ECOMPILE || st == TACK_ERUNTIME) && ml > 16 && strlen(log) > ml - 1 &&
+        !strncmp(msg, log, ml - 1)) {
         return tack_py_raise_message(PyExc_RuntimeError, log);
     }
     return tack_py_raise(st);

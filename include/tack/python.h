@@ -1,0 +1,133 @@
+/* The C-to-Python bridge: Tack arrays handed between C code and the Python
+ * interpreter it embeds (or runs inside), in both directions, without a copy.
+ *
+ *     #include <tack/python.h>          (before any standard header: it
+ *                                        includes <Python.h>, which must come first)
+ *     Py_Initialize();
+ *     if (tack_py_import() < 0) { PyErr_Print(); ... }
+ *     PyObject *field = tack_py_from_array(a);     a tack.Array over a's memory
+ *     ...call Python with it, get an array-like back...
+ *     tack_array *b = tack_py_to_array(result);    a tack_array over its memory
+ *
+ * The functions are static inline over a table of function pointers the
+ * extension module tack._tack publishes in the capsule tack._tack._C_API,
+ * as NumPy's import_array works: a program links libtack and libpython,
+ * nothing else. Each translation unit that calls tack_py_from_array or
+ * tack_py_to_array calls tack_py_import() once first (the table pointer is
+ * static to the file).
+ *
+ * Lifetimes are reference counts on both sides. An array handed to Python
+ * is retained by the tack.Array made over it, and released when that object
+ * is collected; the memory stays valid while either side holds it (memory
+ * the C code wrapped with tack_array_wrap stays the C code's to keep alive).
+ * An array received from Python holds what backs it (the tack.Array, or the
+ * NumPy/PyTorch/... object whose memory it shares) until its last
+ * tack_array_release.
+ *
+ * The GIL: tack_py_import, tack_py_from_array and tack_py_to_array touch
+ * Python objects and must be called with the GIL held (from the thread
+ * that initialized Python, or between PyGILState_Ensure and
+ * PyGILState_Release). tack_array_release may be called on any thread,
+ * holding the GIL or not: dropping the last reference to an array that
+ * shares a Python object's memory takes the GIL itself to release that
+ * object. Release such arrays before Py_FinalizeEx; after it, what they
+ * held is left to the process's exit. The other libtack calls (kernels,
+ * fills, copies) need no GIL, so a simulation may step with the GIL
+ * released (Py_BEGIN_ALLOW_THREADS) while Python threads run.
+ */
+#ifndef TACK_PYTHON_H
+#define TACK_PYTHON_H
+
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
+
+#include "tack/tack.h"
+
+/* The table's layout; the extension and a program must agree on it. Raised
+ * whenever a slot is added, removed or changes meaning. */
+#define TACK_PY_ABI_VERSION 1
+#define TACK_PY_CAPSULE_NAME "tack._tack._C_API"
+
+/* What the capsule points at (static in the extension, lives as long as the
+ * process). */
+typedef struct tack_py_api {
+    /* TACK_PY_ABI_VERSION of the extension. */
+    unsigned int abi_version;
+    /* The extension's Tack version, major * 10000 + minor * 100 + patch:
+     * the layout of a tack_array is the same within one major.minor (one
+     * SONAME), and the bridge hands tack_array pointers across. */
+    unsigned int tack_version;
+    /* tack_py_from_array and tack_py_to_array, below. */
+    PyObject *(*from_array)(tack_array *array);
+    tack_array *(*to_array)(PyObject *obj);
+} tack_py_api;
+
+static const tack_py_api *tack_py_api_table;
+
+/* Imports tack._tack and its C-API table. 0 on success; -1 with an
+ * ImportError set when tack cannot be imported, publishes no table, or
+ * publishes one of another ABI version or another Tack major.minor than
+ * these headers (then rebuild against the installed tack's headers). The
+ * GIL must be held. Calling it again is harmless. */
+static inline int tack_py_import(void)
+{
+    const tack_py_api *api = (const tack_py_api *)PyCapsule_Import(TACK_PY_CAPSULE_NAME, 0);
+    if (!api) {
+        if (PyErr_ExceptionMatches(PyExc_ImportError))
+            return -1;
+        /* An AttributeError or a wrong capsule: a tack without the bridge. */
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ImportError,
+                        "tack_py_import: the tack module has no C-API capsule " TACK_PY_CAPSULE_NAME
+                        ": install the tack whose headers this program is built with (" TACK_VERSION_STRING ")");
+        return -1;
+    }
+    unsigned int want = TACK_VERSION_MAJOR * 10000u + TACK_VERSION_MINOR * 100u;
+    if (api->abi_version != TACK_PY_ABI_VERSION || api->tack_version / 100u != want / 100u) {
+        PyErr_Format(PyExc_ImportError,
+                     "tack_py_import: the tack module's C API is ABI version %u of Tack %u.%u, this program is "
+                     "built against ABI version %d of Tack %d.%d: rebuild it with the headers of the installed "
+                     "tack (python -m tack --cflags), or install tack %s",
+                     api->abi_version, api->tack_version / 10000u, api->tack_version / 100u % 100u,
+                     TACK_PY_ABI_VERSION, TACK_VERSION_MAJOR, TACK_VERSION_MINOR, TACK_VERSION_STRING);
+        return -1;
+    }
+    tack_py_api_table = api;
+    return 0;
+}
+
+/* 1 when tack_py_import succeeded in this file; else 0 with a RuntimeError
+ * naming `call`. */
+static inline int tack_py_imported_(const char *call)
+{
+    if (tack_py_api_table)
+        return 1;
+    PyErr_Format(PyExc_RuntimeError, "%s: call tack_py_import() first, once in each C file that uses <tack/python.h>",
+                 call);
+    return 0;
+}
+
+/* A new tack.Array over `array`'s memory (no copy), which retains `array`
+ * (the caller keeps its own reference). New reference; NULL with a Python
+ * exception on failure (ValueError for a NULL array, MemoryError), when
+ * `array` is not retained. The GIL must be held. */
+static inline PyObject *tack_py_from_array(tack_array *array)
+{
+    return tack_py_imported_("tack_py_from_array") ? tack_py_api_table->from_array(array) : NULL;
+}
+
+/* The tack_array of a tack.Array, or a new one sharing the memory of
+ * anything tack.asarray accepts (DLPack producers, the CUDA Array
+ * Interface, the buffer protocol: NumPy, PyTorch, CuPy, bytes...), no copy.
+ * Retained for the caller, who releases it with tack_array_release; it
+ * keeps what backs it alive meanwhile. NULL with a Python exception
+ * otherwise, as tack.asarray raises (TypeError for an object with none of
+ * those interfaces). The GIL must be held. */
+static inline tack_array *tack_py_to_array(PyObject *obj)
+{
+    return tack_py_imported_("tack_py_to_array") ? tack_py_api_table->to_array(obj) : NULL;
+}
+
+#endif

@@ -1,0 +1,52 @@
+/* The C-API capsule tack._tack._C_API that <tack/python.h> imports: the
+ * functions C code calls to hand arrays to Python and back. */
+#include "ext.h"
+
+#include "tack/python.h"
+
+static PyObject *capi_from_array(tack_array *array)
+{
+    if (!array) {
+        PyErr_SetString(PyExc_ValueError, "tack_py_from_array: array is NULL; pass a live tack_array");
+        return NULL;
+    }
+    /* On failure tack_py_array_new releases the reference taken here, so
+     * the caller's own stays as it was. */
+    return tack_py_array_new(tack_array_retain(array));
+}
+
+static tack_array *capi_to_array(PyObject *obj)
+{
+    if (!obj) {
+        PyErr_SetString(PyExc_ValueError, "tack_py_to_array: obj is NULL; pass a Python object");
+        return NULL;
+    }
+    if (PyObject_TypeCheck(obj, &TackArray_Type))
+        return tack_array_retain(TACK_PY_ARRAY(obj));
+    /* The Array that tack.asarray makes holds obj's memory in its
+     * tack_array (the buffer's release drops obj, taking the GIL), so the
+     * tack_array outlives the Array dropped here. */
+    PyObject *shared = tack_py_asarray(NULL, &obj, 1, NULL);
+    if (!shared)
+        return NULL;
+    tack_array *array = tack_array_retain(TACK_PY_ARRAY(shared));
+    Py_DECREF(shared);
+    return array;
+}
+
+static const tack_py_api capi = {
+    .abi_version = TACK_PY_ABI_VERSION,
+    .tack_version = TACK_VERSION_MAJOR * 10000u + TACK_VERSION_MINOR * 100u + TACK_VERSION_PATCH,
+    .from_array = capi_from_array,
+    .to_array = capi_to_array,
+};
+
+int tack_py_capi_init(PyObject *module)
+{
+    PyObject *capsule = PyCapsule_New((void *)&capi, TACK_PY_CAPSULE_NAME, NULL);
+    if (!capsule)
+        return -1;
+    int r = PyModule_AddObjectRef(module, "_C_API", capsule);
+    Py_DECREF(capsule);
+    return r;
+}

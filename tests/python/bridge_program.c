@@ -1,0 +1,216 @@
+/* A C program that embeds Python and hands arrays across <tack/python.h>,
+ * built and run by test_python_bridge.py:
+ *
+ *     bridge_program roundtrip    C -> Python -> C, and NumPy -> C
+ *     bridge_program mismatch     a table of another ABI version is refused
+ *     bridge_program missing      no tack module: tack_py_import fails cleanly
+ *     bridge_program unimported   the bridge used before tack_py_import
+ *
+ * Each prints "ok <mode>" last; a failed check prints where and exits 1. */
+#include <tack/python.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(cond)                                                                                                   \
+    do {                                                                                                              \
+        if (!(cond)) {                                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                \
+            if (PyErr_Occurred())                                                                                     \
+                PyErr_Print();                                                                                        \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
+/* Runs `code` with `x` bound to `obj`; returns globals()["result"] (new). */
+static PyObject *run_with(const char *code, PyObject *obj)
+{
+    PyObject *globals = PyDict_New();
+    CHECK(globals);
+    CHECK(PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0);
+    if (obj)
+        CHECK(PyDict_SetItemString(globals, "x", obj) == 0);
+    PyObject *r = PyRun_String(code, Py_file_input, globals, globals);
+    CHECK(r);
+    Py_DECREF(r);
+    PyObject *result = PyDict_GetItemString(globals, "result");
+    Py_XINCREF(result);
+    Py_DECREF(globals);
+    return result;
+}
+
+static unsigned long long as_address(PyObject *o)
+{
+    CHECK(o && PyLong_Check(o));
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    CHECK(!PyErr_Occurred());
+    Py_DECREF(o);
+    return v;
+}
+
+/* Live arrays and buffers as both sides count them. Until the extension
+ * links the shared libtack it carries a copy of its own with its own
+ * counters: an array made by one copy and freed by the other moves one
+ * count up and the other down, so the sum is what is right either way
+ * (with one libtack both read the same counter, and both are zero). */
+static long live(void)
+{
+    PyObject *r = run_with("import tack\nc = tack._tack.live_counts()\nresult = c['arrays'] + c['buffers']", NULL);
+    CHECK(r && PyLong_Check(r));
+    long python_side = PyLong_AsLong(r);
+    Py_DECREF(r);
+    return tack_array_live_count() + tack_buffer_live_count() + python_side;
+}
+
+static void roundtrip(void)
+{
+    CHECK(tack_py_import() == 0);
+    CHECK(tack_py_import() == 0); /* again: harmless */
+    long before = live();
+
+    tack_device *cpu;
+    CHECK(tack_device_open("cpu", NULL, 0, &cpu) == TACK_OK);
+    int64_t shape[2] = {4, 5};
+    tack_array *a;
+    CHECK(tack_array_empty(cpu, TACK_F32, 2, shape, 0, &a) == TACK_OK);
+    float values[20];
+    for (int i = 0; i < 20; i++)
+        values[i] = (float)i;
+    CHECK(tack_array_copy_from_host(a, values, sizeof values) == TACK_OK);
+    float *data = tack_array_data(a);
+
+    /* C -> Python: the same memory, seen by Tack and by NumPy, written by
+     * NumPy and read back in C. */
+    PyObject *obj = tack_py_from_array(a);
+    CHECK(obj);
+    PyObject *type = run_with("import tack\nresult = tack.Array", NULL);
+    CHECK(Py_TYPE(obj) == (PyTypeObject *)type);
+    Py_DECREF(type);
+    CHECK(as_address(PyObject_GetAttrString(obj, "ptr")) == (unsigned long long)(uintptr_t)data);
+    CHECK(as_address(run_with("import numpy as np\nv = np.asarray(x)\nresult = v.__array_interface__['data'][0]",
+                              obj)) == (unsigned long long)(uintptr_t)data);
+    PyObject *sum = run_with("import numpy as np\nv = np.asarray(x)\nresult = float(v.sum())\nv[3, 4] = -1", obj);
+    CHECK(sum && PyFloat_AsDouble(sum) == 190.0);
+    Py_DECREF(sum);
+    CHECK(data[19] == -1.0f);
+
+    /* Python -> C: the same tack_array, retained. */
+    tack_array *back = tack_py_to_array(obj);
+    CHECK(back == a);
+    CHECK(tack_array_data(back) == data);
+    tack_array_release(back);
+
+    /* Python's object outlives C's reference: the memory stays valid. */
+    tack_array_release(a);
+    PyObject *after = run_with("import numpy as np\nresult = float(np.asarray(x)[3, 4])", obj);
+    CHECK(after && PyFloat_AsDouble(after) == -1.0);
+    Py_DECREF(after);
+    Py_DECREF(obj);
+
+    /* NumPy -> C: a tack_array over the NumPy array's own memory, which it
+     * keeps alive after Python drops its name for it. */
+    PyObject *np_array = run_with("import numpy as np\nresult = np.arange(6, dtype=np.float64).reshape(2, 3)", NULL);
+    CHECK(np_array);
+    unsigned long long np_data = as_address(run_with("result = x.__array_interface__['data'][0]", np_array));
+    tack_array *shared = tack_py_to_array(np_array);
+    CHECK(shared);
+    Py_DECREF(np_array);
+    CHECK((unsigned long long)(uintptr_t)tack_array_data(shared) == np_data);
+    CHECK(tack_array_dtype(shared) == TACK_F64 && tack_array_ndim(shared) == 2 && tack_array_shape(shared)[1] == 3);
+    CHECK(((double *)tack_array_data(shared))[5] == 5.0);
+    /* Released without the GIL, as a simulation's thread may: the release
+     * of NumPy's array takes it. */
+    Py_BEGIN_ALLOW_THREADS
+    tack_array_release(shared);
+    Py_END_ALLOW_THREADS
+
+    /* Not an array: NULL with tack.asarray's TypeError. */
+    PyObject *text = PyUnicode_FromString("not an array");
+    CHECK(tack_py_to_array(text) == NULL);
+    CHECK(PyErr_ExceptionMatches(PyExc_TypeError));
+    PyErr_Clear();
+    Py_DECREF(text);
+    CHECK(tack_py_from_array(NULL) == NULL && PyErr_ExceptionMatches(PyExc_ValueError));
+    PyErr_Clear();
+
+    tack_device_release(cpu);
+    CHECK(live() == before);
+    CHECK(tack_array_live_count() == 0 && tack_buffer_live_count() == 0 && tack_dlpack_live_exports() == 0);
+}
+
+static void mismatch(void)
+{
+    /* tack._tack publishing a table of the next ABI version. */
+    static tack_py_api newer;
+    newer.abi_version = TACK_PY_ABI_VERSION + 1;
+    newer.tack_version = TACK_VERSION_MAJOR * 10000u + TACK_VERSION_MINOR * 100u;
+    PyObject *module = PyImport_ImportModule("tack._tack");
+    CHECK(module);
+    PyObject *capsule = PyCapsule_New(&newer, TACK_PY_CAPSULE_NAME, NULL);
+    CHECK(capsule && PyObject_SetAttrString(module, "_C_API", capsule) == 0);
+    Py_DECREF(capsule);
+    CHECK(tack_py_import() == -1);
+    CHECK(PyErr_ExceptionMatches(PyExc_ImportError));
+    PyObject *exc_type, *exc, *traceback;
+    PyErr_Fetch(&exc_type, &exc, &traceback);
+    PyObject *text = PyObject_Str(exc);
+    const char *s = PyUnicode_AsUTF8(text);
+    CHECK(s && strstr(s, "ABI version 2") && strstr(s, "built against ABI version 1"));
+    printf("%s\n", s);
+    Py_DECREF(text);
+    Py_XDECREF(exc_type);
+    Py_XDECREF(exc);
+    Py_XDECREF(traceback);
+    /* The bridge stays unusable: a clean error, not a call through the table. */
+    CHECK(tack_py_from_array(NULL) == NULL && PyErr_ExceptionMatches(PyExc_RuntimeError));
+    PyErr_Clear();
+    /* Another Tack minor version's table is refused the same way. */
+    newer.abi_version = TACK_PY_ABI_VERSION;
+    newer.tack_version = TACK_VERSION_MAJOR * 10000u + (TACK_VERSION_MINOR + 1) * 100u;
+    CHECK(tack_py_import() == -1 && PyErr_ExceptionMatches(PyExc_ImportError));
+    PyErr_Clear();
+    Py_DECREF(module);
+}
+
+static void missing(void)
+{
+    PyObject *r = run_with("import sys\nsys.modules['tack'] = None\nresult = 0", NULL);
+    Py_XDECREF(r);
+    CHECK(tack_py_import() == -1);
+    CHECK(PyErr_ExceptionMatches(PyExc_ImportError));
+    PyErr_Print();
+}
+
+static void unimported(void)
+{
+    tack_device *cpu;
+    CHECK(tack_device_open("cpu", NULL, 0, &cpu) == TACK_OK);
+    int64_t n = 3;
+    tack_array *a;
+    CHECK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &a) == TACK_OK);
+    CHECK(tack_py_from_array(a) == NULL && PyErr_ExceptionMatches(PyExc_RuntimeError));
+    PyErr_Print();
+    tack_array_release(a);
+    tack_device_release(cpu);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    Py_Initialize();
+    if (!strcmp(argv[1], "roundtrip"))
+        roundtrip();
+    else if (!strcmp(argv[1], "mismatch"))
+        mismatch();
+    else if (!strcmp(argv[1], "missing"))
+        missing();
+    else if (!strcmp(argv[1], "unimported"))
+        unimported();
+    else
+        return 2;
+    CHECK(Py_FinalizeEx() == 0);
+    printf("ok %s\n", argv[1]);
+    return 0;
+}
