@@ -198,6 +198,20 @@ def test_array_from_ptr_refuses_host_and_other_device_memory(sim, hip):
     sim.free("device", ptr)
 
 
+@pytest.mark.parametrize("kind, space", [("device", "hip"), ("pinned", "hip_pinned"), ("managed", "hip_managed")])
+def test_memory_space_is_what_the_runtime_reports(sim, hip, kind, space):
+    ptr = sim.malloc(kind, 64)
+    queries = sim.stat("pointer_queries")
+    assert tack.memory_space(ptr) == space
+    assert sim.stat("pointer_queries") > queries  # the runtime answered
+    assert tack.memory_space(np.uint64(ptr)) == space
+    sim.free(kind, ptr)
+    host = np.zeros(4)
+    queries = sim.stat("pointer_queries")
+    assert tack.memory_space(host.ctypes.data) == "cpu"
+    assert sim.stat("pointer_queries") > queries
+
+
 def test_driver_failures_are_runtime_errors(sim, hip):
     assert sim.lib.tack_sim_hip_fail(b"hipMalloc", hipErrorInvalidValue, 1) == 0
     with pytest.raises(RuntimeError, match="hipMalloc"):

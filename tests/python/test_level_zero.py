@@ -391,6 +391,22 @@ def test_a_failed_pointer_query_is_a_runtime_error(sim, plain):
     sim.free(plain.context_handle, ptr)
 
 
+def test_memory_space_is_what_the_driver_reports(sim, plain):
+    mine = {"context": plain.context_handle, "device": sim.other_library()["device"]}
+    for kind, space in ((USM_DEVICE, "level_zero"), (USM_SHARED, "level_zero_shared"), (USM_HOST, "level_zero_host")):
+        ptr = sim.alloc(mine if kind != USM_HOST else dict(mine, device=0), kind, 64)
+        queries = sim.stat("pointer_queries")
+        assert tack.memory_space(ptr) == space
+        assert sim.stat("pointer_queries") > queries  # the driver answered
+        sim.free(plain.context_handle, ptr)
+    host = np.zeros(4)
+    assert tack.memory_space(host.ctypes.data) == "cpu"
+    # A failed query is a fault, not a verdict that the memory is the host's.
+    sim.fail("zeMemGetAllocProperties", ZE_RESULT_ERROR_DEVICE_LOST)
+    with pytest.raises(RuntimeError, match="zeMemGetAllocProperties"):
+        tack.memory_space(host.ctypes.data)
+
+
 def test_export_memory_is_a_runtime_error(sim, plain):
     a = tack.zeros(4, device=plain)
     with pytest.raises(RuntimeError, match="Backend level_zero does not support memory export"):
