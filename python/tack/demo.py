@@ -9,7 +9,6 @@ under bench/ measure against peers in the same run.
 Sections are plain functions listed in SECTIONS.
 """
 
-import functools
 import os
 import shutil
 import socket
@@ -279,18 +278,22 @@ def warp_exchange():
     say("wp.launch(ramp, inputs=[c, 0.5]); Tack reads", f"{c.to_numpy().tolist()} at {c.ptr:#x}")
 
 
-@functools.cache
+_WARP_KERNELS: dict[str, object] = {}
+
+
 def warp_kernel(wp):
     """A Warp kernel that writes x[i] = step * i, made once (Warp compiles
     it on first launch and caches the code). Its Warp types are set as
     annotations here, where `wp` is imported."""
+    if "ramp" not in _WARP_KERNELS:
 
-    def ramp(x, step):
-        i = wp.tid()
-        x[i] = step * wp.float32(i)
+        def ramp(x, step):
+            i = wp.tid()
+            x[i] = step * wp.float32(i)
 
-    ramp.__annotations__ = {"x": wp.array(dtype=wp.float32), "step": wp.float32}
-    return wp.kernel(ramp)
+        ramp.__annotations__ = {"x": wp.array(dtype=wp.float32), "step": wp.float32}
+        _WARP_KERNELS["ramp"] = wp.kernel(ramp)
+    return _WARP_KERNELS["ramp"]
 
 
 CHILD = """
