@@ -130,7 +130,7 @@ def kernel_in_place():
     np.add.at(expected, (i * 4 // h, j * 4 // w), 1)
     if not np.array_equal(counts, expected):
         raise SystemExit("the 2-D kernel's atomic counts differ from NumPy's")
-    say(f"bands.launch(({h}, {w}), ...); NumPy reads", f"{counts.tolist()}, as np.add.at counts")
+    say(f"bands.launch(({h}, {w}), h, w, 80.0, img, hist); NumPy reads", f"{counts.tolist()}, as np.add.at counts")
 
 
 BANDS_KERNEL = """
