@@ -249,6 +249,15 @@ def test_adopted_context_receives_every_allocation(sim):
     assert sim.stat("wrong_context_frees") == 0
 
 
+def test_handles_are_taken_as_any_integer_like_address(sim):
+    handles = sim.other_library()
+    shared = adopt({k: np.uint64(v) for k, v in handles.items()})
+    assert shared.shares_external_context and shared.context_handle == handles["context"]
+    assert sim.context_of(tack.zeros(4, device=shared).ptr) == handles["context"]
+    with pytest.raises(TypeError, match="integer handle"):
+        adopt(dict(handles, context=True))
+
+
 def test_set_default_device_adopts_too(sim, restore_default_device):
     handles = sim.other_library()
     shared = tack.set_default_device("level_zero", external_context=handles)
