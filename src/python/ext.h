@@ -177,6 +177,12 @@ int tack_py_array_init(PyObject *module);
 /* Cross-process arrays (src/python/ipc.c): tack.import_memory and the
  * descriptor-passing helpers. */
 int tack_py_ipc_init(PyObject *module);
+/* Registers tack.Array's reducer with multiprocessing's pickler (once;
+ * later calls return at once), so that exportable host arrays travel by
+ * descriptor. Called where such arrays are made: importing multiprocessing
+ * costs more than the rest of `import tack`, and until then every array
+ * pickles by value anyway. -1 with an exception on failure. */
+int tack_py_multiprocessing_register(void);
 /* Array.export_memory(): the array's ExportedMemory record, which keeps the
  * array's buffer (and so the descriptor it names) alive while it lives.
  * NULL with an exception on failure. */

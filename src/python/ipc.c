@@ -145,7 +145,8 @@ static PyObject *py_import_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     int64_t shape[TACK_MAX_NDIM];
     tack_device *device;
     if (!parse_record(exported, &e) || !tack_py_dtype_converter(dtype_obj, &dtype) ||
-        !tack_py_parse_shape(shape_obj, &ndim, shape) || !optional_device(device_obj, &device))
+        !tack_py_parse_shape(shape_obj, &ndim, shape) || tack_py_multiprocessing_register() < 0 ||
+        !optional_device(device_obj, &device))
         return NULL;
     tack_array *a;
     tack_status st;
@@ -296,7 +297,8 @@ static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
     int fd;
     int64_t timeout_ms;
     tack_device *device;
-    if (!socket_fd(sock, &fd, &timeout_ms) || !optional_device(device_obj, &device))
+    if (!socket_fd(sock, &fd, &timeout_ms) || tack_py_multiprocessing_register() < 0 ||
+        !optional_device(device_obj, &device))
         return NULL;
     tack_array *a = NULL;
     struct blocking_call c;
@@ -311,7 +313,7 @@ static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
 
 /* ---------------------------------------------------- multiprocessing */
 
-static PyObject *reduction_module, *rebuild_shared_function;
+static PyObject *reduction_module, *reducer_function, *rebuild_shared_function;
 
 /* multiprocessing's reducer for tack.Array (registered with its
  * ForkingPickler, which Queue, Pipe and a spawned Process's arguments
@@ -329,6 +331,8 @@ static PyObject *py_reduce_for_multiprocessing(PyObject *m, PyObject *array)
         PyErr_Format(PyExc_TypeError, "expected a tack.Array, not %s", Py_TYPE(array)->tp_name);
         return NULL;
     }
+    if (tack_py_multiprocessing_register() < 0)
+        return NULL;
     tack_array *a = TACK_PY_ARRAY(array);
     tack_exported_memory rec;
     memset(&rec, 0, sizeof rec);
@@ -379,7 +383,9 @@ static PyObject *py_rebuild_shared(PyObject *m, PyObject *args)
     tack_dtype dtype;
     int ndim;
     int64_t shape[TACK_MAX_NDIM];
-    if (!tack_py_dtype_converter(dtype_obj, &dtype) || !tack_py_parse_shape(shape_obj, &ndim, shape))
+    /* The array can travel on from here by descriptor too. */
+    if (!tack_py_dtype_converter(dtype_obj, &dtype) || !tack_py_parse_shape(shape_obj, &ndim, shape) ||
+        tack_py_multiprocessing_register() < 0)
         return NULL;
     if (strlen(backend) >= sizeof e.backend || strlen(handle_type) >= sizeof e.handle_type || size < 0 ||
         allocation_size < 0 || PyBytes_GET_SIZE(uuid) != (Py_ssize_t)sizeof e.device_uuid) {
@@ -504,17 +510,28 @@ int tack_py_ipc_init(PyObject *module)
     }
     if (PyModule_AddFunctions(module, ipc_functions) < 0)
         return -1;
-    /* Registered with multiprocessing's pickler only: plain pickle (and
-     * copy) keep pickling by value. */
-    reduction_module = PyImport_ImportModule("multiprocessing.reduction");
-    PyObject *pickler = reduction_module ? PyObject_GetAttrString(reduction_module, "ForkingPickler") : NULL;
-    PyObject *reducer = pickler ? PyObject_GetAttrString(module, "_reduce_for_multiprocessing") : NULL;
-    rebuild_shared_function = reducer ? PyObject_GetAttrString(module, "_rebuild_shared") : NULL;
-    PyObject *r = rebuild_shared_function
-                      ? PyObject_CallMethod(pickler, "register", "OO", (PyObject *)&TackArray_Type, reducer)
-                      : NULL;
+    reducer_function = PyObject_GetAttrString(module, "_reduce_for_multiprocessing");
+    rebuild_shared_function = reducer_function ? PyObject_GetAttrString(module, "_rebuild_shared") : NULL;
+    return rebuild_shared_function ? 0 : -1;
+}
+
+/* Registered with multiprocessing's pickler only: plain pickle (and copy)
+ * keep pickling by value. */
+int tack_py_multiprocessing_register(void)
+{
+    if (reduction_module)
+        return 0;
+    PyObject *reduction = PyImport_ImportModule("multiprocessing.reduction");
+    PyObject *pickler = reduction ? PyObject_GetAttrString(reduction, "ForkingPickler") : NULL;
+    PyObject *r = pickler ? PyObject_CallMethod(pickler, "register", "OO", (PyObject *)&TackArray_Type,
+                                                reducer_function)
+                          : NULL;
     Py_XDECREF(pickler);
-    Py_XDECREF(reducer);
-    Py_XDECREF(r);
-    return r ? 0 : -1;
+    if (!r) {
+        Py_XDECREF(reduction);
+        return -1;
+    }
+    Py_DECREF(r);
+    reduction_module = reduction;
+    return 0;
 }

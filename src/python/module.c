@@ -24,6 +24,8 @@ static PyObject *make_array(PyObject *args, PyObject *kwargs, const char *func)
         return NULL;
     if (dtype_obj && dtype_obj != Py_None && !tack_py_dtype_converter(dtype_obj, &dtype))
         return NULL;
+    if (exportable && tack_py_multiprocessing_register() < 0)
+        return NULL;
     tack_device *device;
     if (!tack_py_device_converter(device_obj, &device))
         return NULL;

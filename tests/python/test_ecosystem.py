@@ -300,3 +300,19 @@ def test_multiprocessing_shares_exportable_host_arrays(method, tmp_path):
     r = subprocess.run([sys.executable, str(script), method], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
+
+def test_multiprocessing_is_imported_with_the_first_exportable_array():
+    # Importing multiprocessing costs more than the rest of `import tack`;
+    # until an array can travel by descriptor, arrays pickle by value anyway.
+    out = run_child("""
+        import sys
+        import tack
+        assert "multiprocessing.reduction" not in sys.modules
+        tack.zeros(3)
+        assert "multiprocessing.reduction" not in sys.modules
+        tack.zeros(3, exportable=True)
+        from multiprocessing.reduction import ForkingPickler
+        assert ForkingPickler._extra_reducers[tack.Array] is tack._tack._reduce_for_multiprocessing
+        print("ok")
+    """)
+    assert out.strip() == "ok"
