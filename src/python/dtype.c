@@ -49,11 +49,20 @@ static int lookup(PyObject *obj, tack_dtype *out)
     return rc;
 }
 
+static PyObject *numpy_dtypes[TACK_NDTYPES];
+
 int tack_py_dtype_converter(PyObject *obj, void *out)
 {
     if (Py_IS_TYPE(obj, &TackDType_Type)) {
         *(tack_dtype *)out = ((TackDTypeObject *)obj)->dtype;
         return 1;
+    }
+    /* An array's own dtype (a.dtype, a numpy.dtype), without asking NumPy. */
+    for (int d = 0; d < TACK_NDTYPES; d++) {
+        if (numpy_dtypes[d] == obj) {
+            *(tack_dtype *)out = (tack_dtype)d;
+            return 1;
+        }
     }
     /* None is not passed to NumPy, which would read it as float64. */
     if (obj != Py_None && lookup(obj, out) == 0)
@@ -85,7 +94,7 @@ static PyObject *dtype_str(PyObject *self)
  * without ml_dtypes), NULL with one for any other failure. */
 PyObject *tack_py_numpy_dtype_or_null(tack_dtype d)
 {
-    static PyObject *cache[TACK_NDTYPES];
+    PyObject **cache = numpy_dtypes;
     if (cache[d])
         return Py_NewRef(cache[d]);
     PyObject *r = tack_py_numpy_dtype(d);
