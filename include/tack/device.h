@@ -79,6 +79,19 @@ TACK_API tack_status tack_device_wait_stream(tack_device *device, uint64_t strea
  * with that device id. Never fails. */
 TACK_API int tack_device_can_wrap(const tack_device *device, DLDevice dl_device);
 
+/* What memory `address` is, as the drivers report it: "cuda", "cuda_pinned",
+ * "cuda_managed", "hip", "hip_pinned", "hip_managed", "level_zero" (USM
+ * device), "level_zero_shared", "level_zero_host", the arrays "cuda_array"
+ * and "hip_array", or "cpu" when no driver knows it (ordinary host
+ * memory). Each GPU backend is asked in turn through its first device,
+ * which this opens (CUDA's primary context, Tack's Level Zero context); a
+ * backend whose driver or device is missing owns no memory and is skipped.
+ * *out is a static string.
+ * On error returns TACK_EVALUE (out is NULL) or TACK_ERUNTIME (a driver's
+ * query failed: the message names it), sets the message and leaves *out
+ * untouched. */
+TACK_API tack_status tack_memory_space(uint64_t address, const char **out);
+
 /* The option names a backend accepts, NULL-terminated; NULL for an unknown
  * backend name. Never fails otherwise. */
 TACK_API const char *const *tack_backend_options(const char *backend);

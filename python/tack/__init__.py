@@ -28,6 +28,7 @@ from tack._tack import (  # noqa: F401
     i32,
     i64,
     import_memory,
+    memory_space,
     receive_array,
     send_array,
     set_default_device,

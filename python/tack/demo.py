@@ -115,6 +115,31 @@ def kernel_in_place():
     else:
         raise SystemExit("a kernel stored through a read-only import")
 
+    # Two indices, launched over a shape, and atomics: a 2-D histogram of
+    # which row band and column band each bright pixel falls in.
+    bands = tack.Kernel(BANDS_KERNEL)
+    say("2-D kernel", bands.signature)
+    h, w = 64, 96
+    image = np.add.outer(np.arange(h), np.arange(w)).astype(np.float32)
+    counts = np.zeros((4, 4), np.int32)
+    img, hist = tack.from_dlpack(image), tack.from_dlpack(counts)
+    show("hist = tack.from_dlpack(counts)", counts.ctypes.data, hist.ptr)
+    bands.launch((h, w), h, w, 80.0, img, hist)  # every (i, j), i < h, j < w
+    expected = np.zeros((4, 4), np.int32)
+    i, j = np.nonzero(image > 80.0)
+    np.add.at(expected, (i * 4 // h, j * 4 // w), 1)
+    if not np.array_equal(counts, expected):
+        raise SystemExit("the 2-D kernel's atomic counts differ from NumPy's")
+    say(f"bands.launch(({h}, {w}), h, w, 80.0, img, hist); NumPy reads", f"{counts.tolist()}, as np.add.at counts")
+
+
+BANDS_KERNEL = """
+void bands(tack_index i, tack_index j, int64_t h, int64_t w, float level, const float *image, int32_t *counts) {
+    if (image[i * w + j] > level)
+        tack_atomic_add(&counts[(i * 4 / h) * 4 + j * 4 / w], 1);
+}
+"""
+
 
 RADIUS_KERNEL = """
 void radius2(tack_index i, int64_t nx, int64_t ny, double cx, double cy, double cz, float *out) {
@@ -135,17 +160,16 @@ def vtk_bridge():
         import vtkmodules.util.dlpack_support  # noqa: F401
     except ImportError:
 
-        def vtk_to_array(vtk_array):
-            # numpy_support's view keeps the VTK array alive; the import keeps the view.
-            return tack.from_dlpack(numpy_support.vtk_to_numpy(vtk_array))
-
+        # The routes tack.interop.vtk names for such a VTK: VTK arrays
+        # speak the buffer protocol, and numpy_support wraps a NumPy view.
         def array_to_vtk(array, name=None):
-            # numpy_to_vtk keeps the view alive; the view pins Tack's export.
-            vtk_array = numpy_support.numpy_to_vtk(np.from_dlpack(array), deep=False)
+            # numpy_to_vtk keeps the view alive; the view keeps the Tack array.
+            vtk_array = numpy_support.numpy_to_vtk(np.asarray(array), deep=False)
             vtk_array.SetName(name)
             return vtk_array
 
-        return vtk_to_array, array_to_vtk, "this VTK has no dlpack_support: through VTK's NumPy bridge"
+        return (tack.asarray, array_to_vtk,
+                "this VTK has no dlpack_support: tack.asarray and numpy_support.numpy_to_vtk")
     from tack.interop import vtk as tvtk
 
     return tvtk.vtk_to_array, tvtk.array_to_vtk, "tack.interop.vtk"
@@ -248,6 +272,28 @@ def warp_exchange():
     v = wp.zeros(3, dtype=wp.int32, device="cpu")
     b = tack.from_dlpack(v)
     show("b = tack.from_dlpack(v)", v.ptr, b.ptr)
+    # Warp launches take a Tack array as they take their own.
+    c = tack.zeros(5, tack.f32)
+    wp.launch(warp_kernel(wp), dim=c.size, inputs=[c, 0.5], device="cpu")
+    say("wp.launch(ramp, inputs=[c, 0.5]); Tack reads", f"{c.to_numpy().tolist()} at {c.ptr:#x}")
+
+
+_WARP_KERNELS: dict[str, object] = {}
+
+
+def warp_kernel(wp):
+    """A Warp kernel that writes x[i] = step * i, made once (Warp compiles
+    it on first launch and caches the code). Its Warp types are set as
+    annotations here, where `wp` is imported."""
+    if "ramp" not in _WARP_KERNELS:
+
+        def ramp(x, step):
+            i = wp.tid()
+            x[i] = step * wp.float32(i)
+
+        ramp.__annotations__ = {"x": wp.array(dtype=wp.float32), "step": wp.float32}
+        _WARP_KERNELS["ramp"] = wp.kernel(ramp)
+    return _WARP_KERNELS["ramp"]
 
 
 CHILD = """

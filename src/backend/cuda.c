@@ -553,6 +553,34 @@ static tack_status cuda_check_pointer(tack_device *d, uint64_t address)
     return st;
 }
 
+/* tack_memory_space's answer: what cuPointerGetAttribute says, where a
+ * failed query means memory CUDA does not know (NULL), as for wrapping. */
+static tack_status cuda_memory_space(tack_device *d, uint64_t address, const char **out)
+{
+    struct cuda_device *cd = impl_of(d);
+    const struct tack_cuda_api *cu = cd->cu;
+    int pushed;
+    tack_status st = enter(d, cd, &pushed);
+    if (st != TACK_OK)
+        return st;
+    CUdeviceptr p = (CUdeviceptr)address;
+    unsigned int type = 0, managed = 0;
+    CUresult r = cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+    if (r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED)
+        st = driver_error(TACK_ERUNTIME, r, "querying a pointer", d);
+    else if (r != CUDA_SUCCESS)
+        *out = NULL;
+    else if (type == CU_MEMORYTYPE_HOST)
+        *out = "cuda_pinned";
+    else if (type == CU_MEMORYTYPE_UNIFIED ||
+             (cu->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) == CUDA_SUCCESS && managed))
+        *out = "cuda_managed";
+    else
+        *out = type == CU_MEMORYTYPE_ARRAY ? "cuda_array" : "cuda";
+    leave(cd, pushed);
+    return st;
+}
+
 static tack_status cuda_copy_to_host(tack_device *d, void *dst, const void *src, size_t nbytes)
 {
     struct cuda_device *cd = impl_of(d);
@@ -1726,4 +1754,5 @@ const struct tack_backend_ops tack_cuda_backend = {
     .kernel_unload = cuda_kernel_unload,
     .order_stream = cuda_order_stream,
     .wait_stream = cuda_wait_stream,
+    .memory_space = cuda_memory_space,
 };

@@ -165,6 +165,34 @@ static tack_status hip_check_pointer(tack_device *device, uint64_t address)
     return TACK_OK;
 }
 
+/* tack_memory_space's answer from hipPointerGetAttributes, whose memory
+ * types ROCm 6 renumbered; memory the runtime does not know is NULL. */
+static tack_status hip_memory_space(tack_device *device, uint64_t address, const char **out)
+{
+    const struct tack_hip_api *hip = HIP(device);
+    tack_hip_pointer_attributes a = {0, -1, NULL, NULL, 0, 0};
+    if (hip->hipPointerGetAttributes(&a, (const void *)(uintptr_t)address) != TACK_HIP_SUCCESS) {
+        /* Not left sticky for the application's next HIP call. */
+        (void)hip->hipGetLastError();
+        *out = NULL;
+        return TACK_OK;
+    }
+    int v6 = hip->major_version >= 6;
+    int type = (int)a.type;
+    if (v6 && type == TACK_HIP6_MEMORY_TYPE_UNREGISTERED)
+        *out = NULL;
+    else if (type == (v6 ? TACK_HIP6_MEMORY_TYPE_HOST : TACK_HIP5_MEMORY_TYPE_HOST))
+        *out = "hip_pinned";
+    else if (type == (v6 ? TACK_HIP6_MEMORY_TYPE_ARRAY : TACK_HIP5_MEMORY_TYPE_ARRAY))
+        *out = "hip_array";
+    else if (a.isManaged || type == (v6 ? TACK_HIP6_MEMORY_TYPE_MANAGED : TACK_HIP5_MEMORY_TYPE_UNIFIED) ||
+             (v6 && type == TACK_HIP6_MEMORY_TYPE_UNIFIED))
+        *out = "hip_managed";
+    else
+        *out = "hip";
+    return TACK_OK;
+}
+
 static tack_status hip_copy(tack_device *device, void *dst, const void *src, size_t nbytes, const char *what)
 {
     const struct tack_hip_api *hip = HIP(device);
@@ -521,6 +549,7 @@ const struct tack_backend_ops tack_hip_backend = {
     .close = hip_close,
     .alloc = hip_alloc,
     .free = hip_free,
+    .memory_space = hip_memory_space,
     .check_pointer = hip_check_pointer,
     .copy_to_host = hip_copy_to_host,
     .copy_from_host = hip_copy_from_host,

@@ -542,6 +542,27 @@ static tack_status ze_check_pointer(tack_device *device, uint64_t address)
     }
 }
 
+/* tack_memory_space's answer from zeMemGetAllocProperties in the device's
+ * context, which reports allocations of any context on the device; the
+ * driver answers for every address, so a failure is a fault. */
+static tack_status ze_memory_space(tack_device *device, uint64_t address, const char **out)
+{
+    struct ze_device_state *s = STATE(device);
+    tack_ze_memory_allocation_properties props;
+    memset(&props, 0, sizeof props);
+    props.stype = TACK_ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES;
+    tack_ze_device owner = NULL;
+    tack_ze_result r = s->ze->zeMemGetAllocProperties(s->context, (const void *)(uintptr_t)address, &props, &owner);
+    if (r != TACK_ZE_SUCCESS)
+        return tack_error_set(TACK_ERUNTIME, "Level Zero zeMemGetAllocProperties failed for 0x%" PRIx64 ": %s (0x%"
+                              PRIx32 ")", address, tack_ze_result_name(r), r);
+    *out = props.type == TACK_ZE_MEMORY_TYPE_DEVICE   ? "level_zero"
+           : props.type == TACK_ZE_MEMORY_TYPE_SHARED ? "level_zero_shared"
+           : props.type == TACK_ZE_MEMORY_TYPE_HOST   ? "level_zero_host"
+                                                      : NULL;
+    return TACK_OK;
+}
+
 static tack_status ze_copy(tack_device *device, void *dst, const void *src, size_t nbytes, const char *what)
 {
     struct ze_device_state *s = STATE(device);
@@ -1041,6 +1062,7 @@ const struct tack_backend_ops tack_level_zero_backend = {
     .close = ze_close,
     .alloc = ze_alloc,
     .free = ze_free,
+    .memory_space = ze_memory_space,
     .check_pointer = ze_check_pointer,
     .copy_to_host = ze_copy_to_host,
     .copy_from_host = ze_copy_from_host,

@@ -262,3 +262,29 @@ tack_status tack_device_synchronize(tack_device *d)
     }
     return st;
 }
+
+tack_status tack_memory_space(uint64_t address, const char **out)
+{
+    if (!out)
+        return tack_error_set(TACK_EVALUE, "tack_memory_space: out is NULL");
+    for (int i = 0; tack_backends[i]; i++) {
+        if (!tack_backends[i]->memory_space)
+            continue;
+        tack_device *d;
+        /* A backend that cannot open (no driver, no device) holds no
+         * memory that an address could be. */
+        if (registry_get(tack_backends[i], 0, &d) != TACK_OK)
+            continue;
+        const char *space = NULL;
+        tack_status st = d->ops->memory_space(d, address, &space);
+        tack_device_release(d);
+        if (st != TACK_OK)
+            return st;
+        if (space) {
+            *out = space;
+            return TACK_OK;
+        }
+    }
+    *out = "cpu";
+    return TACK_OK;
+}

@@ -209,6 +209,13 @@ struct tack_backend_ops {
      * use of it. TACK_EVALUE for a value that is no stream, TACK_ERUNTIME
      * for a driver failure. */
     tack_status (*wait_stream)(tack_device *device, uint64_t producer_stream);
+
+    /* optional: the backend has no driver to ask (the cpu). Sets *out to
+     * what the driver reports `address` to be, a static name of
+     * tack_memory_space's ("cuda", "cuda_pinned", ...), or to NULL when the
+     * driver does not know the address. TACK_ERUNTIME for a query that
+     * failed as a fault; *out is then untouched. */
+    tack_status (*memory_space)(tack_device *device, uint64_t address, const char **out);
 };
 
 struct tack_device {

@@ -369,3 +369,28 @@ int tack_py_lookup_optional(PyObject *obj, PyObject *name, PyObject **out)
     return _PyObject_LookupAttr(obj, name, out);
 #endif
 }
+
+int tack_py_address(PyObject *obj, const char *what, uint64_t *out)
+{
+    /* True is 1 to int(), never an address: a flag passed by mistake. */
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s is a %s, not an int or an integer-like object (numpy.uint64, anything with __index__): "
+                     "an address is an integer in [0, 2**64)",
+                     what, Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    PyObject *idx = PyNumber_Index(obj);
+    if (!idx)
+        return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(idx);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s %R is not an address: it must be an integer in [0, 2**64)", what, idx);
+        Py_DECREF(idx);
+        return 0;
+    }
+    Py_DECREF(idx);
+    *out = v;
+    return 1;
+}

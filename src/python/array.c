@@ -153,10 +153,19 @@ static PyObject *get_shape(PyObject *self, void *c)
     return shape_tuple(ARR(self));
 }
 
+/* A numpy.dtype, as CuPy's, dask's and JAX's arrays answer, so that code
+ * written for them (jnp.asarray, np.result_type, a dictionary keyed by
+ * numpy dtypes) takes a Tack array; the tack.DType where NumPy cannot
+ * express the dtype (no NumPy; bfloat16 without ml_dtypes), which
+ * compares and hashes as the numpy.dtype would. */
 static PyObject *get_dtype(PyObject *self, void *c)
 {
     (void)c;
-    return Py_NewRef(tack_py_dtype_object(tack_array_dtype(ARR(self))));
+    tack_dtype d = tack_array_dtype(ARR(self));
+    PyObject *r = tack_py_numpy_dtype_or_null(d);
+    if (r || PyErr_Occurred())
+        return r;
+    return Py_NewRef(tack_py_dtype_object(d));
 }
 
 static PyObject *get_ndim(PyObject *self, void *c)
@@ -507,7 +516,10 @@ static PyObject *get_cuda_array_interface(PyObject *self, void *c)
 
 static PyGetSetDef array_getset[] = {
     {"shape", get_shape, NULL, "the extents, a tuple", NULL},
-    {"dtype", get_dtype, NULL, "the element type, a tack.DType", NULL},
+    {"dtype", get_dtype, NULL,
+     "the element type: a numpy.dtype, or the tack.DType where NumPy cannot express it (no NumPy; bfloat16 "
+     "without ml_dtypes)",
+     NULL},
     {"ndim", get_ndim, NULL, "the number of dimensions", NULL},
     {"size", get_size, NULL, "the number of elements", NULL},
     {"nbytes", get_nbytes, NULL, "the number of bytes", NULL},
@@ -635,15 +647,38 @@ static PyObject *array_subscript(PyObject *self, PyObject *key)
     return r;
 }
 
+/* The mirror of the block reads: a[1:3] = 0 and a[...] = other write
+ * through a NumPy view of a host array's memory (dask.array.store writes
+ * its blocks so). A read-only array refuses as its other host writes do. */
 static int array_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
 {
-    (void)key;
+    tack_array *a = ARR(self);
     if (!value) {
         PyErr_SetString(PyExc_TypeError, "tack.Array elements cannot be deleted");
         return -1;
     }
-    refuse_elements(self, "tack.Array item assignment (a.fill(v) and a.from_numpy(x) write whole arrays)");
-    return -1;
+    if (!is_host(a)) {
+        PyErr_Format(PyExc_TypeError,
+                     "slice assignment to a %s array: its memory is device memory, which Tack does not write "
+                     "element by element from the host; write the whole array with a.from_numpy(x) or "
+                     "a.fill(v), run a kernel over it, or write through a library that indexes device arrays "
+                     "(torch.from_dlpack(a)[1:3] = 0)",
+                     tack_device_name(tack_array_device(a)));
+        return -1;
+    }
+    if (!is_block_key(key)) {
+        refuse_elements(self, "tack.Array item assignment (slices and ... assign: a[1:3] = 0, a[...] = x)");
+        return -1;
+    }
+    if (!tack_array_writable(a))
+        return tack_py_fail(tack_array_copy_from_host(a, NULL, 0));
+    PyObject *np = tack_py_numpy();
+    PyObject *view = np ? PyObject_CallMethod(np, "asarray", "O", self) : NULL;
+    if (!view)
+        return -1;
+    int r = PyObject_SetItem(view, key, value);
+    Py_DECREF(view);
+    return r;
 }
 
 static PyObject *array_iter(PyObject *self)
@@ -695,6 +730,70 @@ static int array_bool(PyObject *self)
                      "is not None",
                      tack_device_name(tack_array_device(a)));
     return -1;
+}
+
+/* == and != would read as elementwise comparisons to NumPy's users, and
+ * as identity to Python's: refused, as bool(a) is, against anything that
+ * could be such a comparison (another array, a number, an array-like).
+ * Identity is `a is b`. Against other objects (None, a string) Python's
+ * identity default answers. */
+static int compares_elementwise(PyObject *other)
+{
+    if (PyObject_TypeCheck(other, &TackArray_Type) || PyIndex_Check(other) || PyFloat_Check(other) ||
+        PyComplex_Check(other) || PyNumber_Check(other))
+        return 1;
+    static const char *const protocols[] = {"__array_interface__", "__array__", "__dlpack__",
+                                            "__cuda_array_interface__"};
+    for (size_t i = 0; i < sizeof protocols / sizeof *protocols; i++) {
+        PyObject *found = NULL, *name = PyUnicode_InternFromString(protocols[i]);
+        int r = name ? tack_py_lookup_optional((PyObject *)Py_TYPE(other), name, &found) : -1;
+        Py_XDECREF(name);
+        Py_XDECREF(found);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+static PyObject *array_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if (op != Py_EQ && op != Py_NE)
+        Py_RETURN_NOTIMPLEMENTED;
+    /* An array is itself: weak references compare their referents with ==
+     * (a WeakKeyDictionary keyed by arrays looks keys up so), as do
+     * containers after their identity check. */
+    if (self == other)
+        return PyBool_FromLong(op == Py_EQ);
+    int elementwise = compares_elementwise(other);
+    if (elementwise < 0)
+        return NULL;
+    if (!elementwise)
+        Py_RETURN_NOTIMPLEMENTED;
+    const char *sign = op == Py_EQ ? "==" : "!=";
+    if (is_host(ARR(self)))
+        PyErr_Format(PyExc_TypeError,
+                     "%s between tack.Arrays is not defined: Tack arrays have no element access of their own. "
+                     "For NumPy's elementwise comparison, compare np.asarray(a) %s np.asarray(b) (views of host "
+                     "memory), or np.array_equal(np.asarray(a), np.asarray(b)); whether two names are one "
+                     "array, a is b",
+                     sign, sign);
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "%s between tack.Arrays is not defined: Tack arrays have no element access of their own, and "
+                     "this %s array is device memory. Compare host copies, a.to_numpy() %s b.to_numpy() (NumPy's "
+                     "np.asarray(a) for host arrays), or compare on the device through DLPack "
+                     "(torch.from_dlpack(a) %s torch.from_dlpack(b)); whether two names are one array, a is b",
+                     sign, tack_device_name(tack_array_device(ARR(self))), sign, sign);
+    return NULL;
+}
+
+/* Hashable by identity, as before == was refused: arrays are keys of
+ * sets, weak dictionaries and caches (dask's tokens), and equality never
+ * holds between two arrays, so identity is the whole of it. The value is
+ * object.__hash__'s. */
+static Py_hash_t array_hash(PyObject *self)
+{
+    return PyBaseObject_Type.tp_hash(self);
 }
 
 /* Arrays come from the functions that say where their memory comes from;
@@ -1025,6 +1124,8 @@ PyTypeObject TackArray_Type = {
     .tp_dealloc = array_dealloc,
     .tp_weaklistoffset = offsetof(TackArrayObject, weakrefs),
     .tp_repr = array_repr,
+    .tp_hash = array_hash,
+    .tp_richcompare = array_richcompare,
     .tp_as_sequence = &array_as_sequence,
     .tp_as_mapping = &array_as_mapping,
     .tp_as_number = &array_as_number,

@@ -326,18 +326,13 @@ static PyObject *asarray_cai_of(PyObject *obj, PyObject *cai, PyObject *device_o
         im.strides = stride_values;
     }
     PyObject *ptr = PyTuple_GET_ITEM(data, 0);
-    if (!PyLong_Check(ptr) || PyBool_Check(ptr)) {
-        PyErr_Format(PyExc_TypeError, "tack.asarray: %s's data pointer is a %s, not an int", tname,
-                     Py_TYPE(ptr)->tp_name);
+    uint64_t address;
+    PyObject *label = PyUnicode_FromFormat("tack.asarray: %s's data pointer", tname);
+    const char *label_text = label ? PyUnicode_AsUTF8(label) : NULL;
+    int ok = label_text && tack_py_address(ptr, label_text, &address);
+    Py_XDECREF(label);
+    if (!ok)
         return NULL;
-    }
-    unsigned long long address = PyLong_AsUnsignedLongLong(ptr);
-    if (address == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "tack.asarray: %s's data pointer %R is not an address in [0, 2**64)", tname,
-                     ptr);
-        return NULL;
-    }
     if (address > UINTPTR_MAX) {
         PyErr_Format(PyExc_ValueError, "tack.asarray: %s's data pointer %R is not a valid address here", tname, ptr);
         return NULL;

@@ -133,12 +133,14 @@ static int convert_options(const char *name, PyObject *kwargs, tack_option *opts
                 }
                 uint64_t v = 0;
                 if (fv != Py_None) {
-                    if (!PyLong_Check(fv)) {
+                    if (PyBool_Check(fv) || !PyIndex_Check(fv)) {
                         PyErr_Format(PyExc_TypeError, "option %s['%s'] must be an integer handle, not %s", k, f,
                                      Py_TYPE(fv)->tp_name);
                         return -1;
                     }
-                    v = PyLong_AsUnsignedLongLong(fv);
+                    PyObject *idx = PyNumber_Index(fv);
+                    v = idx ? PyLong_AsUnsignedLongLong(idx) : 0;
+                    Py_XDECREF(idx);
                     if (PyErr_Occurred()) {
                         PyErr_Clear();
                         PyErr_Format(PyExc_ValueError, "option %s['%s'] is not a handle in [0, 2**64)", k, f);
@@ -157,11 +159,13 @@ static int convert_options(const char *name, PyObject *kwargs, tack_option *opts
             }
             uint64_t v = 0;
             if (value != Py_None) {
-                if (!PyLong_Check(value)) {
+                if (PyBool_Check(value) || !PyIndex_Check(value)) {
                     PyErr_Format(PyExc_TypeError, "option %s must be an integer or a dict of integer handles", k);
                     return -1;
                 }
-                v = PyLong_AsUnsignedLongLong(value);
+                PyObject *idx = PyNumber_Index(value);
+                v = idx ? PyLong_AsUnsignedLongLong(idx) : 0;
+                Py_XDECREF(idx);
                 if (PyErr_Occurred()) {
                     PyErr_Clear();
                     PyErr_Format(PyExc_ValueError, "option %s is not in [0, 2**64)", k);

@@ -49,11 +49,20 @@ static int lookup(PyObject *obj, tack_dtype *out)
     return rc;
 }
 
+static PyObject *numpy_dtypes[TACK_NDTYPES];
+
 int tack_py_dtype_converter(PyObject *obj, void *out)
 {
     if (Py_IS_TYPE(obj, &TackDType_Type)) {
         *(tack_dtype *)out = ((TackDTypeObject *)obj)->dtype;
         return 1;
+    }
+    /* An array's own dtype (a.dtype, a numpy.dtype), without asking NumPy. */
+    for (int d = 0; d < TACK_NDTYPES; d++) {
+        if (numpy_dtypes[d] == obj) {
+            *(tack_dtype *)out = (tack_dtype)d;
+            return 1;
+        }
     }
     /* None is not passed to NumPy, which would read it as float64. */
     if (obj != Py_None && lookup(obj, out) == 0)
@@ -80,23 +89,84 @@ static PyObject *dtype_str(PyObject *self)
     return PyUnicode_FromString(tack_dtype_name(((TackDTypeObject *)self)->dtype));
 }
 
+/* The numpy.dtype a Tack dtype names, cached (new reference); NULL without
+ * an exception when NumPy cannot express it here (no NumPy, or bfloat16
+ * without ml_dtypes), NULL with one for any other failure. */
+PyObject *tack_py_numpy_dtype_or_null(tack_dtype d)
+{
+    PyObject **cache = numpy_dtypes;
+    if (cache[d])
+        return Py_NewRef(cache[d]);
+    PyObject *r = tack_py_numpy_dtype(d);
+    if (!r) {
+        if (PyErr_ExceptionMatches(PyExc_ImportError) || PyErr_ExceptionMatches(PyExc_TypeError))
+            PyErr_Clear();
+        return NULL;
+    }
+    cache[d] = Py_NewRef(r);
+    return r;
+}
+
+/* The numpy.dtype's hash, so that a DType and the numpy.dtype it names
+ * are one dictionary key. NumPy's hash varies from process to process
+ * (it hashes bytes), so it is asked once and kept: a hash must not change
+ * while the object lives, even if NumPy becomes importable later. Without
+ * NumPy the name's hash stands in. */
 static Py_hash_t dtype_hash(PyObject *self)
 {
-    PyObject *s = dtype_str(self);
-    if (!s)
+    static Py_hash_t hashes[TACK_NDTYPES];
+    tack_dtype d = ((TackDTypeObject *)self)->dtype;
+    if (hashes[d])
+        return hashes[d];
+    PyObject *key = tack_py_numpy_dtype_or_null(d);
+    if (!key && PyErr_Occurred())
         return -1;
-    Py_hash_t h = PyObject_Hash(s);
-    Py_DECREF(s);
+    if (!key && !(key = dtype_str(self)))
+        return -1;
+    Py_hash_t h = PyObject_Hash(key);
+    Py_DECREF(key);
+    if (h != -1)
+        hashes[d] = h;
     return h;
 }
 
 static PyObject *dtype_richcompare(PyObject *self, PyObject *other, int op)
 {
-    if (op != Py_EQ && op != Py_NE)
+    tack_dtype self_dtype = ((TackDTypeObject *)self)->dtype;
+    /* NumPy would read None as float64; no dtype equals None. */
+    if (other == Py_None)
         Py_RETURN_NOTIMPLEMENTED;
+    /* What names a Tack dtype (a DType, "float32", torch.float32) is
+     * equal to it; anything else as the numpy.dtype it names: 'f4',
+     * np.dtype('<f4') and the ordering by safe casting answer as NumPy's. */
     tack_dtype d;
-    int eq = lookup(other, &d) == 0 && d == ((TackDTypeObject *)self)->dtype;
-    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+    if ((op == Py_EQ || op == Py_NE) && lookup(other, &d) == 0)
+        return PyBool_FromLong((d == self_dtype) == (op == Py_EQ));
+    PyObject *np_dtype = PyObject_TypeCheck(other, &TackDType_Type) ? NULL : tack_py_numpy_dtype_or_null(self_dtype);
+    if (np_dtype) {
+        PyObject *r = PyObject_RichCompare(np_dtype, other, op);
+        Py_DECREF(np_dtype);
+        if (r || !PyErr_ExceptionMatches(PyExc_TypeError))
+            return r;
+        /* Something NumPy cannot read as a dtype is no dtype. */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    if (op != Py_EQ && op != Py_NE) {
+        if (!PyObject_TypeCheck(other, &TackDType_Type))
+            Py_RETURN_NOTIMPLEMENTED;
+        PyObject *a = tack_py_numpy_dtype_or_null(self_dtype);
+        PyObject *b = a ? tack_py_numpy_dtype_or_null(((TackDTypeObject *)other)->dtype) : NULL;
+        PyObject *r = a && b ? PyObject_RichCompare(a, b, op) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (r || PyErr_Occurred())
+            return r;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return PyBool_FromLong(op == Py_NE);
 }
 
 static PyObject *dtype_get_name(PyObject *self, void *c)
@@ -109,6 +179,13 @@ static PyObject *dtype_get_itemsize(PyObject *self, void *c)
 {
     (void)c;
     return PyLong_FromSize_t(tack_dtype_size(((TackDTypeObject *)self)->dtype));
+}
+
+static PyObject *dtype_get_kind(PyObject *self, void *c)
+{
+    (void)c;
+    char kind = tack_dtype_kind(((TackDTypeObject *)self)->dtype);
+    return PyUnicode_FromStringAndSize(&kind, 1);
 }
 
 static PyObject *dtype_get_numpy(PyObject *self, void *c)
@@ -128,6 +205,7 @@ static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
 static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL, "NumPy-style name, e.g. 'float32'", NULL},
     {"itemsize", dtype_get_itemsize, NULL, "bytes per element", NULL},
+    {"kind", dtype_get_kind, NULL, "NumPy's kind letter: 'i', 'u', 'f', 'c', 'b' ('V' for bfloat16)", NULL},
     {"numpy", dtype_get_numpy, NULL,
      "the equivalent numpy.dtype (bfloat16: ml_dtypes' type, and without ml_dtypes a TypeError)", NULL},
     /* NumPy's dtype protocol: np.dtype(x) takes x.dtype when x has one, so

@@ -77,6 +77,11 @@ int tack_py_parse_shape(PyObject *obj, int *ndim, int64_t *shape);
  * complex number for a real dtype) or ValueError (out of range). */
 int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out);
 
+/* An address (a pointer or a driver handle): anything with __index__ in
+ * [0, 2**64), numpy.uint64 above 2**63 included, bool refused. 0 with a
+ * TypeError naming `what` otherwise. */
+int tack_py_address(PyObject *obj, const char *what, uint64_t *out);
+
 /* A C-contiguous NumPy array of obj, cast to `dtype` (anything np.asarray
  * takes as one) if not NULL; 0-d stays 0-d. New reference, or NULL with an
  * exception. */
@@ -89,6 +94,11 @@ PyObject *tack_py_numpy(void);
  * type, and without ml_dtypes a TypeError that says to install it. NULL
  * with an exception. */
 PyObject *tack_py_numpy_dtype(tack_dtype dtype);
+
+/* The same, cached, for Array.dtype: NULL without an exception where NumPy
+ * cannot express the dtype (no NumPy; bfloat16 without ml_dtypes), NULL
+ * with one for any other failure. */
+PyObject *tack_py_numpy_dtype_or_null(tack_dtype dtype);
 
 /* Keyword parsing for METH_FASTCALL | METH_KEYWORDS: fills vals[i] for the
  * keyword names in `names` (NULL-terminated), borrowed; unknown keywords are
@@ -176,6 +186,12 @@ int tack_py_array_init(PyObject *module);
 /* Cross-process arrays (src/python/ipc.c): tack.import_memory and the
  * descriptor-passing helpers. */
 int tack_py_ipc_init(PyObject *module);
+/* Registers tack.Array's reducer with multiprocessing's pickler (once;
+ * later calls return at once), so that exportable host arrays travel by
+ * descriptor. Called where such arrays are made: importing multiprocessing
+ * costs more than the rest of `import tack`, and until then every array
+ * pickles by value anyway. -1 with an exception on failure. */
+int tack_py_multiprocessing_register(void);
 /* Array.export_memory(): the array's ExportedMemory record, which keeps the
  * array's buffer (and so the descriptor it names) alive while it lives.
  * NULL with an exception on failure. */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 static void release_buffer(PyObject *capsule)
 {
@@ -151,7 +152,8 @@ static PyObject *py_import_memory(PyObject *m, PyObject *args, PyObject *kwargs)
     int64_t shape[TACK_MAX_NDIM];
     tack_device *device;
     if (!parse_record(exported, &e) || !tack_py_dtype_converter(dtype_obj, &dtype) ||
-        !tack_py_parse_shape(shape_obj, &ndim, shape) || !optional_device(device_obj, &device))
+        !tack_py_parse_shape(shape_obj, &ndim, shape) || tack_py_multiprocessing_register() < 0 ||
+        !optional_device(device_obj, &device))
         return NULL;
     tack_array *a;
     tack_status st;
@@ -314,7 +316,8 @@ static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
     int fd;
     int64_t timeout_ms;
     tack_device *device;
-    if (!socket_fd(sock, &fd, &timeout_ms) || !optional_device(device_obj, &device))
+    if (!socket_fd(sock, &fd, &timeout_ms) || tack_py_multiprocessing_register() < 0 ||
+        !optional_device(device_obj, &device))
         return NULL;
     tack_array *a = NULL;
     struct blocking_call c;
@@ -324,6 +327,108 @@ static PyObject *py_receive_array(PyObject *m, PyObject *args, PyObject *kwargs)
     tack_device_release(device);
     if (st != TACK_OK)
         return raise_call(st, &c);
+    return tack_py_array_new(a);
+}
+
+/* ---------------------------------------------------- multiprocessing */
+
+static PyObject *reduction_module, *reducer_function, *rebuild_shared_function;
+
+/* multiprocessing's reducer for tack.Array (registered with its
+ * ForkingPickler, which Queue, Pipe and a spawned Process's arguments
+ * pickle with): a writable host array whose memory has an OS handle (made
+ * with exportable=True, or mapped from one) travels as its descriptor, as
+ * torch.multiprocessing passes a tensor's, so that both processes use the
+ * same memory. The descriptor goes through multiprocessing's own resource
+ * sharing (reduction.DupFd: handed to a child being spawned, else served
+ * to the receiver by the sender's resource sharer). Every other array
+ * pickles by value, as plain pickle does. */
+static PyObject *py_reduce_for_multiprocessing(PyObject *m, PyObject *array)
+{
+    (void)m;
+    if (!PyObject_TypeCheck(array, &TackArray_Type)) {
+        PyErr_Format(PyExc_TypeError, "expected a tack.Array, not %s", Py_TYPE(array)->tp_name);
+        return NULL;
+    }
+    if (tack_py_multiprocessing_register() < 0)
+        return NULL;
+    tack_array *a = TACK_PY_ARRAY(array);
+    tack_exported_memory rec;
+    memset(&rec, 0, sizeof rec);
+    /* Only host memory: a plain CUDA array's export is a copy, which would
+     * not be shared. A read-only array stays read-only by value. */
+    int share = tack_device_dl_device(tack_array_device(a)).device_type == kDLCPU && tack_array_writable(a) &&
+                tack_array_export_memory(a, &rec) == TACK_OK;
+    if (!share)
+        return PyObject_CallMethod(array, "__reduce_ex__", "i", 4);
+    /* DupFd duplicates the descriptor now, so the pickle owns a descriptor
+     * of its own, whatever becomes of the array. */
+    PyObject *dup = PyObject_CallMethod(reduction_module, "DupFd", "L", (long long)rec.handle);
+    if (!dup)
+        return NULL;
+    PyObject *shape = PyTuple_New(tack_array_ndim(a));
+    for (int i = 0; shape && i < tack_array_ndim(a); i++) {
+        PyObject *v = PyLong_FromLongLong(tack_array_shape(a)[i]);
+        if (!v)
+            Py_CLEAR(shape);
+        else
+            PyTuple_SET_ITEM(shape, i, v);
+    }
+    PyObject *r = shape ? Py_BuildValue("O(Ossnny#sO)", rebuild_shared_function, dup, rec.backend, rec.handle_type,
+                                        (Py_ssize_t)rec.size, (Py_ssize_t)rec.allocation_size,
+                                        (const char *)rec.device_uuid, (Py_ssize_t)sizeof rec.device_uuid,
+                                        tack_dtype_name(tack_array_dtype(a)), shape)
+                        : NULL;
+    Py_XDECREF(shape);
+    Py_DECREF(dup);
+    return r;
+}
+
+/* The receiving side: takes the descriptor from multiprocessing (its own
+ * from then on), maps it as tack.import_memory does and closes it (the
+ * array maps a duplicate). A pickle is input: the record is checked as an
+ * import checks any record. */
+static PyObject *py_rebuild_shared(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *dup, *shape_obj, *uuid, *dtype_obj;
+    const char *backend, *handle_type;
+    Py_ssize_t size, allocation_size;
+    if (!PyArg_ParseTuple(args, "OssnnSOO:_rebuild_shared", &dup, &backend, &handle_type, &size, &allocation_size,
+                          &uuid, &dtype_obj, &shape_obj))
+        return NULL;
+    tack_exported_memory e;
+    memset(&e, 0, sizeof e);
+    tack_dtype dtype;
+    int ndim;
+    int64_t shape[TACK_MAX_NDIM];
+    /* The array can travel on from here by descriptor too. */
+    if (!tack_py_dtype_converter(dtype_obj, &dtype) || !tack_py_parse_shape(shape_obj, &ndim, shape) ||
+        tack_py_multiprocessing_register() < 0)
+        return NULL;
+    if (strlen(backend) >= sizeof e.backend || strlen(handle_type) >= sizeof e.handle_type || size < 0 ||
+        allocation_size < 0 || PyBytes_GET_SIZE(uuid) != (Py_ssize_t)sizeof e.device_uuid) {
+        PyErr_SetString(PyExc_ValueError, "cannot unpickle a shared tack.Array: its record is malformed");
+        return NULL;
+    }
+    PyObject *fd_obj = PyObject_CallMethod(dup, "detach", NULL);
+    if (!fd_obj)
+        return NULL;
+    long fd = PyLong_AsLong(fd_obj);
+    Py_DECREF(fd_obj);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    memcpy(e.backend, backend, strlen(backend));
+    memcpy(e.handle_type, handle_type, strlen(handle_type));
+    memcpy(e.device_uuid, PyBytes_AS_STRING(uuid), sizeof e.device_uuid);
+    e.size = (size_t)size;
+    e.allocation_size = (size_t)allocation_size;
+    e.handle = fd;
+    tack_array *a = NULL;
+    tack_status st = tack_array_import_memory(NULL, &e, dtype, ndim, shape, &a);
+    close((int)fd);
+    if (st != TACK_OK)
+        return tack_py_raise(st);
     return tack_py_array_new(a);
 }
 
@@ -344,6 +449,12 @@ static PyMethodDef ipc_functions[] = {
      "A header of a newer version, a bad magic, sizes that disagree or a descriptor that is not sealed\n"
      "memory are refused (ValueError). The socket's timeout holds for the whole message (TimeoutError);\n"
      "Ctrl-C interrupts the wait (KeyboardInterrupt); socket errors raise OSError."},
+    {"_reduce_for_multiprocessing", py_reduce_for_multiprocessing, METH_O,
+     "_reduce_for_multiprocessing(array, /)\n--\n\nmultiprocessing's reducer: an exportable host array "
+     "travels as its descriptor (shared memory), any other by value."},
+    {"_rebuild_shared", py_rebuild_shared, METH_VARARGS,
+     "_rebuild_shared(fd, backend, handle_type, size, allocation_size, device_uuid, dtype, shape, /)\n--\n\n"
+     "An array over memory another process shared through multiprocessing."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -416,5 +527,30 @@ int tack_py_ipc_init(PyObject *module)
         if (r < 0)
             return -1;
     }
-    return PyModule_AddFunctions(module, ipc_functions);
+    if (PyModule_AddFunctions(module, ipc_functions) < 0)
+        return -1;
+    reducer_function = PyObject_GetAttrString(module, "_reduce_for_multiprocessing");
+    rebuild_shared_function = reducer_function ? PyObject_GetAttrString(module, "_rebuild_shared") : NULL;
+    return rebuild_shared_function ? 0 : -1;
+}
+
+/* Registered with multiprocessing's pickler only: plain pickle (and copy)
+ * keep pickling by value. */
+int tack_py_multiprocessing_register(void)
+{
+    if (reduction_module)
+        return 0;
+    PyObject *reduction = PyImport_ImportModule("multiprocessing.reduction");
+    PyObject *pickler = reduction ? PyObject_GetAttrString(reduction, "ForkingPickler") : NULL;
+    PyObject *r = pickler ? PyObject_CallMethod(pickler, "register", "OO", (PyObject *)&TackArray_Type,
+                                                reducer_function)
+                          : NULL;
+    Py_XDECREF(pickler);
+    if (!r) {
+        Py_XDECREF(reduction);
+        return -1;
+    }
+    Py_DECREF(r);
+    reduction_module = reduction;
+    return 0;
 }

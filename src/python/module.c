@@ -24,6 +24,8 @@ static PyObject *make_array(PyObject *args, PyObject *kwargs, const char *func)
         return NULL;
     if (dtype_obj && dtype_obj != Py_None && !tack_py_dtype_converter(dtype_obj, &dtype))
         return NULL;
+    if (exportable && tack_py_multiprocessing_register() < 0)
+        return NULL;
     tack_device *device;
     if (!tack_py_device_converter(device_obj, &device))
         return NULL;
@@ -132,16 +134,9 @@ static PyObject *py_array_from_ptr(PyObject *m, PyObject *args, PyObject *kwargs
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|p$O:array_from_ptr", kwlist, &ptr, &dtype_obj, &shape_obj,
                                      &writable, &device_obj))
         return NULL;
-    if (!PyLong_Check(ptr) || PyBool_Check(ptr)) {
-        PyErr_Format(PyExc_TypeError, "ptr must be an integer address in [0, 2**64), not %s", Py_TYPE(ptr)->tp_name);
+    uint64_t address;
+    if (!tack_py_address(ptr, "ptr", &address))
         return NULL;
-    }
-    unsigned long long address = PyLong_AsUnsignedLongLong(ptr);
-    if (address == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "ptr %R is not an address: it must be an integer in [0, 2**64)", ptr);
-        return NULL;
-    }
     /* The converter refuses None: memory Tack did not allocate has no
      * default type, and a wrong guess reads plausible garbage. */
     tack_dtype dtype;
@@ -160,6 +155,24 @@ static PyObject *py_array_from_ptr(PyObject *m, PyObject *args, PyObject *kwargs
     if (st != TACK_OK)
         return tack_py_raise(st);
     return tack_py_array_new(a);
+}
+
+static PyObject *py_memory_space(PyObject *m, PyObject *ptr)
+{
+    (void)m;
+    uint64_t address;
+    if (!tack_py_address(ptr, "ptr", &address))
+        return NULL;
+    const char *space;
+    tack_status st;
+    /* The first call may open each GPU backend's device, which can take a
+     * while on a real driver. */
+    Py_BEGIN_ALLOW_THREADS
+    st = tack_memory_space(address, &space);
+    Py_END_ALLOW_THREADS
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    return PyUnicode_FromString(space);
 }
 
 static PyObject *py_live_counts(PyObject *m, PyObject *unused)
@@ -198,6 +211,11 @@ static PyMethodDef module_methods[] = {
      "protocol. The array keeps obj's memory alive; read-only memory gives a read-only array. A Tack array is "
      "returned as it is. With the CUDA Array Interface, Tack's stream is ordered after the producer's stream on "
      "the device, with no host wait."},
+    {"memory_space", py_memory_space, METH_O,
+     "memory_space(ptr, /)\n--\n\nWhat memory the address is, as the drivers report it: 'cuda', "
+     "'cuda_pinned', 'cuda_managed', 'hip', 'hip_pinned', 'hip_managed', 'level_zero', "
+     "'level_zero_shared', 'level_zero_host', or 'cpu' when no driver knows it. Asks each GPU backend "
+     "whose driver loads (opening its first device)."},
     {"live_counts", py_live_counts, METH_NOARGS, "Live C objects: arrays, buffers and DLPack exports."},
     {"atomic_runs", py_atomic_runs, METH_NOARGS,
      "CPU runs of kernels with atomics: on one thread with plain atomics, kept locked because another "

@@ -556,6 +556,49 @@ static void test_wrap_accepts_device_pinned_and_managed_memory(void)
     tack_device_release(d);
 }
 
+/* tack_memory_space answers from cuPointerGetAttribute: device, pinned
+ * (allocated or registered) and managed memory, and the host's for an
+ * address the driver does not know. */
+static void test_memory_space_is_the_drivers_answer(void)
+{
+    sim_open();
+    tack_device *d = open_device("cuda");
+    CUdeviceptr dev = 0, managed = 0;
+    void *pinned = NULL;
+    float registered[16], host[16];
+    CUcontext primary = NULL;
+    sim.cuDevicePrimaryCtxRetain(&primary, 0);
+    sim.cuCtxPushCurrent_v2(primary);
+    CHECK(sim.cuMemAlloc_v2(&dev, 64) == CUDA_SUCCESS);
+    CHECK(sim.cuMemAllocHost_v2(&pinned, 64) == CUDA_SUCCESS);
+    CHECK(sim.cuMemAllocManaged(&managed, 64, 1) == CUDA_SUCCESS);
+    CHECK(sim.cuMemHostRegister_v2(registered, sizeof registered, 0) == CUDA_SUCCESS);
+    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
+    struct {
+        uint64_t address;
+        const char *space;
+    } cases[] = {{dev, "cuda"},
+                 {dev + 32, "cuda"},
+                 {(uint64_t)(uintptr_t)pinned, "cuda_pinned"},
+                 {(uint64_t)(uintptr_t)registered, "cuda_pinned"},
+                 {managed, "cuda_managed"},
+                 {(uint64_t)(uintptr_t)host, "cpu"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        long long queries = sim_stat("pointer_queries");
+        const char *space = NULL;
+        CHECK_OK(tack_memory_space(cases[i].address, &space));
+        CHECK(space && !strcmp(space, cases[i].space));
+        CHECK(sim_stat("pointer_queries") > queries);
+    }
+    CHECK_STATUS(tack_memory_space(dev, NULL), TACK_EVALUE);
+    sim.cuCtxPushCurrent_v2(primary);
+    CHECK(sim.cuMemFree_v2(dev) == CUDA_SUCCESS);
+    CHECK(sim.cuMemFreeHost(pinned) == CUDA_SUCCESS && sim.cuMemHostUnregister(registered) == CUDA_SUCCESS);
+    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
+    sim.cuDevicePrimaryCtxRelease_v2(0);
+    tack_device_release(d);
+}
+
 static void test_wrap_refuses_host_memory(void)
 {
     sim_open();
@@ -1101,6 +1144,7 @@ int main(void)
     RUN(test_allocation_failures_keep_nothing);
     RUN(test_wrap_accepts_device_pinned_and_managed_memory);
     RUN(test_wrap_refuses_host_memory);
+    RUN(test_memory_space_is_the_drivers_answer);
     RUN(test_wrap_refuses_another_devices_memory);
     RUN(test_dlpack_export_and_import);
     RUN(test_dlpack_import_of_pinned_and_host_tensors);

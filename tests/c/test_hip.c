@@ -233,6 +233,21 @@ static void wrap_kinds(void)
     tack_array_release(a);
     CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)managed, TACK_F32, 1, &n, 1, &a));
     tack_array_release(a);
+    /* tack_memory_space: the runtime's answer in either numbering of
+     * hipMemoryType, and host memory it does not know is the cpu's. */
+    float unknown[4];
+    struct {
+        void *address;
+        const char *space;
+    } cases[] = {{dev, "hip"}, {pinned, "hip_pinned"}, {managed, "hip_managed"}, {unknown, "cpu"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        long long queries = stat("pointer_queries");
+        const char *space = NULL;
+        CHECK_OK(tack_memory_space((uint64_t)(uintptr_t)cases[i].address, &space));
+        CHECK(space && !strcmp(space, cases[i].space));
+        CHECK(stat("pointer_queries") > queries);
+        CHECK(sim.hipGetLastError() == TACK_HIP_SUCCESS);
+    }
     /* Ordinary host memory is refused, and the failed query leaves no
      * error behind for the application's next HIP call. */
     float local[16];

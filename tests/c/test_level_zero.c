@@ -508,6 +508,40 @@ static void test_wrap_refuses_host_memory_and_faults(void)
     tack_device_release(d);
 }
 
+/* tack_memory_space answers from zeMemGetAllocProperties, and reports a
+ * failed query as the fault it is. */
+static void test_memory_space_is_the_drivers_answer(void)
+{
+    tack_device *d = open_device("level_zero");
+    uint64_t ctx = tack_device_context_handle(d), h[3];
+    other_library(0, h);
+    uint64_t dev = sim.alloc(ctx, h[1], 2, 64), shared = sim.alloc(ctx, h[1], 3, 64), host = sim.alloc(ctx, 0, 1, 64);
+    float local[4];
+    struct {
+        uint64_t address;
+        const char *space;
+    } cases[] = {{dev, "level_zero"},
+                 {dev + 16, "level_zero"},
+                 {shared, "level_zero_shared"},
+                 {host, "level_zero_host"},
+                 {(uint64_t)(uintptr_t)local, "cpu"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        long long queries = stat("pointer_queries");
+        const char *space = NULL;
+        CHECK_OK(tack_memory_space(cases[i].address, &space));
+        CHECK(space && !strcmp(space, cases[i].space));
+        CHECK(stat("pointer_queries") > queries);
+    }
+    const char *untouched = "untouched";
+    sim.fail("zeMemGetAllocProperties", TACK_ZE_ERROR_DEVICE_LOST, 1);
+    CHECK_STATUS(tack_memory_space(dev, &untouched), TACK_ERUNTIME);
+    CHECK(contains(tack_last_error(), "zeMemGetAllocProperties"));
+    CHECK(!strcmp(untouched, "untouched"));
+    CHECK_STATUS(tack_memory_space(dev, NULL), TACK_EVALUE);
+    CHECK(sim.free(ctx, dev) == 0 && sim.free(ctx, shared) == 0 && sim.free(ctx, host) == 0);
+    tack_device_release(d);
+}
+
 static void test_export_memory_is_refused(void)
 {
     CHECK_EXPORT_REFUSED("level_zero");
@@ -638,6 +672,7 @@ int main(void)
     RUN_ISOLATED(test_allocation_failures_keep_nothing);
     RUN_ISOLATED(test_wrap_accepts_device_and_shared_memory);
     RUN_ISOLATED(test_wrap_refuses_host_memory_and_faults);
+    RUN_ISOLATED(test_memory_space_is_the_drivers_answer);
     RUN_ISOLATED(test_export_memory_is_refused);
     RUN_ISOLATED(test_dlpack_round_trip);
     RUN_ISOLATED(test_dlpack_into_an_adopted_context);

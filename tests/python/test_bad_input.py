@@ -118,6 +118,12 @@ CASES = [
     ("from-ptr-beyond-uint64", lambda: tack.array_from_ptr(BIG, tack.f32, 4), TypeError),
     ("from-ptr-huge", lambda: tack.array_from_ptr(HUGE, tack.f32, 4), TypeError),
     ("from-ptr-null", lambda: tack.array_from_ptr(0, tack.f32, 4), ValueError),
+    ("from-ptr-numpy-bool", lambda: tack.array_from_ptr(np.bool_(True), tack.u8, 1), TypeError),
+    ("from-ptr-index-negative", lambda: tack.array_from_ptr(np.int64(-8), tack.f32, 4), TypeError),
+    # ---- memory_space
+    ("memory-space-bool", lambda: tack.memory_space(True), TypeError),
+    ("memory-space-str", lambda: tack.memory_space("0x1000"), TypeError),
+    ("memory-space-beyond-uint64", lambda: tack.memory_space(BIG), TypeError),
     ("from-ptr-dtype-unknown", lambda: tack.array_from_ptr(ADDRESS, "bogus", 4), TypeError),
     ("from-ptr-dtype-None", lambda: tack.array_from_ptr(ADDRESS, None, 4), TypeError),
     ("from-ptr-shape-None", lambda: tack.array_from_ptr(ADDRESS, tack.f64, None), TypeError),
@@ -180,7 +186,6 @@ CASES = [
     ("new-Array", lambda: tack.Array(), TypeError),
     ("new-Device", lambda: tack.Device(), TypeError),
     ("new-DType", lambda: tack.DType(), TypeError),
-    ("dtype-ordering", lambda: tack.f32 < tack.f64, TypeError),
     # ---- Array.reshape
     ("reshape-None", lambda: f32().reshape(None), TypeError),
     ("reshape-str", lambda: f32().reshape("6"), TypeError),

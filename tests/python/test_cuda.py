@@ -351,6 +351,35 @@ def test_array_from_ptr_checks_the_memory_space(cuda_sim):
     """)
 
 
+def test_memory_space_is_what_the_driver_reports(cuda_sim):
+    run(cuda_sim, """
+        d = tack.device("cuda")
+        ctx = ctypes.c_void_p(d.context_handle)
+        dev = ctypes.c_uint64()
+        assert in_context(ctx, SIM.cuMemAlloc_v2, ctypes.byref(dev), 64) == 0
+        managed = ctypes.c_uint64()
+        assert in_context(ctx, SIM.cuMemAllocManaged, ctypes.byref(managed), 64, 1) == 0
+        pinned = ctypes.c_void_p()
+        assert in_context(ctx, SIM.cuMemAllocHost_v2, ctypes.byref(pinned), 64) == 0
+        host = np.zeros(16, np.float32)
+        for ptr, space in ((dev.value, "cuda"), (dev.value + 32, "cuda"), (managed.value, "cuda_managed"),
+                           (pinned.value, "cuda_pinned"), (host.ctypes.data, "cpu")):
+            queries = stat("pointer_queries")
+            assert tack.memory_space(ptr) == space, (hex(ptr), space)
+            assert stat("pointer_queries") > queries  # the driver answered
+            assert tack.memory_space(np.uint64(ptr)) == space
+        assert tack.memory_space(tack.zeros(4, device=d).ptr) == "cuda"
+        for bad in (-1, 1 << 64, 1.5, "0x10", True):
+            try:
+                tack.memory_space(bad)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError(f"{bad!r} accepted as an address")
+        assert in_context(ctx, SIM.cuMemFree_v2, dev.value) == 0
+    """)
+
+
 # --------------------------------------------------------------------------
 # DLPack
 

@@ -88,6 +88,11 @@ def test_values_printed_are_the_values(tour):
     assert "a.fill(7); NumPy reads" in tour and "[7.0, 7.0, 7.0, 7.0, 7.0, 7.0]" in tour
     assert "tack.Array([[42.,  7.,  7.]," in tour
     assert "scale_add(10.0, 1.0, a); NumPy reads  [1.0, 11.0, 21.0, 31.0, 41.0, 51.0]" in tour
+    # The 2-D kernel's atomic counts, checked against NumPy's by the tour.
+    assert "2-D kernel" in tour and "tack_index i, tack_index j" in tour and "as np.add.at counts" in tour
+    if "== Warp" in tour and "skipped" not in tour.split("== Warp")[1].splitlines()[0]:
+        # A Warp kernel wrote the Tack array.
+        assert "wp.launch(ramp, inputs=[c, 0.5]); Tack reads" in tour and "[0.0, 0.5, 1.0, 1.5, 2.0]" in tour
     if "Another process" in tour:
         assert "this process reads                    7 to 7 in all 1048576 elements, in place" in tour
 

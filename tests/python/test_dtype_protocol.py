@@ -25,7 +25,7 @@ def test_np_dtype_of_every_tack_dtype(short, name):
     assert np.zeros(2, dtype=d).dtype == np.dtype(name)
     assert np.arange(3).astype(d).dtype == np.dtype(name)
     # And back: a NumPy dtype names the Tack dtype.
-    assert tack.zeros(1, np.dtype(d)).dtype is d
+    assert tack.zeros(1, np.dtype(d)).dtype == d
 
 
 def test_an_arrays_dtype_is_a_numpy_dtype_too():

@@ -74,7 +74,7 @@ def test_names_codes_and_sizes(short, name, code_bits, size, fmt, typestr):
     d = getattr(tack, short)
     assert isinstance(d, tack.DType) and d.name == name == str(d) and repr(d) == f"tack.{short}"
     assert d.itemsize == size
-    assert d == name and d == short and d == getattr(torch, name) and tack.zeros(1, getattr(torch, name)).dtype is d
+    assert d == name and d == short and d == getattr(torch, name) and tack.zeros(1, getattr(torch, name)).dtype == d
     for versioned_ in (None, (1, 0)):
         t = capsule_tensor(tack.zeros((2, 2), d).__dlpack__(max_version=versioned_)).dl_tensor
         assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (*code_bits, 1)
@@ -90,15 +90,15 @@ def test_bool_is_no_star_import_shadow():
 @pytest.mark.parametrize("short, name, code_bits, size, fmt, typestr", NUMPY_NEW, ids=NEW_IDS[:2] + NEW_IDS[3:])
 def test_numpy_dtypes_name_them(short, name, code_bits, size, fmt, typestr):
     d = getattr(tack, short)
-    assert np.dtype(d) == np.dtype(name) and tack.zeros(1, np.dtype(name)).dtype is d
-    assert tack.zeros(1, getattr(np, name if name != "bool" else "bool_")).dtype is d
+    assert np.dtype(d) == np.dtype(name) and tack.zeros(1, np.dtype(name)).dtype == d
+    assert tack.zeros(1, getattr(np, name if name != "bool" else "bool_")).dtype == d
 
 
 def test_creation_infers_the_new_dtypes():
-    assert tack.array([True, False]).dtype is tack.bool
-    assert tack.array([1 + 2j]).dtype is tack.c128
-    assert tack.array(np.ones(3, np.complex64)).dtype is tack.c64
-    assert tack.array(np.ones(3, np.float16)).dtype is tack.f16
+    assert tack.array([True, False]).dtype == tack.bool
+    assert tack.array([1 + 2j]).dtype == tack.c128
+    assert tack.array(np.ones(3, np.complex64)).dtype == tack.c64
+    assert tack.array(np.ones(3, np.float16)).dtype == tack.f16
     z = tack.zeros((2, 3), tack.c128)
     assert z.nbytes == 96 and (z.to_numpy() == 0).all() and z.to_numpy().dtype == np.complex128
     e = tack.empty(4, "bool")
@@ -280,7 +280,7 @@ def test_buffer_protocol_formats_and_typestrs(short, name, code_bits, size, fmt,
     assert ai["typestr"] == typestr == np.dtype(name).str and ai["data"] == (a.ptr, False)
     # Each spelling comes back as the dtype, without a copy.
     b = tack.asarray(memoryview(np.zeros(4, name)))
-    assert b.dtype is getattr(tack, short)
+    assert b.dtype == getattr(tack, short)
 
 
 def test_memoryview_reads_bool_and_float16_elements():
@@ -334,7 +334,7 @@ def test_ml_dtypes_arrays_come_in_without_a_copy():
     with pytest.raises(BufferError):
         n.__dlpack__()
     a = tack.asarray(n)
-    assert a.dtype is tack.bf16 and a.ptr == n.ctypes.data and a.shape == (2, 3) and a.writable
+    assert a.dtype == tack.bf16 and a.ptr == n.ctypes.data and a.shape == (2, 3) and a.writable
     a.fill(3)
     assert (n == 3).all()
     n.flags.writeable = False
@@ -346,7 +346,7 @@ def test_ml_dtypes_arrays_come_in_without_a_copy():
     assert a.ptr == base and bits16(a) == [bf16_bits_of(3.0)] * 6
     # Copies: tack.array, from_numpy and to_numpy keep the type.
     m = np.array([1.5, -2.25], ml_dtypes.bfloat16)
-    assert tack.array(m).dtype is tack.bf16 and bits16(tack.array(m)) == [0x3FC0, 0xC010]
+    assert tack.array(m).dtype == tack.bf16 and bits16(tack.array(m)) == [0x3FC0, 0xC010]
     b = tack.zeros(2, tack.bf16)
     b.from_numpy(m)
     assert b.to_numpy().dtype == ml_dtypes.bfloat16 and (b.to_numpy() == m).all()

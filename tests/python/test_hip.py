@@ -198,6 +198,30 @@ def test_array_from_ptr_refuses_host_and_other_device_memory(sim, hip):
     sim.free("device", ptr)
 
 
+@pytest.mark.parametrize("kind, space", [("device", "hip"), ("pinned", "hip_pinned"), ("managed", "hip_managed")])
+def test_memory_space_is_what_the_runtime_reports(sim, hip, kind, space):
+    ptr = sim.malloc(kind, 64)
+    queries = sim.stat("pointer_queries")
+    assert tack.memory_space(ptr) == space
+    assert sim.stat("pointer_queries") > queries  # the runtime answered
+    assert tack.memory_space(np.uint64(ptr)) == space
+    sim.free(kind, ptr)
+    host = np.zeros(4)
+    queries = sim.stat("pointer_queries")
+    assert tack.memory_space(host.ctypes.data) == "cpu"
+    assert sim.stat("pointer_queries") > queries
+
+
+def test_device_arrays_refuse_slice_writes_and_equality_saying_what_to_do(sim, hip):
+    a = tack.zeros(4, device=hip)
+    with pytest.raises(TypeError, match=r"a\.from_numpy\(x\)") as info:
+        a[1:3] = 1
+    assert "hip:0" in str(info.value)
+    with pytest.raises(TypeError, match=r"a\.to_numpy\(\)"):
+        a == tack.zeros(4, device=hip)  # noqa: B015
+    assert a.to_numpy().tolist() == [0, 0, 0, 0]
+
+
 def test_driver_failures_are_runtime_errors(sim, hip):
     assert sim.lib.tack_sim_hip_fail(b"hipMalloc", hipErrorInvalidValue, 1) == 0
     with pytest.raises(RuntimeError, match="hipMalloc"):

@@ -249,6 +249,15 @@ def test_adopted_context_receives_every_allocation(sim):
     assert sim.stat("wrong_context_frees") == 0
 
 
+def test_handles_are_taken_as_any_integer_like_address(sim):
+    handles = sim.other_library()
+    shared = adopt({k: np.uint64(v) for k, v in handles.items()})
+    assert shared.shares_external_context and shared.context_handle == handles["context"]
+    assert sim.context_of(tack.zeros(4, device=shared).ptr) == handles["context"]
+    with pytest.raises(TypeError, match="integer handle"):
+        adopt(dict(handles, context=True))
+
+
 def test_set_default_device_adopts_too(sim, restore_default_device):
     handles = sim.other_library()
     shared = tack.set_default_device("level_zero", external_context=handles)
@@ -389,6 +398,22 @@ def test_a_failed_pointer_query_is_a_runtime_error(sim, plain):
     with pytest.raises(RuntimeError, match="zeMemGetAllocProperties"):
         tack.array_from_ptr(ptr, "float32", (16,), device=plain)
     sim.free(plain.context_handle, ptr)
+
+
+def test_memory_space_is_what_the_driver_reports(sim, plain):
+    mine = {"context": plain.context_handle, "device": sim.other_library()["device"]}
+    for kind, space in ((USM_DEVICE, "level_zero"), (USM_SHARED, "level_zero_shared"), (USM_HOST, "level_zero_host")):
+        ptr = sim.alloc(mine if kind != USM_HOST else dict(mine, device=0), kind, 64)
+        queries = sim.stat("pointer_queries")
+        assert tack.memory_space(ptr) == space
+        assert sim.stat("pointer_queries") > queries  # the driver answered
+        sim.free(plain.context_handle, ptr)
+    host = np.zeros(4)
+    assert tack.memory_space(host.ctypes.data) == "cpu"
+    # A failed query is a fault, not a verdict that the memory is the host's.
+    sim.fail("zeMemGetAllocProperties", ZE_RESULT_ERROR_DEVICE_LOST)
+    with pytest.raises(RuntimeError, match="zeMemGetAllocProperties"):
+        tack.memory_space(host.ctypes.data)
 
 
 def test_export_memory_is_a_runtime_error(sim, plain):

@@ -591,6 +591,10 @@ def test_asarray_wraps_the_cuda_array_interface(cuda_sim):
         q.cai["strides"] = (16, 4)
         r = asarray(q)
         assert r.writable is False and r.shape == (3, 4) and r.ptr == q.ptr.value
+        # The pointer as an integer-like object (numpy.uint64, CUdeviceptr).
+        u = Producer(4)
+        u.cai["data"] = (np.uint64(u.ptr.value), False)
+        assert asarray(u).ptr == u.ptr.value
         z = Producer(0)
         z.cai["data"] = (0, False)
         assert asarray(z).shape == (0,)

@@ -128,7 +128,7 @@ def host():
     ("float()", lambda a: float(a)),
     ("float()", lambda a: complex(a)),
     ("item assignment", lambda a: a.__setitem__(0, 1.0)),
-    ("item assignment", lambda a: a.__setitem__(slice(0, 1), 1.0)),
+    ("item assignment", lambda a: a.__setitem__((0, slice(None)), 1.0)),
 ])
 def test_host_element_access_is_a_type_error_naming_numpy(what, action):
     a = host()

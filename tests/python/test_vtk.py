@@ -401,6 +401,23 @@ def test_without_dlpack_support_both_directions_raise_runtime_error(absent):
         tvtk.init_level_zero()
 
 
+def test_without_dlpack_support_the_message_names_the_route_that_works(absent):
+    with pytest.raises(RuntimeError) as info:
+        tvtk.vtk_to_array(make_vtk("vtkFloatArray", [1.0, 2.0]))
+    text = str(info.value)
+    assert "tack.asarray(vtk_array)" in text
+    assert "numpy_support.numpy_to_vtk(np.asarray(a), deep=False)" in text
+    # The route works with this VTK, without a copy either way.
+    v = make_vtk("vtkFloatArray", [1.0, 2.0, 3.0])
+    a = tack.asarray(v)
+    assert a.ptr == vtk_address(v) and a.to_numpy().tolist() == [1.0, 2.0, 3.0]
+    b = tack.array(np.arange(4, dtype=np.float32))
+    w = numpy_support.numpy_to_vtk(np.asarray(b), deep=False)
+    assert vtk_address(w) == b.ptr
+    b.fill(5)
+    assert w.GetValue(3) == 5
+
+
 @pytest.mark.skipif(WHEEL_HAS_SUPPORT, reason="this VTK wheel provides dlpack_support")
 def test_the_pypi_wheel_really_lacks_dlpack_support():
     """Without the provider installed, the real wheel gives the RuntimeError."""

@@ -79,5 +79,15 @@ else:
     raise AssertionError("c[0] did not raise TypeError")
 block = a[1:3]  # slices alone: NumPy's view of the block
 assert block.ctypes.data == a.ptr + 4
+assert c.dtype == np.int64 and np.result_type(c) == np.int64  # a numpy.dtype
+c[:, 1:] = 0  # basic slices write a host array in place
+assert np.asarray(c).tolist() == [[1, 0], [3, 0]]
+try:
+    c == dd  # noqa: B015
+except TypeError as exc:
+    assert "np.asarray(a)" in str(exc)
+else:
+    raise AssertionError("c == dd did not raise TypeError")
+assert tack.memory_space(c.ptr) == "cpu" and tack.memory_space(np.uint64(c.ptr)) == "cpu"
 
 print("README examples: ok")

@@ -54,19 +54,31 @@ def _dlpack_support():
     except ModuleNotFoundError as exc:
         if exc.name not in _MISSING_MEANS_NO_SUPPORT:
             raise
+        installed = _installed_vtk()
+        # Host memory needs no dlpack_support: VTK's arrays speak the buffer
+        # protocol, and numpy_support wraps a NumPy view without a copy.
+        route = (
+            "; with this VTK, host arrays already cross without a copy: "
+            "tack.asarray(vtk_array) shares a VTK array's memory, and "
+            "vtkmodules.util.numpy_support.numpy_to_vtk(np.asarray(a), deep=False) "
+            "shares a host tack.Array's (keep `a` alive while VTK uses it)"
+            if installed else ""
+        )
         raise RuntimeError(
-            f"tack.interop.vtk needs {_SUPPORT}, and {_installed_vtk()}: install a VTK "
+            f"tack.interop.vtk needs {_SUPPORT}, and "
+            f"{installed or 'VTK is not installed'}: install a VTK "
             f"whose Python package includes {_SUPPORT} (any build exchanges host "
-            "arrays; device arrays need VTK built with Viskores)"
+            f"arrays; device arrays need VTK built with Viskores){route}"
         ) from exc
     return support
 
 
 def _installed_vtk():
+    """The sentence for a VTK without dlpack_support; "" without VTK."""
     try:
         from vtkmodules.vtkCommonCore import vtkVersion
     except ImportError:
-        return "VTK is not installed"
+        return ""
     return f"the installed VTK {vtkVersion.GetVTKVersion()} does not provide it"
 
 
