@@ -274,7 +274,7 @@ static tack_status unsupported(const tack_device *d)
  * otherwise. The compile log stays for the details. Else `st` unchanged. */
 static tack_status signature_mismatch(const tack_kernel *k, tack_status st)
 {
-    if (st != TACK_ERUNTIME)
+    if (st != TACK_ECOMPILE && st != TACK_ERUNTIME)
         return st;
     const char *log = tack_kernel_compile_log();
     const char *at = log ? strstr(log, TACK_SIGNATURE_MARKER) : NULL;
