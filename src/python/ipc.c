@@ -548,7 +548,15 @@ int tack_py_multiprocessing_register(void)
     Py_XDECREF(pickler);
     if (!r) {
         Py_XDECREF(reduction);
-        return -1;
+        /* Registering is for a later multiprocessing send, not for the call
+         * that asks: it must not fail that call (an import needs descriptors,
+         * and a receive may have taken the last one). Unregistered, arrays
+         * pickle by value until a later call registers. An interrupt still
+         * goes through. */
+        if (tack_py_exception_must_propagate())
+            return -1;
+        PyErr_Clear();
+        return 0;
     }
     Py_DECREF(r);
     reduction_module = reduction;
