@@ -64,9 +64,9 @@ build: install
 
 $(BUILD)/ctest/build.ninja: $(VENV)/.stamp
 	$(MESON) setup $(BUILD)/ctest -Dpython=false -Dtests=true -Db_sanitize=address,undefined \
-		-Dbuildtype=debug -Db_lundef=false -Dwerror=true --wipe >/dev/null 2>&1 || \
+		-Dbuildtype=debug -Db_lundef=false -Dwerror=true -Dtest_hooks=true --wipe >/dev/null 2>&1 || \
 	$(MESON) setup $(BUILD)/ctest -Dpython=false -Dtests=true -Db_sanitize=address,undefined \
-		-Dbuildtype=debug -Db_lundef=false -Dwerror=true
+		-Dbuildtype=debug -Db_lundef=false -Dwerror=true -Dtest_hooks=true
 
 ctest: $(BUILD)/ctest/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
