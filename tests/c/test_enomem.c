@@ -419,7 +419,7 @@ static tack_status call_export(void *p)
     struct array_ctx *c = p;
     memset(&exported, 0, sizeof exported);
     tack_status st = tack_array_export_memory(c->array, &exported);
-    return finish(c, st, NULL);
+    return finish(c, st, UNTOUCHED);
 }
 
 static void undo_prepared(void *p, tack_status st)
@@ -465,7 +465,7 @@ static tack_status call_send(void *p)
 {
     struct array_ctx *c = p;
     tack_status st = tack_array_send(sockets[0], c->array);
-    return finish(c, st, NULL);
+    return finish(c, st, UNTOUCHED);
 }
 
 static void undo_sockets(void *p, tack_status st)
@@ -625,6 +625,96 @@ static void test_kernels(void)
     remove_tree(dir);
 }
 
+/* ---- the GPU backends, on their simulated drivers ----------------------------- */
+
+static void sweep_backend(const char *name, int kernels)
+{
+    struct open_ctx o = {name, NULL};
+    struct swept s1 = {"tack_device_open", NULL, call_open, undo_open, &o, {0}, NULL};
+    printf("%s: ", name);
+    SWEEP(&s1);
+    struct array_ctx c = {0};
+    if (tack_device_open(name, NULL, 0, &c.device) != TACK_OK) {
+        fprintf(stderr, "%s: %s\n", name, tack_last_error());
+        check_failures++;
+        return;
+    }
+    struct swept s2 = {"tack_array_empty", NULL, call_empty, undo_array, &c, {0}, NULL};
+    printf("%s: ", name);
+    SWEEP(&s2);
+    c.exportable = 1;
+    printf("%s: ", name);
+    s2.name = "tack_array_empty(exportable)";
+    SWEEP(&s2);
+    int64_t shape[2] = {3, 7};
+    tack_device *host = cpu();
+    CHECK_OK(tack_array_empty(host, TACK_F32, 2, shape, 0, &c.array));
+    struct swept s3 = {"tack_array_to_device", NULL, call_to_device, undo_array, &c, {&c.array->refs}, NULL};
+    printf("%s: ", name);
+    SWEEP(&s3);
+    tack_array_release(c.array);
+    CHECK_OK(tack_array_empty(c.device, TACK_F32, 2, shape, 0, &c.array));
+    struct swept s4 = {"tack_array_to_dlpack_versioned", NULL, call_to_dlpack_versioned, undo_tensor_versioned,
+                       &c, {&c.array->refs}, NULL};
+    printf("%s: ", name);
+    SWEEP(&s4);
+    tack_array_release(c.array);
+    c.array = NULL;
+    struct swept s5 = {"tack_array_export_memory", prepare_exportable, call_export, undo_prepared, &c, {0}, NULL};
+    prepare_exportable(&c);
+    memset(&exported, 0, sizeof exported);
+    int exports = tack_array_export_memory(c.array, &exported) == TACK_OK;
+    tack_array_release(c.array);
+    if (exports) {
+        printf("%s: ", name);
+        SWEEP(&s5);
+        struct swept s6 = {"tack_array_import_memory", prepare_exported, call_import, undo_import_memory, &c, {0},
+                           NULL};
+        printf("%s: ", name);
+        SWEEP(&s6);
+    }
+    if (kernels) {
+        char dir[] = "/tmp/tack-enomem-XXXXXX";
+        CHECK(cache_dir_set(dir));
+        struct kernel_ctx k = {.device = c.device};
+        struct swept s7 = {"tack_kernel_build", prepare_kernel, call_build, undo_prepared_kernel, &k, {0}, NULL};
+        printf("%s: ", name);
+        SWEEP(&s7);
+        s7.name = "tack_kernel_build(cached)";
+        printf("%s: ", name);
+        SWEEP(&s7);
+        CHECK_OK(tack_array_empty(c.device, TACK_F32, 1, shape, 0, &k.x));
+        CHECK_OK(tack_array_empty(c.device, TACK_F32, 1, shape, 0, &k.y));
+        CHECK_OK(tack_kernel_create(saxpy_source, NULL, &k.kernel));
+        struct swept s8 = {"tack_kernel_launch", NULL, call_launch, NULL, &k, {&k.x->refs, &k.y->refs, &k.kernel->refs},
+                           NULL};
+        printf("%s: ", name);
+        SWEEP(&s8);
+        tack_kernel_release(k.kernel);
+        tack_array_release(k.x);
+        tack_array_release(k.y);
+        CHECK_OK(tack_device_synchronize(c.device));
+        remove_tree(dir);
+    }
+    tack_device_release(c.device);
+    tack_device_release(host);
+}
+
+static void test_cuda(void)
+{
+    sweep_backend("cuda", 0);
+}
+
+static void test_level_zero(void)
+{
+    sweep_backend("level_zero", 1);
+}
+
+static void test_hip(void)
+{
+    sweep_backend("hip", 1);
+}
+
 /* ---- reports -------------------------------------------------------------------- */
 
 static tack_backend_report report;
@@ -668,5 +758,8 @@ int main(void)
     RUN(test_export_import);
     RUN(test_kernels);
     RUN(test_describe);
+    RUN(test_cuda);
+    RUN(test_level_zero);
+    RUN(test_hip);
     CHECK_DONE();
 }
