@@ -58,6 +58,10 @@ struct swept {
     /* Optional: the call's own state beside the counts (a deleter not
      * called); compared like them. */
     long (*extra)(void *ctx);
+    /* What the call returns when no allocation fails: TACK_OK, or the
+     * error of a call that fails anyway (a source that does not compile),
+     * which a failed allocation may return instead of TACK_ENOMEM. */
+    tack_status want;
 };
 
 static void state_read(const struct swept *s, struct state *out)
@@ -86,7 +90,8 @@ static long sweep_at(const char *file, int line, struct swept *s)
         tack_test_fail_allocation(-1);
         if (st != TACK_OK) {
             state_read(s, &after);
-            if (st != TACK_ENOMEM || !failed || !tack_last_error()[0] || memcmp(&before, &after, sizeof before)) {
+            int wrong = (st != TACK_ENOMEM && st != s->want) || !tack_last_error()[0];
+            if (failed && (wrong || memcmp(&before, &after, sizeof before))) {
                 fprintf(stderr,
                         "%s:%d: %s with allocation %ld failing: %s (%s); arrays %ld->%ld buffers %ld->%ld "
                         "exports %ld->%ld descriptors %d->%d refs %ld,%ld,%ld,%ld -> %ld,%ld,%ld,%ld\n",
@@ -101,10 +106,14 @@ static long sweep_at(const char *file, int line, struct swept *s)
             s->undo(s->ctx, st);
         /* A success that no failure reached: the sweep is complete. A
          * success despite one is an allocation the call can do without. */
-        if (st == TACK_OK && !failed)
+        if (!failed) {
+            if (st != s->want) {
+                fprintf(stderr, "%s:%d: %s returned %s with no allocation failing (%s)\n", file, line, s->name,
+                        tack_status_name(st), tack_last_error());
+                check_failures++;
+            }
             break;
-        if (st != TACK_OK && !failed)
-            break; /* reported above */
+        }
         if (n > 100000) {
             fprintf(stderr, "%s:%d: %s: no end to its allocations\n", file, line, s->name);
             check_failures++;
@@ -590,6 +599,19 @@ static tack_status call_generated(void *p)
     return st;
 }
 
+static const char broken_source[] = "#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n";
+
+static tack_status call_compile_broken(void *p)
+{
+    struct kernel_ctx *c = p;
+    tack_kernel *k = UNTOUCHED;
+    tack_status st = tack_kernel_compile(broken_source, NULL, c->device, &k);
+    if (st != TACK_OK && k != UNTOUCHED)
+        return TACK_EBUFFER;
+    c->out = k;
+    return st;
+}
+
 static void test_kernels(void)
 {
     char dir[] = "/tmp/tack-enomem-XXXXXX";
@@ -614,6 +636,10 @@ static void test_kernels(void)
     SWEEP(&s3);
     struct swept s4 = {"tack_kernel_compile", NULL, call_compile, undo_kernel, &c, {0}, NULL};
     SWEEP(&s4);
+    /* A source that does not compile: the compiler's log is kept. */
+    struct swept s6 = {"tack_kernel_compile(error)", NULL, call_compile_broken, undo_kernel, &c, {0}, NULL,
+                       TACK_ERUNTIME};
+    SWEEP(&s6);
     CHECK_OK(tack_kernel_create(saxpy_source, NULL, &c.kernel));
     struct swept s5 = {"tack_kernel_launch", NULL, call_launch, NULL, &c,
                        {&c.x->refs, &c.y->refs, &c.kernel->refs}, NULL};
@@ -626,6 +652,13 @@ static void test_kernels(void)
 }
 
 /* ---- the GPU backends, on their simulated drivers ----------------------------- */
+
+static tack_status call_fill(void *p)
+{
+    struct array_ctx *c = p;
+    float one = 1.0f;
+    return tack_array_fill(c->array, &one);
+}
 
 static void sweep_backend(const char *name, int kernels)
 {
@@ -654,6 +687,9 @@ static void sweep_backend(const char *name, int kernels)
     SWEEP(&s3);
     tack_array_release(c.array);
     CHECK_OK(tack_array_empty(c.device, TACK_F32, 2, shape, 0, &c.array));
+    struct swept s9 = {"tack_array_fill", NULL, call_fill, NULL, &c, {&c.array->refs}, NULL};
+    printf("%s: ", name);
+    SWEEP(&s9);
     struct swept s4 = {"tack_array_to_dlpack_versioned", NULL, call_to_dlpack_versioned, undo_tensor_versioned,
                        &c, {&c.array->refs}, NULL};
     printf("%s: ", name);
