@@ -1,5 +1,6 @@
 # make demo: build, install into .venv, run the walkthrough.
-# make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK,
+# make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK
+#            (and again against an ASan + UBSan build of the extension),
 #            then the C install, the public headers and the wheel.
 PYTHON ?= python3
 VENV := .venv
