@@ -1,5 +1,6 @@
 # make demo: build, install into .venv, run the walkthrough.
-# make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK,
+# make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK
+#            (and again against an ASan + UBSan build of the extension),
 #            then the C install, the public headers and the wheel.
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ MESON := $(VENV)/bin/meson
 BUILD := build
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv sysdeps build install ctest pytest pytest-pythons test demo bench clean help \
+.PHONY: all venv sysdeps build install ctest pytest pytest-asan asan-install pytest-pythons test demo bench clean help \
 	install-c wheel sdist test-install test-headers test-wheel
 
 # Debian packages: a C compiler; clang for the fuzzer; the Level Zero and HIP
@@ -26,6 +27,7 @@ help:
 	@echo "make test    C tests under ASan/UBSan, then pytest"
 	@echo "make install (re)build the extension into $(VENV)"
 	@echo "make ctest   C tests only;  make pytest  Python tests only;  make bench  benchmarks"
+	@echo "make pytest-asan  the Python tests against the extension built with ASan and UBSan"
 	@echo "make pytest-pythons  the Python tests on another CPython (3.13, 3.12), NumPy only"
 	@echo "make install-c PREFIX=<dir>  the C library, headers, tack.pc, CMake package (DESTDIR respected)"
 	@echo "make wheel   dist/tack_arrays-*-manylinux_2_28_x86_64.whl;  make sdist  dist/tack_arrays-*.tar.gz"
@@ -64,9 +66,9 @@ build: install
 
 $(BUILD)/ctest/build.ninja: $(VENV)/.stamp
 	$(MESON) setup $(BUILD)/ctest -Dpython=false -Dtests=true -Db_sanitize=address,undefined \
-		-Dbuildtype=debug -Db_lundef=false -Dwerror=true --wipe >/dev/null 2>&1 || \
+		-Dbuildtype=debug -Db_lundef=false -Dwerror=true -Dtest_hooks=true --wipe >/dev/null 2>&1 || \
 	$(MESON) setup $(BUILD)/ctest -Dpython=false -Dtests=true -Db_sanitize=address,undefined \
-		-Dbuildtype=debug -Db_lundef=false -Dwerror=true
+		-Dbuildtype=debug -Db_lundef=false -Dwerror=true -Dtest_hooks=true
 
 ctest: $(BUILD)/ctest/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
@@ -75,12 +77,46 @@ ctest: $(BUILD)/ctest/build.ninja
 pytest: install
 	cd tests/python && ../../$(PY) -m pytest -q -p no:cacheprovider .
 
+# The suite again against the extension built with AddressSanitizer and
+# UndefinedBehaviorSanitizer, so that a use after free or an overflow in the
+# extension fails the run rather than passing by luck. A second build
+# (build/asan) installed into a folder of its own, which PYTHONPATH puts
+# before the venv's site-packages: the normal install stays as it is.
+# CPython is not instrumented, so the ASan runtime is preloaded (the
+# extension's UBSan runtime loads as its dependency), and libstdc++ with it:
+# ASan finds the C++ throw it intercepts only in libraries loaded before it
+# starts, and PyTorch throws through it. Leaks are not checked here (CPython
+# keeps memory at exit by design; the C tests check libtack's leaks). A
+# report goes to build/asan/report.<pid>, printed when the run fails, since
+# pytest's capture would lose a process's last words.
+# tests/python/conftest.py skips what cannot run or is too slow under the
+# sanitizers, saying why.
+ASAN_BUILD := $(BUILD)/asan
+ASAN_SITE := $(abspath $(ASAN_BUILD))/site
+ASAN_REPORT := $(abspath $(ASAN_BUILD))/report
+ASAN_CC ?= gcc
+ASAN_PRELOAD = $(shell $(ASAN_CC) -print-file-name=libasan.so) $(shell $(ASAN_CC) -print-file-name=libstdc++.so.6)
+
+asan-install: $(VENV)/.stamp
+	CC=$(ASAN_CC) $(PY) -m pip install -q --no-build-isolation --no-deps --upgrade --target $(ASAN_SITE) \
+		-Cbuild-dir=$(ASAN_BUILD)/py -Csetup-args=-Db_sanitize=address,undefined -Csetup-args=-Db_lundef=false \
+		-Csetup-args=-Dbuildtype=debugoptimized -Csetup-args=-Dwerror=true .
+	@# Tack looks for NVRTC's wheel beside its own package, as it is installed.
+	$(if $(wildcard $(VENV)/lib/python3*/site-packages/nvidia),ln -sfn $(abspath $(firstword $(wildcard $(VENV)/lib/python3*/site-packages/nvidia))) $(ASAN_SITE)/nvidia)
+
+pytest-asan: asan-install
+	@rm -f $(ASAN_REPORT).*
+	cd tests/python && LD_PRELOAD="$(ASAN_PRELOAD)" PYTHONPATH=$(ASAN_SITE) TACK_SANITIZED=$(ASAN_SITE) \
+		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:log_path=$(ASAN_REPORT) \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(ASAN_REPORT) \
+		../../$(PY) -m pytest -q -p no:cacheprovider . || { s=$$?; cat $(ASAN_REPORT).* 2>/dev/null; exit $$s; }
+
 # The suite again on the newest other CPython (3.13, 3.12) found on PATH or
 # in pyenv, with NumPy only; says so and passes when there is none.
 pytest-pythons: install
 	tests/pythons/run.sh
 
-test: ctest pytest pytest-pythons fuzz-corpus test-install test-headers test-wheel
+test: ctest pytest pytest-asan pytest-pythons fuzz-corpus test-install test-headers test-wheel
 
 demo: install
 	$(PY) -m tack.demo

@@ -7,6 +7,25 @@
 
 #include "tack/tack.h"
 
+#ifdef TACK_TEST_HOOKS
+/* Test builds (meson -Dtest_hooks=true): every allocation in libtack goes
+ * through the failing allocator (test_hooks.c), which a test tells to fail
+ * the n-th one, so that every out-of-memory path runs. The C library's
+ * headers come first, so that their declarations keep their names. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_hooks.h"
+#undef malloc
+#undef calloc
+#undef realloc
+#undef strdup
+#define malloc tack_test_malloc
+#define calloc tack_test_calloc
+#define realloc tack_test_realloc
+#define strdup tack_test_strdup
+#endif
+
 /* Sets the thread's message and returns `status`. */
 tack_status tack_error_set(tack_status status, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -594,3 +594,49 @@ def nvrtc_or_skip():
         if "NVRTC" in str(exc) and "not" in str(exc):
             pytest.skip(f"NVRTC is not available: {exc}")
         raise
+
+
+# --------------------------------------------------------------------------
+# the run against the extension built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (make pytest-asan), which sets TACK_SANITIZED
+# to the folder that build is installed in
+
+SANITIZED = os.environ.get("TACK_SANITIZED")
+
+# Files that do not run there, and why. Everything else does, so a new test
+# file runs under the sanitizers unless it is named here.
+NOT_SANITIZED = {
+    "test_repository.py": "checks the source tree, not the extension",
+    "test_typing.py": "checks the stubs with mypy; nothing there is the extension's memory",
+    "test_symbols.py": "checks the release build's symbol table; the sanitized build's is the sanitizers' too",
+    "test_gpu_script.py": "checks tests/gpu/run.sh, not the extension",
+    "test_soak.py": "a soak run; its exchanges are covered by the DLPack tests, which do run",
+    "test_demo.py": "runs the whole tour in child interpreters (MPI, JAX, Warp), minutes under the sanitizers",
+    "test_mpi.py": "mpirun's process tree; Tack's side is covered by the IPC and DLPack tests, which do run",
+    "test_lifetime.py::test_export_import_cycles_do_not_grow":
+        "ASan holds freed memory in quarantine, so resident memory grows by design",
+    "test_show_config.py::test_nvrtc_from_its_wheel":
+        "checks the path of NVRTC's wheel, which the sanitized build reaches through a link into the venv",
+}
+
+
+def pytest_sessionstart(session):
+    session.config.addinivalue_line(
+        "markers", "not_asan: a case that does not run against the sanitized build (the mark's reason says why)")
+    if SANITIZED:
+        # A run that imported the release build instead would pass and prove nothing.
+        where = os.path.realpath(tack._tack.__file__)
+        if not where.startswith(os.path.realpath(SANITIZED) + os.sep):
+            raise pytest.UsageError(f"TACK_SANITIZED is {SANITIZED}, but tack._tack was imported from {where}")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not SANITIZED:
+        return
+    for item in items:
+        reason = NOT_SANITIZED.get(item.path.name) or NOT_SANITIZED.get(f"{item.path.name}::{item.originalname}")
+        mark = item.get_closest_marker("not_asan")
+        if mark is not None:
+            reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "marked not_asan")
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=f"not under the sanitizers: {reason}"))
