@@ -638,7 +638,7 @@ static void test_kernels(void)
     SWEEP(&s4);
     /* A source that does not compile: the compiler's log is kept. */
     struct swept s6 = {"tack_kernel_compile(error)", NULL, call_compile_broken, undo_kernel, &c, {0}, NULL,
-                       TACK_ERUNTIME};
+                       TACK_ECOMPILE};
     SWEEP(&s6);
     CHECK_OK(tack_kernel_create(saxpy_source, NULL, &c.kernel));
     struct swept s5 = {"tack_kernel_launch", NULL, call_launch, NULL, &c,
@@ -775,7 +775,7 @@ static void test_the_hook_fails_allocations(void)
     tack_array *a = UNTOUCHED;
     tack_test_fail_allocation(0);
     CHECK_STATUS(tack_array_empty(d, TACK_F32, 1, &n, 0, &a), TACK_ENOMEM);
-    CHECK(tack_test_allocation_failed() && tack_test_allocations() == 1);
+    CHECK(tack_test_allocation_failed() && tack_test_allocations() >= 1);
     tack_test_fail_allocation(-1);
     CHECK(a == UNTOUCHED);
     CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
