@@ -10,6 +10,7 @@
  * Each prints "ok <mode>" last; a failed check prints where and exits 1. */
 #include <tack/python.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -74,6 +75,48 @@ static int libtack_mappings(void)
     return n;
 }
 
+/* The threads of this process. */
+static int threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* One worker pool: a parallel kernel launched from C starts it, one
+ * launched from Python uses it and starts no other. */
+static void one_pool(void)
+{
+    tack_device *cpu;
+    CHECK(tack_device_open("cpu", NULL, 0, &cpu) == TACK_OK);
+    int64_t n = 1 << 16;
+    tack_array *u;
+    CHECK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &u) == TACK_OK);
+    tack_kernel *k;
+    CHECK(tack_kernel_compile("void inc(tack_index i, float *u) { u[i] = 1; }", NULL, cpu, &k) == TACK_OK);
+    tack_arg arg = tack_arg_array(u);
+    CHECK(tack_kernel_launch(k, cpu, n, &arg, 1) == TACK_OK);
+    int after_c = threads();
+    PyObject *r = run_with("import tack\n"
+                           "k = tack.Kernel('void twice(tack_index i, float *u) { u[i] *= 2; }')\n"
+                           "u = tack.zeros(1 << 16, tack.f32)\n"
+                           "k(u)\n"
+                           "result = 0\n",
+                           NULL);
+    CHECK(r);
+    Py_DECREF(r);
+    int after_python = threads();
+    printf("threads: %d after C's kernel, %d after Python's\n", after_c, after_python);
+    CHECK(after_c == after_python);
+    tack_kernel_release(k);
+    tack_array_release(u);
+    tack_device_release(cpu);
+}
+
 /* Live arrays and buffers, checked to be what Python counts too: one
  * libtack, one set of counters, so an array made in C is one Python sees. */
 static long live(void)
@@ -93,6 +136,7 @@ static void roundtrip(void)
     CHECK(tack_py_import() == 0); /* again: harmless */
     /* Importing tack loaded no second Tack beside the one linked here. */
     CHECK(libtack_mappings() == 1);
+    one_pool();
     long before = live();
 
     tack_device *cpu;

@@ -67,15 +67,19 @@ def run(program, mode, timeout=120, **extra):
     return out
 
 
-def test_an_array_goes_from_c_to_python_and_back_without_a_copy(program):
-    # In the program: tack.Array.ptr and NumPy's address are the C array's
+def test_an_array_goes_from_c_to_python_and_back_without_a_copy(program, tmp_path):
+    # In the program: Python counts the arrays C made (one set of counters),
+    # tack.Array.ptr and NumPy's address are the C array's
     # data pointer, NumPy's write is read in C, tack_py_to_array returns the
     # same tack_array, a NumPy array arrives over its own memory, and every
     # count returns to where it was.
-    out = run(program, "roundtrip")
-    # One Tack: the extension bound to the libtack the program links.
+    out = run(program, "roundtrip", TACK_NUM_THREADS="4", TACK_SERIAL_BELOW="0", TACK_CACHE_DIR=str(tmp_path))
+    # One Tack: the extension bound to the libtack the program links, and
+    # Python's kernel ran on the pool C's started (the main thread and 3
+    # workers; a second pool would add 3 more).
     mappings = re.findall(r"libtack mapping: (.*)", out)
     assert [os.path.realpath(m.strip()) for m in mappings] == [package_libtack()], out
+    assert "threads: 4 after C's kernel, 4 after Python's" in out, out
 
 
 def test_atomics_are_exact_between_a_c_thread_and_python_on_one_array(program, tmp_path):
