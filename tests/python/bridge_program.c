@@ -6,6 +6,7 @@
  *     bridge_program missing      no tack module: tack_py_import fails cleanly
  *     bridge_program unimported   the bridge used before tack_py_import
  *     bridge_program atomics      a C thread and Python's histogram on one array
+ *     bridge_program foreign      the same, Python passing the address to a library
  *
  * Each prints "ok <mode>" last; a failed check prints where and exits 1. */
 #include <tack/python.h>
@@ -307,10 +308,20 @@ static void *c_thread(void *arg)
     return NULL;
 }
 
+/* A library that knows nothing of Tack, to which Python passes the
+ * addresses of arrays (ctypes, as a binding would): its own histogram, by
+ * hardware atomics. */
+static void library_hist(const uint8_t *v, uint32_t *bins, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        atomic_fetch_add_explicit((_Atomic uint32_t *)&bins[v[i]], 1u, memory_order_relaxed);
+}
+
 /* A C thread and the embedded Python launch the same tack_atomic_add
  * histogram at once on one array allocated here and handed to Python by
- * the bridge: every update lands, RUNS times over. */
-static void atomics(void)
+ * the bridge (foreign: Python hands its address on to library_hist
+ * instead): every update lands, RUNS times over. */
+static void atomics(int foreign)
 {
     CHECK(tack_py_import() == 0);
     CHECK(libtack_mappings() == 1);
@@ -337,8 +348,20 @@ static void atomics(void)
     CHECK(PyDict_SetItemString(globals, "v", py_values) == 0 && PyDict_SetItemString(globals, "bins", py_bins) == 0);
     /* Compiled and loaded on both sides before the runs, which then
      * overlap from their first launch. */
-    PyObject *r = PyRun_String("import tack\nk = tack.Kernel('" HIST "')\nk.launch(1, v, bins)\n", Py_file_input,
-                               globals, globals);
+    PyObject *address = PyLong_FromUnsignedLongLong((uintptr_t)&library_hist);
+    CHECK(address && PyDict_SetItemString(globals, "library_hist", address) == 0);
+    Py_DECREF(address);
+    PyObject *r = PyRun_String(foreign ? "import ctypes\n"
+                                         "h = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)"
+                                         "(library_hist)\n"
+                                         "def side():\n"
+                                         "    for _ in range(" STR(LAUNCHES) "):\n"
+                                         "        h(v.ptr, bins.ptr, " STR(VALUES) ")\n"
+                                       : "import tack\nk = tack.Kernel('" HIST "')\nk.launch(1, v, bins)\n"
+                                         "def side():\n"
+                                         "    for _ in range(" STR(LAUNCHES) "):\n"
+                                         "        k.launch(" STR(VALUES) ", v, bins)\n",
+                               Py_file_input, globals, globals);
     CHECK(r);
     Py_DECREF(r);
     tack_arg warm[2] = {tack_arg_array(values), tack_arg_array(bins)};
@@ -355,8 +378,7 @@ static void atomics(void)
         CHECK(pthread_create(&thread, NULL, c_thread, &c) == 0);
         atomic_store(&go, 1);
         double start = now();
-        r = PyRun_String("for _ in range(" STR(LAUNCHES) "):\n    k.launch(" STR(VALUES) ", v, bins)\n", Py_file_input,
-                         globals, globals);
+        r = PyRun_String("side()\n", Py_file_input, globals, globals);
         double end = now();
         CHECK(pthread_join(thread, NULL) == 0);
         /* A test of nothing unless the two sides ran at the same time. */
@@ -404,7 +426,9 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "unimported"))
         unimported();
     else if (!strcmp(argv[1], "atomics"))
-        atomics();
+        atomics(0);
+    else if (!strcmp(argv[1], "foreign"))
+        atomics(1);
     else
         return 2;
     CHECK(Py_FinalizeEx() == 0);

@@ -82,12 +82,16 @@ def test_an_array_goes_from_c_to_python_and_back_without_a_copy(program, tmp_pat
     assert "threads: 4 after C's kernel, 4 after Python's" in out, out
 
 
-def test_atomics_are_exact_between_a_c_thread_and_python_on_one_array(program, tmp_path):
-    # Both sides launch the same tack_atomic_add histogram at once on an
-    # array allocated in C and handed to Python by the bridge, 10 runs of
-    # 2 x 50 launches over 400,000 values; every launch runs on one thread
-    # (TACK_SERIAL_BELOW), where private memory may take plain atomics.
-    out = run(program, "atomics", timeout=600, TACK_SERIAL_BELOW=str(1 << 40), TACK_CACHE_DIR=str(tmp_path))
+@pytest.mark.parametrize("python_side", ["atomics", "foreign"], ids=["tack_kernel", "library_given_the_address"])
+def test_atomics_are_exact_between_a_c_thread_and_python_on_one_array(program, tmp_path, python_side):
+    # A C thread launches a tack_atomic_add histogram on an array allocated
+    # in C and handed to Python by the bridge while Python updates it too,
+    # at once: with the same kernel, or through a library (ctypes) that
+    # Python gives the array's address and that adds by hardware atomics.
+    # 10 runs of 2 x 50 passes over 400,000 values; every C launch runs on
+    # one thread (TACK_SERIAL_BELOW), where private memory may take plain
+    # atomics, which a writer outside Tack would interleave with.
+    out = run(program, python_side, timeout=600, TACK_SERIAL_BELOW=str(1 << 40), TACK_CACHE_DIR=str(tmp_path))
     runs = re.findall(r"run \d+: (-?\d+) of 40000000 updates lost", out)
     assert runs == ["0"] * 10, out
     # None of them used plain read-modify-writes on the handed-over memory.
