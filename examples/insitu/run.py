@@ -62,9 +62,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     configure = ["cmake", "-S", str(HERE), "-B", str(args.build), f"-DCMAKE_PREFIX_PATH={prefix.resolve()}",
                  f"-DPython3_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release"]
-    if args.prefix is None:
-        # A build folder configured before remembers the Tack it found.
-        configure.append(f"-DTack_DIR={prefix.resolve()}")
+    # A build folder configured before remembers the Tack it found.
+    tack_dir = prefix if args.prefix is None else prefix / "lib" / "cmake" / "Tack"
+    configure.append(f"-DTack_DIR={tack_dir.resolve()}")
     for command in (configure, ["cmake", "--build", str(args.build)]):
         r = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:

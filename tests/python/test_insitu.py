@@ -4,10 +4,9 @@ python -m tack --cmake-dir), embedding this Python, hands its field to
 analysis.py every 100 steps through <tack/python.h>.
 
 heat itself checks that one libtack is mapped once tack is imported, that
-NumPy's and Tack's addresses of the field are its
-own (zero copy), that Python's sum is C's, and that every count returns to
-where it was; it prints a step's line only after those checks pass, and
-"ok" last.
+NumPy's and Tack's addresses of the field are its own (zero copy), that
+Python's sum is C's, and that every count returns to where it was; it
+prints a step's line only after those checks pass, and "ok" last.
 """
 import os
 import pathlib
