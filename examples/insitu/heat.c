@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define N 128      /* the grid is N x N */
 #define STEPS 400
@@ -70,6 +71,31 @@ static unsigned long long address(PyObject *dict, const char *key)
     return a;
 }
 
+/* The libtack files mapped into this process, the last one found in
+ * *path (a static buffer). One when Python's tack bound to the libtack
+ * this program links; two copies of Tack would mean two device
+ * registries, two worker pools and two atomics gates. */
+static int libtack_mappings(const char **path)
+{
+    static char seen[8192];
+    char line[4096];
+    int n = 0;
+    seen[0] = 0;
+    *path = NULL;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    EXPECT(maps);
+    while (fgets(line, sizeof line, maps)) {
+        char *p = strchr(line, '/');
+        if (p && strstr(p, "/libtack.so") && !strstr(seen, p)) {
+            n++;
+            *path = seen + strlen(seen);
+            strncat(seen, p, sizeof seen - strlen(seen) - 1);
+        }
+    }
+    fclose(maps);
+    return n;
+}
+
 static long python_live(PyObject *analysis)
 {
     PyObject *r = PyObject_CallMethod(analysis, "live_arrays", NULL);
@@ -92,6 +118,10 @@ int main(int argc, char **argv)
     PY_TRY(tack_py_import() == 0);
     PyObject *analysis = PyImport_ImportModule("analysis");
     PY_TRY(analysis);
+    /* The tack module is loaded now: one Tack in the process. */
+    const char *lib;
+    EXPECT(libtack_mappings(&lib) == 1);
+    printf("one libtack in the process, shared by C and Python: %s", lib);
     long python_before = python_live(analysis);
 
     /* The field u and its next state v, a hot square in the middle. */

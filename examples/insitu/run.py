@@ -2,14 +2,16 @@
 
     python examples/insitu/run.py [--prefix P] [--build B] [--out O]
 
-with the Python that has tack installed. The C library comes from P (an
-install of make install-c), by default one built from this source tree
-into build/demo-c/prefix, the one `make demo` shows the C API with (a few
-seconds, once). CMake builds heat.c against it and this Python's
-libpython into B (build/insitu); heat runs with this Python's module
-path, writes its PNGs into O (build/insitu/png) and must end with "ok".
-Exits with heat's status; 0 with a line saying why when a tool it needs
-(cmake, make, a C compiler) is missing.
+with the Python that has tack installed. CMake finds Tack where this
+Python's tack says (python -m tack --cmake-dir): the libtack the package
+carries, the very file the extension loads, so the simulation and its
+analysis share one Tack; --prefix P takes another install (make install-c)
+of the same SONAME instead, which the extension then binds to. CMake builds
+heat.c against it and this Python's libpython into B (build/insitu); heat
+runs with this Python's module path, writes its PNGs into O
+(build/insitu/png) and must end with "ok". Exits with heat's status; 0
+with a line saying why when a tool it needs (cmake, make, a C compiler) is
+missing.
 """
 import argparse
 import os
@@ -29,21 +31,19 @@ def tools_missing():
     return None
 
 
-def c_install(prefix):
-    """libtack installed under `prefix` by make install-c; str: why not."""
-    # Meson runs in an environment of its own: this module path is not its.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    build = ROOT / "build" / "demo-c" / "build"
-    r = subprocess.run(["make", "--no-print-directory", "install-c", f"PREFIX={prefix}", f"C_BUILD={build}"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+def package_cmake_dir():
+    """The CMake package of the tack this Python imports, whose libtack is
+    the one the extension loads; str: why not."""
+    r = subprocess.run([sys.executable, "-m", "tack", "--cmake-dir"], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
-        return f"make install-c failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}"
-    return None
+        return None, f"python -m tack --cmake-dir failed (is tack installed in {sys.executable}?):\n{r.stderr}"
+    return pathlib.Path(r.stdout.strip()), None
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prefix", type=pathlib.Path, help="an installed Tack (default: built into build/demo-c)")
+    ap.add_argument("--prefix", type=pathlib.Path,
+                    help="another install of the same Tack (default: the package's, python -m tack --cmake-dir)")
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build" / "insitu")
     ap.add_argument("--out", type=pathlib.Path, help="where heat writes its PNGs (default: <build>/png)")
     args = ap.parse_args(argv)
@@ -54,8 +54,7 @@ def main(argv=None):
         return 0
     prefix = args.prefix
     if prefix is None:
-        prefix = ROOT / "build" / "demo-c" / "prefix"
-        why = c_install(prefix)
+        prefix, why = package_cmake_dir()
         if why:
             print(why, file=sys.stderr)
             return 1
@@ -63,6 +62,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     configure = ["cmake", "-S", str(HERE), "-B", str(args.build), f"-DCMAKE_PREFIX_PATH={prefix.resolve()}",
                  f"-DPython3_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release"]
+    # A build folder configured before remembers the Tack it found.
+    tack_dir = prefix if args.prefix is None else prefix / "lib" / "cmake" / "Tack"
+    configure.append(f"-DTack_DIR={tack_dir.resolve()}")
     for command in (configure, ["cmake", "--build", str(args.build)]):
         r = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:

@@ -110,9 +110,13 @@ static inline int tack_py_imported_(const char *call)
 }
 
 /* A new tack.Array over `array`'s memory (no copy), which retains `array`
- * (the caller keeps its own reference). New reference; NULL with a Python
- * exception on failure (ValueError for a NULL array, MemoryError), when
- * `array` is not retained. The GIL must be held. */
+ * (the caller keeps its own reference). It waits for the launches queued
+ * on the array and marks its buffer shared (tack_buffer_share), as every
+ * export does: Python may hand the memory on, so kernels with atomics then
+ * use locked atomics on it from C and Python alike. New reference; NULL
+ * with a Python exception on failure (ValueError for a NULL array,
+ * MemoryError, the exception of a failed wait), when `array` is not
+ * retained. The GIL must be held. */
 static inline PyObject *tack_py_from_array(tack_array *array)
 {
     return tack_py_imported_("tack_py_from_array") ? tack_py_api_table->from_array(array) : NULL;

@@ -10,6 +10,15 @@ static PyObject *capi_from_array(tack_array *array)
         PyErr_SetString(PyExc_ValueError, "tack_py_from_array: array is NULL; pass a live tack_array");
         return NULL;
     }
+    /* Python may pass the memory on where Tack cannot see it (an address,
+     * another library, another process), so from here no launch may treat
+     * it as private: plain read-modify-writes by a C thread would lose a
+     * Python caller's updates. It waits for the array's launches first
+     * (a failed wait sets no mark). Were tack_py_array_new to fail after
+     * it, the buffer would only take locked atomics from then on. */
+    tack_status st = tack_buffer_share(tack_array_buffer(array));
+    if (st != TACK_OK)
+        return tack_py_raise(st);
     /* On failure tack_py_array_new releases the reference taken here, so
      * the caller's own stays as it was. */
     return tack_py_array_new(tack_array_retain(array));

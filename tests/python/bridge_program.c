@@ -5,13 +5,19 @@
  *     bridge_program mismatch     a table of another ABI version is refused
  *     bridge_program missing      no tack module: tack_py_import fails cleanly
  *     bridge_program unimported   the bridge used before tack_py_import
+ *     bridge_program atomics      a C thread and Python's histogram on one array
+ *     bridge_program foreign      the same, Python passing the address to a library
  *
  * Each prints "ok <mode>" last; a failed check prints where and exits 1. */
 #include <tack/python.h>
 
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CHECK(cond)                                                                                                   \
     do {                                                                                                              \
@@ -49,24 +55,89 @@ static unsigned long long as_address(PyObject *o)
     return v;
 }
 
-/* Live arrays and buffers as both sides count them. Until the extension
- * links the shared libtack it carries a copy of its own with its own
- * counters: an array made by one copy and freed by the other moves one
- * count up and the other down, so the sum is what is right either way
- * (with one libtack both read the same counter, and both are zero). */
+/* The distinct libtack files mapped into this process: with the program
+ * linked against the package's libtack, the extension binds to that same
+ * file by its SONAME, so 1. Printed for the test to read as well. */
+static int libtack_mappings(void)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    CHECK(maps);
+    char line[4096], seen[8192] = "";
+    int n = 0;
+    while (fgets(line, sizeof line, maps)) {
+        char *path = strchr(line, '/');
+        if (path && strstr(path, "/libtack.so") && !strstr(seen, path)) {
+            n++;
+            strncat(seen, path, sizeof seen - strlen(seen) - 1);
+            printf("libtack mapping: %s", path);
+        }
+    }
+    fclose(maps);
+    return n;
+}
+
+/* The threads of this process. */
+static int threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* One worker pool: a parallel kernel launched from C starts it, one
+ * launched from Python uses it and starts no other. */
+static void one_pool(void)
+{
+    tack_device *cpu;
+    CHECK(tack_device_open("cpu", NULL, 0, &cpu) == TACK_OK);
+    int64_t n = 1 << 16;
+    tack_array *u;
+    CHECK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &u) == TACK_OK);
+    tack_kernel *k;
+    CHECK(tack_kernel_compile("void inc(tack_index i, float *u) { u[i] = 1; }", NULL, cpu, &k) == TACK_OK);
+    tack_arg arg = tack_arg_array(u);
+    CHECK(tack_kernel_launch(k, cpu, n, &arg, 1) == TACK_OK);
+    int after_c = threads();
+    PyObject *r = run_with("import tack\n"
+                           "k = tack.Kernel('void twice(tack_index i, float *u) { u[i] *= 2; }')\n"
+                           "u = tack.zeros(1 << 16, tack.f32)\n"
+                           "k(u)\n"
+                           "result = 0\n",
+                           NULL);
+    CHECK(r);
+    Py_DECREF(r);
+    int after_python = threads();
+    printf("threads: %d after C's kernel, %d after Python's\n", after_c, after_python);
+    CHECK(after_c == after_python);
+    tack_kernel_release(k);
+    tack_array_release(u);
+    tack_device_release(cpu);
+}
+
+/* Live arrays and buffers, checked to be what Python counts too: one
+ * libtack, one set of counters, so an array made in C is one Python sees. */
 static long live(void)
 {
     PyObject *r = run_with("import tack\nc = tack._tack.live_counts()\nresult = c['arrays'] + c['buffers']", NULL);
     CHECK(r && PyLong_Check(r));
     long python_side = PyLong_AsLong(r);
     Py_DECREF(r);
-    return tack_array_live_count() + tack_buffer_live_count() + python_side;
+    long c_side = tack_array_live_count() + tack_buffer_live_count();
+    CHECK(python_side == c_side);
+    return c_side;
 }
 
 static void roundtrip(void)
 {
     CHECK(tack_py_import() == 0);
     CHECK(tack_py_import() == 0); /* again: harmless */
+    /* Importing tack loaded no second Tack beside the one linked here. */
+    CHECK(libtack_mappings() == 1);
+    one_pool();
     long before = live();
 
     tack_device *cpu;
@@ -79,11 +150,15 @@ static void roundtrip(void)
         values[i] = (float)i;
     CHECK(tack_array_copy_from_host(a, values, sizeof values) == TACK_OK);
     float *data = tack_array_data(a);
+    CHECK(live() == before + 2); /* the array and its buffer, seen from Python too */
 
     /* C -> Python: the same memory, seen by Tack and by NumPy, written by
      * NumPy and read back in C. */
     PyObject *obj = tack_py_from_array(a);
     CHECK(obj);
+    /* Python may pass it on where Tack cannot see: no launch may treat it
+     * as private memory any more. */
+    CHECK(tack_buffer_is_shared(tack_array_buffer(a)));
     PyObject *type = run_with("import tack\nresult = tack.Array", NULL);
     CHECK(Py_TYPE(obj) == (PyTypeObject *)type);
     Py_DECREF(type);
@@ -195,6 +270,151 @@ static void unimported(void)
     tack_device_release(cpu);
 }
 
+/* The histogram both sides launch, and how much each does a run. */
+#define HIST "void hist(tack_index i, const uint8_t *v, uint32_t *bins) { tack_atomic_add(&bins[v[i]], 1u); }"
+#define VALUES 400000
+#define LAUNCHES 50
+#define RUNS 10
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+struct c_side {
+    tack_kernel *kernel;
+    tack_device *device;
+    tack_array *values, *bins;
+    atomic_int *go;
+    tack_status status;
+    double start, end;
+};
+
+static void *c_thread(void *arg)
+{
+    struct c_side *c = arg;
+    /* Started together with Python's launches, so that the two overlap. */
+    while (!atomic_load(c->go))
+        ;
+    tack_arg args[2] = {tack_arg_array(c->values), tack_arg_array(c->bins)};
+    c->start = now();
+    for (int i = 0; i < LAUNCHES && c->status == TACK_OK; i++)
+        c->status = tack_kernel_launch(c->kernel, c->device, VALUES, args, 2);
+    c->end = now();
+    return NULL;
+}
+
+/* A library that knows nothing of Tack, to which Python passes the
+ * addresses of arrays (ctypes, as a binding would): its own histogram, by
+ * hardware atomics. */
+static void library_hist(const uint8_t *v, uint32_t *bins, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        atomic_fetch_add_explicit((_Atomic uint32_t *)&bins[v[i]], 1u, memory_order_relaxed);
+}
+
+/* A C thread and the embedded Python launch the same tack_atomic_add
+ * histogram at once on one array allocated here and handed to Python by
+ * the bridge (foreign: Python hands its address on to library_hist
+ * instead): every update lands, RUNS times over. */
+static void atomics(int foreign)
+{
+    CHECK(tack_py_import() == 0);
+    CHECK(libtack_mappings() == 1);
+    tack_device *cpu;
+    CHECK(tack_device_open("cpu", NULL, 0, &cpu) == TACK_OK);
+    int64_t n = VALUES, nbins = 256;
+    tack_array *values, *bins;
+    CHECK(tack_array_empty(cpu, TACK_U8, 1, &n, 0, &values) == TACK_OK);
+    CHECK(tack_array_empty(cpu, TACK_U32, 1, &nbins, 0, &bins) == TACK_OK);
+    uint8_t *v = tack_array_data(values);
+    uint64_t expected[256] = {0};
+    for (int i = 0; i < VALUES; i++) {
+        v[i] = (uint8_t)((i * 2654435761u) >> 13);
+        expected[v[i]]++;
+    }
+    tack_kernel *kernel;
+    CHECK(tack_kernel_compile(HIST, NULL, cpu, &kernel) == TACK_OK);
+
+    PyObject *py_values = tack_py_from_array(values), *py_bins = tack_py_from_array(bins);
+    CHECK(py_values && py_bins);
+    CHECK(tack_buffer_is_shared(tack_array_buffer(bins)));
+    PyObject *globals = PyDict_New();
+    CHECK(globals && PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0);
+    CHECK(PyDict_SetItemString(globals, "v", py_values) == 0 && PyDict_SetItemString(globals, "bins", py_bins) == 0);
+    /* Compiled and loaded on both sides before the runs, which then
+     * overlap from their first launch. */
+    PyObject *address = PyLong_FromUnsignedLongLong((uintptr_t)&library_hist);
+    CHECK(address && PyDict_SetItemString(globals, "library_hist", address) == 0);
+    Py_DECREF(address);
+    PyObject *r = PyRun_String(foreign ? "import ctypes\n"
+                                         "h = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)"
+                                         "(library_hist)\n"
+                                         "def side():\n"
+                                         "    for _ in range(" STR(LAUNCHES) "):\n"
+                                         "        h(v.ptr, bins.ptr, " STR(VALUES) ")\n"
+                                       : "import tack\nk = tack.Kernel('" HIST "')\nk.launch(1, v, bins)\n"
+                                         "def side():\n"
+                                         "    for _ in range(" STR(LAUNCHES) "):\n"
+                                         "        k.launch(" STR(VALUES) ", v, bins)\n",
+                               Py_file_input, globals, globals);
+    CHECK(r);
+    Py_DECREF(r);
+    tack_arg warm[2] = {tack_arg_array(values), tack_arg_array(bins)};
+    CHECK(tack_kernel_launch(kernel, cpu, 1, warm, 2) == TACK_OK);
+    long plain_before;
+    tack_kernel_atomic_runs(&plain_before, NULL, NULL);
+
+    long lost_total = 0;
+    int overlapped = 0;
+    for (int run = 0; run < RUNS; run++) {
+        CHECK(tack_array_fill(bins, &(uint32_t){0}) == TACK_OK);
+        atomic_int go = 0;
+        struct c_side c = {kernel, cpu, values, bins, &go, TACK_OK, 0, 0};
+        pthread_t thread;
+        CHECK(pthread_create(&thread, NULL, c_thread, &c) == 0);
+        atomic_store(&go, 1);
+        double start = now();
+        r = PyRun_String("side()\n", Py_file_input, globals, globals);
+        double end = now();
+        CHECK(pthread_join(thread, NULL) == 0);
+        double overlap = (end < c.end ? end : c.end) - (start > c.start ? start : c.start);
+        overlapped += overlap > 0;
+        CHECK(r);
+        Py_DECREF(r);
+        CHECK(c.status == TACK_OK);
+        const uint32_t *got = tack_array_data(bins);
+        long lost = 0;
+        for (int b = 0; b < 256; b++)
+            lost += (long)(2 * LAUNCHES * expected[b]) - (long)got[b];
+        printf("run %d: %ld of %d updates lost (C and Python launched together for %.0f of %.0f ms)\n", run, lost,
+               2 * LAUNCHES * VALUES, 1e3 * overlap, 1e3 * ((end > c.end ? end : c.end) - (start < c.start ? start : c.start)));
+        lost_total += lost;
+    }
+    long plain_after;
+    tack_kernel_atomic_runs(&plain_after, NULL, NULL);
+    printf("lost in all: %ld; launches with plain atomics: %ld\n", lost_total, plain_after - plain_before);
+    fflush(stdout);
+    CHECK(lost_total == 0);
+    /* A test of nothing unless the two sides ran at the same time; on a
+     * busy machine a run may find one side's thread not yet scheduled. */
+    CHECK(overlapped >= RUNS / 2);
+    /* Memory handed to Python never gets plain read-modify-writes. */
+    CHECK(plain_after == plain_before);
+
+    Py_DECREF(globals);
+    Py_DECREF(py_values);
+    Py_DECREF(py_bins);
+    tack_kernel_release(kernel);
+    tack_array_release(values);
+    tack_array_release(bins);
+    tack_device_release(cpu);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -208,6 +428,10 @@ int main(int argc, char **argv)
         missing();
     else if (!strcmp(argv[1], "unimported"))
         unimported();
+    else if (!strcmp(argv[1], "atomics"))
+        atomics(0);
+    else if (!strcmp(argv[1], "foreign"))
+        atomics(1);
     else
         return 2;
     CHECK(Py_FinalizeEx() == 0);

@@ -1,12 +1,14 @@
 """The in-situ example (examples/insitu): a C heat-equation code built with
-CMake against an installed libtack, embedding this Python, hands its field
-to analysis.py every 100 steps through <tack/python.h>.
+CMake against this package's libtack (find_package(Tack) from
+python -m tack --cmake-dir), embedding this Python, hands its field to
+analysis.py every 100 steps through <tack/python.h>.
 
-heat itself checks that NumPy's and Tack's addresses of the field are its
-own (zero copy), that Python's sum is C's, and that every count returns to
-where it was; it prints a step's line only after those checks pass, and
-"ok" last.
+heat itself checks that one libtack is mapped once tack is imported, that
+NumPy's and Tack's addresses of the field are its own (zero copy), that
+Python's sum is C's, and that every count returns to where it was; it
+prints a step's line only after those checks pass, and "ok" last.
 """
+import os
 import pathlib
 import re
 import shutil
@@ -15,6 +17,8 @@ import subprocess
 import sys
 
 import pytest
+
+import tack
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUN = ROOT / "examples" / "insitu" / "run.py"
@@ -27,6 +31,11 @@ def test_the_simulation_hands_python_its_own_memory_and_everything_is_released(t
                        capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
+    # The extension bound to the very libtack the simulation links.
+    lib = re.findall(r"one libtack in the process, shared by C and Python: (.*)", r.stdout)
+    names = [n for n in os.listdir(tack.get_library_dir()) if n.startswith("libtack.so.")]
+    assert len(lib) == 1 and len(names) == 1, out
+    assert os.path.realpath(lib[0].strip()) == os.path.realpath(os.path.join(tack.get_library_dir(), names[0])), out
     steps = re.findall(r"step +(\d+): total heat [\d.]+, .* field at (0x[0-9a-f]+) in C, NumPy and Tack, PNG written",
                        r.stdout)
     assert [int(s) for s, _ in steps] == [100, 200, 300, 400], out
