@@ -1158,7 +1158,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
         tack_source_append(b, CPU_PLAIN_ATOMICS);
         cpu_kernel_copy(b, sig, source, "_tack_plain_", "");
     }
-    tack_source_put(b, "#if defined(__GNUC__)\n#pragma GCC visibility pop\n"
+    tack_source_put(b, "#if defined(__GNUC__)\n"
                        "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
                        "#if defined(__clang__)\n#define TACK_SIMD_ _Pragma(\"clang loop vectorize(assume_safety)\")\n"
                        "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
@@ -1180,10 +1180,6 @@ static const struct tack_dialect cpu_dialect = {
     .prelude = "#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n#include <math.h>\n"
                "typedef int64_t tack_index;\n"
                "#define TACK_BACKEND_CPU 1\n"
-               /* Hidden symbols bind inside the object: a helper named like a
-                * function already in the process (add, norm, main) is still
-                * ours, and calls to it can be inlined. The entry pops it. */
-               "#if defined(__GNUC__)\n#pragma GCC visibility push(hidden)\n#endif\n"
                /* Helpers a kernel may leave unused, which Clang's -Wall
                 * would report in a source file. */
                "#if defined(__GNUC__)\n#define TACK_INLINE_ static inline __attribute__((unused))\n"

@@ -817,11 +817,19 @@ static int find_on_path(const char *name, char *out, size_t cap)
  * and setting it is what keeps sqrt a call instead of one instruction, in
  * a loop that would otherwise vectorise (an n-body step: 34 ms to 20).
  * Unrolled: a loop whose trip count only the data knows (a Mandelbrot
- * point's) took 11% less, an n-body step 5%, for 5 ms more compile. */
+ * point's) took 11% less, an n-body step 5%, for 5 ms more compile.
+ * Hidden by default, the kernel's own functions bind inside the object (a
+ * helper named like a function already in the process, add or norm, is
+ * still its own, and calls to it can be inlined) while what it declares
+ * and does not define, printf or stderr from the C library, stays the
+ * library's: `#pragma GCC visibility push(hidden)` would hide those
+ * declarations too, and the link would fail. The entries say "default". */
 #if defined(__x86_64__) || defined(__aarch64__)
-static const char *const flags[] = {"-O3", "-march=native", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared"};
+static const char *const flags[] = {"-O3", "-march=native", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared",
+                                    "-fvisibility=hidden"};
 #else
-static const char *const flags[] = {"-O3", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared"};
+static const char *const flags[] = {"-O3", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared",
+                                    "-fvisibility=hidden"};
 #endif
 
 /* ---- running the compiler --------------------------------------------------

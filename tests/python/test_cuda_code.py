@@ -146,6 +146,20 @@ def test_a_cubin_for_each_architecture_nvrtc_lists(cuda_sim, tmp_path):
         assert out.startswith(f"cubin sm_{arch} "), out
 
 
+def test_target_without_a_device_is_the_kernels_own(cuda_sim, tmp_path):
+    n = newest()
+    out = build(cuda_sim, """
+        assert tack.get_default_device().backend == "cpu"
+        k = built()
+        k.build()  # its own device again: nothing more is loaded
+        assert stat("modules_loaded") == 1
+        assert k.target() == k.target("cuda"), (k.target(), k.target("cuda"))
+        print(k.target())
+        assert tack.Kernel(k.source).target() == "host"
+    """, n, n.driver, "9.0", tmp_path)
+    assert out.startswith("cubin sm_90 "), out
+
+
 # --------------------------------------------------------------------------
 # PTX when no NVRTC knows the GPU
 

@@ -11,6 +11,9 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     tack_kernel *kernel;
+    /* The device named at construction (or the default one then), which
+     * build() and target() mean when given none. */
+    tack_device *device;
     int nparams;
     int ndim; /* index parameters */
     /* Per parameter, from the signature, so that a launch need not ask. */
@@ -313,20 +316,22 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     tack_py_compile_begin(&gil);
     st = tack_kernel_build(k, device);
     tack_py_compile_end(&gil);
-    tack_device_release(device);
     if (st != TACK_OK || PyErr_Occurred()) {
         if (!PyErr_Occurred())
             raise_status(st);
+        tack_device_release(device);
         tack_kernel_release(k);
         return NULL;
     }
     KernelObject *self = (KernelObject *)type->tp_alloc(type, 0);
     if (!self) {
+        tack_device_release(device);
         tack_kernel_release(k);
         return NULL;
     }
     self->vectorcall = kernel_vectorcall;
     self->kernel = k;
+    self->device = device;
     self->nparams = tack_kernel_num_params(k);
     self->ndim = tack_kernel_ndim(k);
     for (int i = 0; i < self->nparams; i++) {
@@ -342,6 +347,7 @@ static void kernel_dealloc(PyObject *op)
 {
     KernelObject *self = (KernelObject *)op;
     tack_kernel_release(self->kernel);
+    tack_device_release(self->device);
     Py_TYPE(op)->tp_free(op);
 }
 
@@ -462,7 +468,7 @@ static PyObject *kernel_ptx(PyObject *op, PyObject *args, PyObject *kwargs)
 }
 
 /* build(device=None) and target(device=None): the kernel built for the
- * device (None: the default one) with the GIL released, so that Ctrl-C
+ * device (None: the kernel's own) with the GIL released, so that Ctrl-C
  * stops a compiler; with `text`, *text says what its code is. 0 with an
  * exception set on failure. */
 static int build_for(PyObject *op, PyObject *args, PyObject *kwargs, const char *format, const char **text)
@@ -472,7 +478,9 @@ static int build_for(PyObject *op, PyObject *args, PyObject *kwargs, const char 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, &device_obj))
         return 0;
     tack_device *device = NULL;
-    if (!tack_py_device_converter(device_obj, &device))
+    if (device_obj == Py_None)
+        device = tack_device_retain(((KernelObject *)op)->device);
+    else if (!tack_py_device_converter(device_obj, &device))
         return 0;
     tack_kernel *k = ((KernelObject *)op)->kernel;
     tack_py_released gil;
@@ -517,11 +525,13 @@ static PyMethodDef kernel_methods[] = {
      "architecture arch ('compute_90'; None: the oldest it supports). A launch on a GPU may run other code: see "
      "target()."},
     {"target", (PyCFunction)(void (*)(void))kernel_target, METH_VARARGS | METH_KEYWORDS,
-     "target($self, /, device=None)\n--\n\nWhat the kernel's code on a device is, built there first: "
+     "target($self, /, device=None)\n--\n\nWhat the kernel's code on a device (None: the one it was made for) is, "
+     "built there first: "
      "'cubin sm_90 (CUDA 13.5)' or 'ptx compute_121 (PTX ISA 9.5, CUDA 13.5)' on CUDA, the kind of code elsewhere "
      "('host')."},
     {"build", (PyCFunction)(void (*)(void))kernel_build, METH_VARARGS | METH_KEYWORDS,
-     "build($self, /, device=None)\n--\n\nCompiles and loads the kernel for a device ahead of its first launch there."},
+     "build($self, /, device=None)\n--\n\nCompiles and loads the kernel for a device (None: the one it was made "
+     "for) ahead of its first launch there."},
     {NULL, NULL, 0, NULL},
 };
 

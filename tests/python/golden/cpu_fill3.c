@@ -24,7 +24,6 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&fill3), void (*)(tack_in
 #pragma pop_macro("void")
 #pragma pop_macro("double")
 #if defined(__GNUC__)
-#pragma GCC visibility pop
 #define TACK_EXPORT_ __attribute__((visibility("default")))
 #else
 #define TACK_EXPORT_

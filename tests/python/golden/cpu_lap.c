@@ -46,7 +46,6 @@ static inline void lap_tack_restrict_(tack_index i, tack_index j, int64_t h, int
 }
 #line 1 "<tack entry>"
 #if defined(__GNUC__)
-#pragma GCC visibility pop
 #define TACK_EXPORT_ __attribute__((visibility("default")))
 #else
 #define TACK_EXPORT_

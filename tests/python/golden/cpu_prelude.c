@@ -5,9 +5,6 @@
 typedef int64_t tack_index;
 #define TACK_BACKEND_CPU 1
 #if defined(__GNUC__)
-#pragma GCC visibility push(hidden)
-#endif
-#if defined(__GNUC__)
 #define TACK_INLINE_ static inline __attribute__((unused))
 #else
 #define TACK_INLINE_ static inline

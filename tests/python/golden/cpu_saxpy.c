@@ -33,7 +33,6 @@ static inline void saxpy_tack_restrict_(tack_index i, float a, const float *rest
 { y[i] = a * x[i] + y[i]; }
 #line 1 "<tack entry>"
 #if defined(__GNUC__)
-#pragma GCC visibility pop
 #define TACK_EXPORT_ __attribute__((visibility("default")))
 #else
 #define TACK_EXPORT_
