@@ -101,10 +101,11 @@ GIL_SCRIPT = """
 
 def test_another_thread_runs_while_a_long_signature_is_read():
     """A legal source whose signature takes tens of milliseconds to read
-    (7^6 macro expansions that produce nothing): a counting thread keeps
+    even on an idle machine (7 levels of 9 macros that expand to nothing,
+    within the work budget, which refuses 10): a counting thread keeps
     running throughout. With the GIL held it would stop for the whole
     read: one gap as long as the construction."""
-    src = nested_empty_macros(levels=7, width=7)
+    src = nested_empty_macros(levels=7, width=9)
     out = run_child(GIL_SCRIPT.replace("SRC", repr(src)), timeout=120).split()
     took, ratio = float(out[0]), float(out[1])
     assert took > 0.02, f"the read took {took} s, too short to tell"
