@@ -504,21 +504,33 @@ static void ze_free(tack_device *device, void *data, void *ctx)
     (void)s->ze->zeMemFree(s->context, data);
 }
 
+/* What the driver says of an address, in the device's context (which
+ * reports allocations of any context on the device). The driver answers for
+ * every address, so a failure is a fault, not a verdict on the memory:
+ * TACK_ERUNTIME, *props and *owner then unspecified. */
+static tack_status ze_alloc_properties(struct ze_device_state *s, uint64_t address,
+                                       tack_ze_memory_allocation_properties *props, tack_ze_device *owner)
+{
+    memset(props, 0, sizeof *props);
+    props->stype = TACK_ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES;
+    *owner = NULL;
+    tack_ze_result r = s->ze->zeMemGetAllocProperties(s->context, (const void *)(uintptr_t)address, props, owner);
+    if (r != TACK_ZE_SUCCESS)
+        return tack_error_set(TACK_ERUNTIME, "Level Zero zeMemGetAllocProperties failed for 0x%" PRIx64 ": %s (0x%"
+                              PRIx32 ")", address, tack_ze_result_name(r), r);
+    return TACK_OK;
+}
+
 static tack_status ze_check_pointer(tack_device *device, uint64_t address)
 {
     struct ze_device_state *s = STATE(device);
     if (address == 0)
         return TACK_OK; /* only an empty array has it, and nothing is read */
     tack_ze_memory_allocation_properties props;
-    memset(&props, 0, sizeof props);
-    props.stype = TACK_ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES;
-    tack_ze_device owner = NULL;
-    tack_ze_result r = s->ze->zeMemGetAllocProperties(s->context, (const void *)(uintptr_t)address, &props, &owner);
-    /* The driver answers for any address; a failure is a fault, not a
-     * verdict on the memory. */
-    if (r != TACK_ZE_SUCCESS)
-        return tack_error_set(TACK_ERUNTIME, "Level Zero zeMemGetAllocProperties failed for 0x%" PRIx64 ": %s (0x%"
-                              PRIx32 ")", address, tack_ze_result_name(r), r);
+    tack_ze_device owner;
+    tack_status st = ze_alloc_properties(s, address, &props, &owner);
+    if (st != TACK_OK)
+        return st;
     switch (props.type) {
     case TACK_ZE_MEMORY_TYPE_DEVICE:
         if (owner && owner != s->device)
@@ -542,20 +554,16 @@ static tack_status ze_check_pointer(tack_device *device, uint64_t address)
     }
 }
 
-/* tack_memory_space's answer from zeMemGetAllocProperties in the device's
- * context, which reports allocations of any context on the device; the
- * driver answers for every address, so a failure is a fault. */
+/* tack_memory_space's answer from the driver (ze_alloc_properties);
+ * TACK_ERUNTIME, *out untouched, when the query fails. */
 static tack_status ze_memory_space(tack_device *device, uint64_t address, const char **out)
 {
     struct ze_device_state *s = STATE(device);
     tack_ze_memory_allocation_properties props;
-    memset(&props, 0, sizeof props);
-    props.stype = TACK_ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES;
-    tack_ze_device owner = NULL;
-    tack_ze_result r = s->ze->zeMemGetAllocProperties(s->context, (const void *)(uintptr_t)address, &props, &owner);
-    if (r != TACK_ZE_SUCCESS)
-        return tack_error_set(TACK_ERUNTIME, "Level Zero zeMemGetAllocProperties failed for 0x%" PRIx64 ": %s (0x%"
-                              PRIx32 ")", address, tack_ze_result_name(r), r);
+    tack_ze_device owner;
+    tack_status st = ze_alloc_properties(s, address, &props, &owner);
+    if (st != TACK_OK)
+        return st;
     *out = props.type == TACK_ZE_MEMORY_TYPE_DEVICE   ? "level_zero"
            : props.type == TACK_ZE_MEMORY_TYPE_SHARED ? "level_zero_shared"
            : props.type == TACK_ZE_MEMORY_TYPE_HOST   ? "level_zero_host"
