@@ -1,0 +1,126 @@
+/*
+ * What the files of the CUDA backend share (src/backend/cuda.c and
+ * src/backend/cuda/): the device record, the allocation record, and the
+ * functions one topic calls in another. Private to the backend.
+ */
+#ifndef TACK_BACKEND_CUDA_CUDA_H
+#define TACK_BACKEND_CUDA_CUDA_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../../core/internal.h"
+#include "../../core/queue.h"
+#include "../../core/toolchain.h"
+#include "../../driver/cuda.h"
+#include "../../driver/nvrtc.h"
+#include "tack/kernel.h"
+
+/* Exported memory is a POSIX file descriptor, which the exporting buffer
+ * owns and closes. */
+#define EXPORT_HANDLE_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#define EXPORT_HANDLE_ATTRIBUTE CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+#define EXPORT_HANDLE_NAME "posix_fd"
+
+struct cuda_device {
+    const struct tack_cuda_api *cu;
+    CUdevice dev;
+    CUcontext ctx;
+    /* cuCtxGetId of ctx when the device adopted it: a destroyed context, or
+     * a new one at a recycled address, answers differently. */
+    unsigned long long ctx_id;
+    int primary; /* Tack holds a primary-context reference, released at close */
+    atomic_int gone;
+    CUstream stream;
+    CUstream fill_stream;
+    int pools;          /* cuMemAllocAsync usable */
+    int sm_count;       /* multiprocessors, for the launch geometry */
+    size_t granularity; /* of exportable allocations; 0: not supported */
+    uint8_t uuid[16];
+    pthread_mutex_t export_lock;
+    int arch; /* compute capability, 10 * major + minor: 90 is sm_90 */
+    /* Set once the driver refused a CUBIN, with why: later kernels on the
+     * device are PTX. Guarded by code_lock. */
+    int cubin_refused;
+    char refusal[320];
+    pthread_mutex_t code_lock;
+};
+
+enum alloc_kind { ALLOC_POOL, ALLOC_PLAIN, ALLOC_VMM };
+
+/* A buffer's record of its allocation, and of the context it lives in. */
+struct cuda_alloc {
+    enum alloc_kind kind;
+    CUdeviceptr ptr;
+    size_t size; /* bytes reserved (rounded up to the granularity for VMM) */
+    CUmemGenericAllocationHandle handle;
+    CUcontext ctx;
+    unsigned long long ctx_id;
+};
+
+static inline struct cuda_device *impl_of(const tack_device *d) { return d->impl; }
+
+/* Which NVRTC makes what code for a device. */
+struct cuda_choice {
+    int nvrtc; /* its number for tack_nvrtc_api_at */
+    const struct tack_nvrtc_api *api;
+    enum tack_code_kind kind;
+};
+
+/* ---- the context (context.c) -------------------------------------------- */
+
+/* Sets TACK_ERUNTIME-style errors: `st` with "<what> on <device> failed:
+ * <the driver's text>"; returns `st`. */
+tack_status cuda_driver_error(tack_status st, CUresult r, const char *what, const tack_device *d);
+int cuda_context_alive(const struct cuda_device *cd, CUcontext ctx, unsigned long long id);
+int cuda_device_usable(struct cuda_device *cd);
+CUresult cuda_push_context(const struct tack_cuda_api *cu, CUcontext ctx, int *pushed);
+void cuda_pop_context(const struct tack_cuda_api *cu, int pushed);
+tack_status cuda_enter(const tack_device *d, struct cuda_device *cd, int *pushed);
+tack_status cuda_choose_context(tack_device *d, struct cuda_device *cd, int *external);
+
+/* ---- memory (memory.c) -------------------------------------------------- */
+
+void cuda_vmm_prop(const struct cuda_device *cd, CUmemAllocationProp *prop);
+CUresult cuda_vmm_map(struct cuda_device *cd, struct cuda_alloc *a, size_t size, const char **step);
+tack_status cuda_alloc(tack_device *d, size_t nbytes, int exportable, void **data, void **ctx);
+void cuda_free(tack_device *d, void *data, void *ctx);
+tack_status cuda_check_pointer(tack_device *d, uint64_t address);
+tack_status cuda_memory_space(tack_device *d, uint64_t address, const char **out);
+tack_status cuda_copy_to_host(tack_device *d, void *dst, const void *src, size_t nbytes);
+tack_status cuda_copy_from_host(tack_device *d, void *dst, const void *src, size_t nbytes);
+
+/* ---- export and import (export.c) --------------------------------------- */
+
+tack_status cuda_export_memory(tack_buffer *b, tack_exported_memory *out);
+void cuda_release_export(tack_buffer *b);
+tack_status cuda_import_memory(tack_device *d, const tack_exported_memory *e, void **data, void **ctx,
+                               int *writable, int *foreign);
+
+/* ---- the stream (queue.c) ----------------------------------------------- */
+
+tack_status cuda_synchronize(tack_device *d);
+uint64_t cuda_context_handle(const tack_device *d);
+uint64_t cuda_stream_handle(const tack_device *d);
+tack_status cuda_order_stream(tack_buffer *b, uint64_t value);
+tack_status cuda_wait_stream(tack_device *d, uint64_t value);
+
+/* ---- kernels: the dialect (dialect.c), NVRTC (toolchain.c), modules
+ * (module.c) --------------------------------------------------------------- */
+
+extern const struct tack_dialect cuda_dialect;
+int cuda_newest_up_to(const struct tack_nvrtc_api *api, int arch);
+int cuda_advise(int driver, int arch, char *out, size_t cap);
+tack_status cuda_none_fits(const char *gpu, int arch, int driver, int refused, const char *refusal);
+tack_status cuda_pick(int driver, int arch, int refused, struct cuda_choice *c, int *fits);
+tack_status cuda_kernel_key(struct tack_compile *job);
+tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *out);
+tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *code, void **out);
+tack_status cuda_kernel_launch(tack_device *d, void *kernel, const struct tack_launch *l);
+void cuda_kernel_unload(tack_device *d, void *kernel);
+
+/* ---- describe (describe.c) ---------------------------------------------- */
+
+void cuda_describe(tack_backend_report *out);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * The CUDA backend's dialect: the CUDA C prelude every generated kernel
+ * starts with (integer widths, half types, atomics), its entry point, and
+ * the dtypes it cannot take. See src/backend/cuda.c.
+ */
+#include "cuda.h"
+
+/* Blocks of threads, each index a thread's, the last index along x; each
+ * loop strides over its grid dimension, so any grid covers the domain. */
+static void cuda_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
+{
+    tack_source_signature_check(b, sig, source, TACK_CHECK_CXX);
+    static const char *const dims[TACK_KERNEL_MAX_DIMS] = {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x",
+                                                           "(tack_index)blockIdx.y * blockDim.y + threadIdx.y",
+                                                           "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"};
+    static const char *const steps[TACK_KERNEL_MAX_DIMS] = {
+        "(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"};
+    tack_source_device_entry(b, sig, "extern \"C\" __global__ void ", "", dims, steps);
+}
+
+/* A complex type would come from a header NVRTC does not carry either
+ * (cuComplex.h), and would not be C99's, which host kernels use. */
+#define NO_COMPLEX "NVRTC compiles CUDA C++, which has no C99 complex type; complex parameters work on the " \
+                   "cpu backend"
+static const char *const cuda_lacks[TACK_NDTYPES] = {
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
+};
+#undef NO_COMPLEX
+
+const struct tack_dialect cuda_dialect = {
+    .name = "cuda",
+    /* NVRTC has no C library headers; these are the LP64 and LLP64
+     * widths alike, since long long is 64 bits on both. */
+    .prelude = "typedef signed char int8_t;\ntypedef unsigned char uint8_t;\n"
+               "typedef short int16_t;\ntypedef unsigned short uint16_t;\n"
+               "typedef int int32_t;\ntypedef unsigned int uint32_t;\n"
+               "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
+               "typedef int64_t tack_index;\n"
+               "#define TACK_INLINE_ static inline\n"
+               /* __half and __nv_bfloat16 are the toolkit's headers', which
+                * Tack puts on NVRTC's include path when it finds them
+                * (tack_nvrtc_api_get); without them the types are the
+                * storage structs, which pass and load the same way. */
+               "#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>)\n"
+               "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+               "typedef __half tack_f16;\ntypedef __nv_bfloat16 tack_bf16;\n"
+               "#define TACK_F16_NATIVE 1\n#define TACK_BF16_NATIVE 1\n"
+               "static inline float tack_f16_to_float(tack_f16 h) { return __half2float(h); }\n"
+               "static inline tack_f16 tack_f16_from_float(float f) { return __float2half_rn(f); }\n"
+               "static inline float tack_bf16_to_float(tack_bf16 b) { return __bfloat162float(b); }\n"
+               "static inline tack_bf16 tack_bf16_from_float(float f) { return __float2bfloat16_rn(f); }\n"
+               "#else\n"
+               "#define tack_bits_of_float_(f) __float_as_uint(f)\n"
+               "#define tack_float_of_bits_(u) __uint_as_float(u)\n" TACK_PRELUDE_F16_STORAGE
+                   TACK_PRELUDE_BF16_STORAGE "#endif\n"
+               /* The source is C; CUDA is C++, which spells C99's restrict so. */
+               "#define restrict __restrict__\n"
+               "#define TACK_BACKEND_CUDA 1\n"
+               /* The atomics, as overloads of CUDA's own. CUDA has no
+                * signed 64-bit add: two's complement adds the same bits
+                * unsigned. A double add is native from sm_60; before it,
+                * a compare-and-swap loop. */
+               "#define TACK_ATOMIC_(op, fn, T, U) static __device__ __forceinline__ T tack_atomic_##op(T *p, T v) "
+               "{ return (T)fn((U *)p, (U)v); }\n"
+               "TACK_ATOMIC_(add, atomicAdd, int32_t, int) TACK_ATOMIC_(add, atomicAdd, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(add, atomicAdd, int64_t, unsigned long long)\n"
+               "TACK_ATOMIC_(add, atomicAdd, uint64_t, unsigned long long) TACK_ATOMIC_(add, atomicAdd, float, float)\n"
+               "TACK_ATOMIC_(min, atomicMin, int32_t, int) TACK_ATOMIC_(min, atomicMin, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(min, atomicMin, int64_t, long long)\n"
+               "TACK_ATOMIC_(min, atomicMin, uint64_t, unsigned long long)\n"
+               "TACK_ATOMIC_(max, atomicMax, int32_t, int) TACK_ATOMIC_(max, atomicMax, uint32_t, unsigned)\n"
+               "TACK_ATOMIC_(max, atomicMax, int64_t, long long)\n"
+               "TACK_ATOMIC_(max, atomicMax, uint64_t, unsigned long long)\n"
+               "static __device__ __forceinline__ double tack_atomic_add(double *p, double v)\n{\n"
+               "#if __CUDA_ARCH__ >= 600\n    return atomicAdd(p, v);\n#else\n"
+               "    unsigned long long *q = (unsigned long long *)p, old = *q, seen;\n"
+               "    do {\n        seen = old;\n"
+               "        old = atomicCAS(q, seen, (unsigned long long)__double_as_longlong("
+               "__longlong_as_double((long long)seen) + v));\n"
+               "    } while (old != seen);\n"
+               "    return __longlong_as_double((long long)old);\n#endif\n}\n",
+    .entry = cuda_entry,
+    .offline = TACK_CODE_PTX,
+    .lacks = cuda_lacks,
+};
