@@ -67,21 +67,33 @@ struct cuda_choice {
     enum tack_code_kind kind;
 };
 
-/* ---- the context (context.c) -------------------------------------------- */
+/* ---- the context (context.c) --------------------------------------------
+ * Each definition states its contract in full; in short: */
 
-/* Sets TACK_ERUNTIME-style errors: `st` with "<what> on <device> failed:
- * <the driver's text>"; returns `st`. */
+/* Sets the error `st`, "<what> on <device> failed: <the driver's text>",
+ * and returns `st`. */
 tack_status cuda_driver_error(tack_status st, CUresult r, const char *what, const tack_device *d);
+/* 1 while `ctx` is still the context that had `id`. */
 int cuda_context_alive(const struct cuda_device *cd, CUcontext ctx, unsigned long long id);
+/* 0 once the device's context is gone, for good. */
 int cuda_device_usable(struct cuda_device *cd);
+/* The one push and pop: makes `ctx` current unless it is (*pushed says
+ * which); the driver's failure, nothing pushed, when the push fails. */
 CUresult cuda_push_context(const struct tack_cuda_api *cu, CUcontext ctx, int *pushed);
 void cuda_pop_context(const struct tack_cuda_api *cu, int pushed);
+/* The device's context made current through cuda_push_context, undone with
+ * cuda_pop_context; TACK_ERUNTIME, nothing pushed, when it is gone or the
+ * push fails. */
 tack_status cuda_enter(const tack_device *d, struct cuda_device *cd, int *pushed);
+/* For open: the calling thread's context or the retained primary one;
+ * TACK_ERUNTIME, no reference taken, when retaining fails. */
 tack_status cuda_choose_context(tack_device *d, struct cuda_device *cd, int *external);
 
 /* ---- memory (memory.c) -------------------------------------------------- */
 
 void cuda_vmm_prop(const struct cuda_device *cd, CUmemAllocationProp *prop);
+/* Maps a->handle at a fresh address; on failure undoes its steps and names
+ * the failing one in *step. */
 CUresult cuda_vmm_map(struct cuda_device *cd, struct cuda_alloc *a, size_t size, const char **step);
 tack_status cuda_alloc(tack_device *d, size_t nbytes, int exportable, void **data, void **ctx);
 void cuda_free(tack_device *d, void *data, void *ctx);
@@ -109,9 +121,15 @@ tack_status cuda_wait_stream(tack_device *d, uint64_t value);
  * (module.c) --------------------------------------------------------------- */
 
 extern const struct tack_dialect cuda_dialect;
+/* The newest architecture `api` targets up to `arch`; 0 if none. */
 int cuda_newest_up_to(const struct tack_nvrtc_api *api, int arch);
+/* What to install for a driver and GPU, in `out`; 1 when a newer driver
+ * would do as well. */
 int cuda_advise(int driver, int arch, char *out, size_t cap);
+/* Sets the error that no NVRTC fits and returns TACK_ERUNTIME. */
 tack_status cuda_none_fits(const char *gpu, int arch, int driver, int refused, const char *refusal);
+/* The NVRTC and code kind for a driver and GPU; *fits 0 when none fits;
+ * TACK_ERUNTIME when no NVRTC is found at all. */
 tack_status cuda_pick(int driver, int arch, int refused, struct cuda_choice *c, int *fits);
 tack_status cuda_kernel_key(struct tack_compile *job);
 tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *out);

@@ -71,6 +71,8 @@ tack_status ze_fail(const char *call, tack_ze_result r);
 /* TACK_EVALUE, handles[] partly written, unless every handle is given once
  * and non-null. */
 tack_status ze_parse_external_context(const tack_option *options, size_t n, uint64_t handles[3]);
+/* The memory domain of (context, device): the first one given for the
+ * pair, `fresh` for a new pair. */
 uint64_t ze_domain_for(tack_ze_context context, tack_ze_device device, uint64_t fresh);
 /* Tack's own context on `driver`, made on first use; ze_fail's status when
  * zeContextCreate fails, nothing made. */
@@ -92,12 +94,15 @@ tack_status ze_copy_from_host(tack_device *device, void *dst, const void *src, s
  * (Tack destroys no Level Zero object). */
 tack_status ze_create_queues(struct ze_device_state *s);
 tack_status ze_synchronize(tack_device *device);
+/* The ring's next slot ready to record, under s->lock; on failure the
+ * driver's result, *call naming the failing call. */
 tack_ze_result ze_slot_take(struct ze_device_state *s, struct launch_slot **out, const char **call);
 
 /* ---- kernels: the dialect (dialect.c), ocloc (toolchain.c), modules
  * (module.c) --------------------------------------------------------------- */
 
 extern const struct tack_dialect ze_dialect;
+/* libocloc's version, asked once per library; "" when it does not say. */
 void ze_loaded_ocloc_version(const struct tack_ocloc_api *api, char *out, size_t cap);
 tack_status ze_kernel_key(struct tack_compile *job);
 tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *out);
