@@ -23,12 +23,15 @@
  * own or an address passed as an integer, and a word per process costs
  * one uncontended compare-and-swap a launch.
  *
- * What the other layers hold of this: the kernel layer sets
- * tack_launch.private_memory (toolchain.h) from tack_buffer_is_private
- * (internal.h), code generation (cpu.c) writes the plain copy of the
- * kernel and its entry, and the counters behind tack_kernel_atomic_runs
- * are core's per-thread counters (internal.h). The fast paths of the
- * registry (locked_begin, locked_end) are inline in cpu.h. */
+ * What the other layers hold of this, since each is what that layer
+ * knows: the kernel layer finds that a kernel uses atomics (kernel.c),
+ * sets tack_launch.private_memory (toolchain.h) from
+ * tack_buffer_is_private (internal.h), and loads the "_plain" entry into
+ * tack_kernel_code.host_plain (cache.c); code generation (cpu.c) writes
+ * the plain copy of the kernel and its entry; the counts behind
+ * tack_kernel_atomic_runs are core's per-thread counters (internal.h).
+ * The registry's fast paths (locked_begin, locked_end) are inline in
+ * cpu.h, since a one-index launch pays them. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>

@@ -27,14 +27,14 @@
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/core bench/cpu_pool.c \
  *      src/backend/cpu/pool.c -lpthread -o /tmp/cpu_pool && /tmp/cpu_pool
  * on the two-core development machine, shared with other work (load
- * average 8 to 14): a polling worker joined in a median 0.35 us when the
- * other core was free and 12 to 13 us when it was busy; a sleeping one in
- * 13 to 24 us; two clock reads took 115 to 177 ns. */
+ * average 8 to 14, six runs): a polling worker joined in a median 0.3 us
+ * when the other core was free and 9 to 13 us when it was busy; a sleeping
+ * one in 11 to 24 us; two clock reads took 115 to 244 ns on average. */
 
 /* Workers poll this long for the next launch before sleeping, so that a
  * loop of launches does not pay a wake-up each time; waiting launches
  * (the pool's, and a locked one behind a plain one) poll as long. Not
- * recorded; measured: a cold join costs 13 to 24 us against 0.35 us hot,
+ * recorded; measured: a cold join costs 11 to 24 us against 0.3 us hot,
  * so 50 us keeps workers hot across a gap of two cold joins, and a worker
  * that polls in vain burns at most 50 us of a core after a launch. */
 #define SPIN_NS 50000
@@ -50,15 +50,15 @@
 /* The time workers are taken to need to join before the pool has started
  * and measured it: a launch whose work exceeds this starts the pool.
  * Waking a thread takes microseconds on any machine. Not recorded;
- * measured: joins of 0.35 us (polling, idle core) to 24 us (asleep), so 8 us
+ * measured: joins of 0.3 us (polling, idle core) to 24 us (asleep), so 8 us
  * lies between a hot and a cold join: no launch too short to gain from
  * even a hot worker starts threads. */
 #define JOIN_GUESS_NS 8000
 /* A launch whose work is under 1/UNTIMED_BELOW of a hot join is far from
  * paying for a fan-out (PAYS_OVER * UNTIMED_BELOW = 16 times short) and
  * runs untimed. Not recorded; measured: timing a run costs two clock
- * reads, 115 ns, which is as much as such a launch's work on an idle
- * machine (0.35 us / 8 = 44 ns) and 7% of it on a busy one (13 us / 8). */
+ * reads, 115 to 244 ns, more than such a launch's work on an idle machine
+ * (0.3 us / 8 = 40 ns) and 7 to 15% of it on a busy one (13 us / 8). */
 #define UNTIMED_BELOW 8
 /* A launch runs in parallel when its work is more than PAYS_OVER times
  * the time its workers are expected to take to join. Recorded (README,
