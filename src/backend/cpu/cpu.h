@@ -3,9 +3,9 @@
  * policy.c and atomics.c. Private to src/backend/cpu.c and
  * src/backend/cpu/.
  *
- * Names shared between files carry cpu_, except those the kernel slots in
- * cpu.c call by their old names (pool_run, locked_begin, locked_end,
- * atomics_once, atomics_register_fork, struct job, struct run_costs). */
+ * Functions and variables with external linkage here carry cpu_, except
+ * those the kernel slots in cpu.c call by their old names (pool_run,
+ * atomics_once, atomics_register_fork). */
 #ifndef TACK_BACKEND_CPU_H
 #define TACK_BACKEND_CPU_H
 
