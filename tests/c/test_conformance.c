@@ -46,6 +46,7 @@ struct backend {
     int exports;          /* tack_array_export_memory works on an exportable array */
     const char *compiled; /* the compile error's "failed to compile..." */
     const char *line_two; /* how the compiler's log names line 2 of the kernel */
+    int devices;          /* how many devices the (simulated) machine has */
     const char *library;  /* the variable naming the simulated driver */
     const char *host_address, *set_kernel_hook;
     enum hook_kind hook;
@@ -53,12 +54,14 @@ struct backend {
 
 static const struct backend backends[] = {
     {.name = "cpu",
+     .devices = 1,
      .dl_type = kDLCPU,
      .exports = 1,
      .compiled = "failed to compile (",
      .line_two = "kernel:2:",
      .hook = HOOK_NONE},
     {.name = "cuda",
+     .devices = 1,
      .dl_type = kDLCUDA,
      .exports = 1,
      .compiled = "failed to compile for CUDA",
@@ -68,6 +71,7 @@ static const struct backend backends[] = {
      .set_kernel_hook = "tack_sim_cuda_set_kernel_hook",
      .hook = HOOK_PARAMS},
     {.name = "hip",
+     .devices = 2,
      .dl_type = kDLROCM,
      .exports = 0,
      .compiled = "failed to compile for HIP",
@@ -77,6 +81,7 @@ static const struct backend backends[] = {
      .set_kernel_hook = "tack_sim_hip_set_kernel_hook",
      .hook = HOOK_PARAMS},
     {.name = "level_zero",
+     .devices = 2,
      .dl_type = kDLOneAPI,
      .exports = 0,
      .compiled = "failed to compile for level_zero",
@@ -590,10 +595,13 @@ static void test_dlpack_device_and_round_trip(void)
     bail_if(!t);
     CHECK(t->dl_tensor.device.device_type == want.device_type && t->dl_tensor.device.device_id == 0);
     CHECK(t->dl_tensor.data == tack_array_data(a));
+    /* Imported without a device: the cpu default wraps only host memory,
+     * so it lands on its own device, zero-copy, over memory it does not own. */
     tack_array *b = NULL;
     CHECK_OK(tack_array_from_dlpack(t, NULL, NULL, &b));
     bail_if(!b);
     CHECK(tack_array_device(b) == dev && tack_array_data(b) == tack_array_data(a));
+    CHECK(!tack_buffer_is_owned(tack_array_buffer(b)));
     float back[6] = {0};
     CHECK_OK(tack_array_copy_to_host(b, back, sizeof back));
     CHECK(!memcmp(back, values, sizeof back));
@@ -606,9 +614,41 @@ static void test_dlpack_device_and_round_trip(void)
     CHECK_OK(tack_array_from_dlpack_versioned(v, NULL, NULL, &c, NULL));
     bail_if(!c);
     CHECK(tack_array_device(c) == dev && tack_array_data(c) == tack_array_data(a));
+    tack_array_release(a);
+    /* The imports hold a's memory until they go. */
+    CHECK(tack_dlpack_live_exports() == 2);
     tack_array_release(c);
     tack_array_release(b);
+    CHECK(tack_dlpack_live_exports() == 0);
+}
+
+/* Device 1 where the backend has one: its own DLPack device id, both ways. */
+static void test_dlpack_second_device(void)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%s:1", backend->name);
+    if (backend->devices < 2) {
+        printf("%s has no second device here\n", backend->name);
+        return;
+    }
+    tack_device *one = open_device(name);
+    CHECK(tack_device_dl_device(one).device_type == backend->dl_type && tack_device_dl_device(one).device_id == 1);
+    CHECK(tack_device_memory_domain(one) != tack_device_memory_domain(dev));
+    const float values[4] = {1, 2, 3, 4};
+    tack_array *a = array_from(one, TACK_F32, 4, values, sizeof values), *b = NULL;
+    DLManagedTensor *t = NULL;
+    CHECK_OK(tack_array_to_dlpack(a, &t));
+    bail_if(!t);
+    CHECK(t->dl_tensor.device.device_type == backend->dl_type && t->dl_tensor.device.device_id == 1);
+    CHECK_OK(tack_array_from_dlpack(t, NULL, NULL, &b));
+    bail_if(!b);
+    CHECK(tack_array_device(b) == one && tack_array_data(b) == tack_array_data(a));
+    float back[4] = {0};
+    CHECK_OK(tack_array_copy_to_host(b, back, sizeof back));
+    CHECK(!memcmp(back, values, sizeof back));
+    tack_array_release(b);
     tack_array_release(a);
+    tack_device_release(one);
 }
 
 /* ---- kernels ------------------------------------------------------------------- */
@@ -826,7 +866,9 @@ static void test_errors_compile_failure(void)
     CHECK_STATUS(tack_kernel_compile(src, NULL, dev, &k), TACK_ECOMPILE);
     CHECK(k == (tack_kernel *)0x1);
     CHECK(contains(tack_last_error(), backend->compiled) && contains(tack_last_error(), "no such thing"));
-    /* The log names the user's own line, the #error on line 2. */
+    /* The message begins the log, which names the user's own line, the
+     * #error on line 2. */
+    CHECK(contains(tack_last_error(), backend->line_two));
     CHECK(contains(tack_kernel_compile_log(), backend->line_two));
     CHECK(contains(tack_kernel_compile_log(), "no such thing"));
     /* A failed compile leaves the backend able to compile the next. */
@@ -860,6 +902,7 @@ int main(void)
     RUN_CASE(test_queue_launch_then_read);
     RUN_CASE(test_queue_synchronize_finishes_launches);
     RUN_CASE(test_dlpack_device_and_round_trip);
+    RUN_CASE(test_dlpack_second_device);
     RUN_CASE(test_kernel_saxpy_1d);
     RUN_CASE(test_kernel_2d);
     RUN_CASE(test_kernel_f64_and_i32);

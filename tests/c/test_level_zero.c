@@ -542,42 +542,7 @@ static void test_memory_space_is_the_drivers_answer(void)
     tack_device_release(d);
 }
 
-static void test_export_memory_is_refused(void)
-{
-    CHECK_EXPORT_REFUSED("level_zero");
-}
-
 /* ---- DLPack ------------------------------------------------------------------ */
-
-static void test_dlpack_round_trip(void)
-{
-    tack_device *p = open_device("level_zero");
-    tack_array *a = f32_array(p, 6);
-    const float values[6] = {1, 2, 3, 4, 5, 6};
-    CHECK_OK(tack_array_copy_from_host(a, values, sizeof values));
-    DLManagedTensorVersioned *t = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned(a, &t));
-    bail_if(!t);
-    CHECK(t->dl_tensor.device.device_type == kDLOneAPI && t->dl_tensor.device.device_id == 0);
-    CHECK(t->dl_tensor.data == tack_array_data(a));
-    /* Imported without device=: the cpu default cannot wrap it, so it lands
-     * on its own device, zero-copy. */
-    tack_array *b = NULL;
-    CHECK_OK(tack_array_from_dlpack_versioned(t, NULL, NULL, &b, NULL));
-    bail_if(!b);
-    CHECK(tack_array_device(b) == p);
-    CHECK(tack_array_data(b) == tack_array_data(a));
-    CHECK(!tack_buffer_is_owned(tack_array_buffer(b)));
-    float back[6] = {0};
-    CHECK_OK(tack_array_copy_to_host(b, back, sizeof back));
-    CHECK(!memcmp(back, values, sizeof back));
-    tack_array_release(a);
-    CHECK(tack_dlpack_live_exports() == 1); /* b's hold keeps a's memory */
-    tack_array_release(b);
-    CHECK(tack_dlpack_live_exports() == 0);
-    CHECK(tack_array_live_count() == 0 && tack_buffer_live_count() == 0);
-    tack_device_release(p);
-}
 
 static void test_dlpack_into_an_adopted_context(void)
 {
@@ -673,8 +638,6 @@ int main(void)
     RUN_ISOLATED(test_wrap_accepts_device_and_shared_memory);
     RUN_ISOLATED(test_wrap_refuses_host_memory_and_faults);
     RUN_ISOLATED(test_memory_space_is_the_drivers_answer);
-    RUN_ISOLATED(test_export_memory_is_refused);
-    RUN_ISOLATED(test_dlpack_round_trip);
     RUN_ISOLATED(test_dlpack_into_an_adopted_context);
     RUN_ISOLATED(test_tack_destroys_no_level_zero_object);
     CHECK_DONE();
