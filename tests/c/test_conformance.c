@@ -17,7 +17,6 @@
  * CHECK_TIMEOUT, 30 s by default), which opens the devices afresh; meson's
  * 120 s limit covers the whole file. Only the public API is used.
  */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +28,11 @@
 #include "grid2d.h"
 #include "kernels.h"
 #include "sim.h"
+#include "standin.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
 
 /* ---- the backends ---------------------------------------------------------- */
-
-enum hook_kind {
-    HOOK_NONE,   /* the cpu: kernels really run */
-    HOOK_PARAMS, /* CUDA and HIP: (name, void **params, grid, block) */
-    HOOK_ARGS,   /* Level Zero: (name, args, sizes, nargs, groups, group size) */
-};
 
 struct backend {
     const char *name;
@@ -47,9 +41,9 @@ struct backend {
     const char *compiled; /* the compile error's "failed to compile..." */
     const char *line_two; /* how the compiler's log names line 2 of the kernel */
     int devices;          /* how many devices the (simulated) machine has */
-    const char *library;  /* the variable naming the simulated driver */
+    const char *library;  /* the variable naming the simulated driver; NULL: none */
     const char *host_address, *set_kernel_hook;
-    enum hook_kind hook;
+    enum standin_hook hook; /* how its kernel hook is called */
 };
 
 static const struct backend backends[] = {
@@ -58,8 +52,7 @@ static const struct backend backends[] = {
      .dl_type = kDLCPU,
      .exports = 1,
      .compiled = "failed to compile (",
-     .line_two = "kernel:2:",
-     .hook = HOOK_NONE},
+     .line_two = "kernel:2:"},
     {.name = "cuda",
      .devices = 1,
      .dl_type = kDLCUDA,
@@ -69,7 +62,7 @@ static const struct backend backends[] = {
      .library = "TACK_CUDA_LIBRARY",
      .host_address = "tack_sim_cuda_host_address",
      .set_kernel_hook = "tack_sim_cuda_set_kernel_hook",
-     .hook = HOOK_PARAMS},
+     .hook = STANDIN_PARAMS},
     {.name = "hip",
      .devices = 2,
      .dl_type = kDLROCM,
@@ -79,7 +72,7 @@ static const struct backend backends[] = {
      .library = "TACK_HIP_LIBRARY",
      .host_address = "tack_sim_hip_host_address",
      .set_kernel_hook = "tack_sim_hip_set_kernel_hook",
-     .hook = HOOK_PARAMS},
+     .hook = STANDIN_PARAMS},
     {.name = "level_zero",
      .devices = 2,
      .dl_type = kDLOneAPI,
@@ -89,200 +82,74 @@ static const struct backend backends[] = {
      .library = "TACK_LEVEL_ZERO_LIBRARY",
      .host_address = "tack_sim_ze_host_address",
      .set_kernel_hook = "tack_sim_ze_set_kernel_hook",
-     .hook = HOOK_ARGS},
+     .hook = STANDIN_ARGS},
 };
 
 static const struct backend *backend; /* the one under test */
 static tack_device *dev;              /* its device 0, in a case's child */
 static tack_device *cpu;              /* the reference */
 
-/* ---- the host stand-ins for the simulated GPUs ----------------------------- */
 
-#define MAX_ARGS 6
-
-/* One launch of the generated entry, as the driver received it: each
- * argument's bytes (the extents first, then the kernel's parameters) and
- * the geometry. */
-struct launch {
-    int nargs;
-    unsigned char value[MAX_ARGS][8];
-    unsigned grid[3], block[3];
-    const struct model *model;
-};
-
-/* What a kernel of the suite looks like to the driver, and its stand-in. */
-struct model {
-    int nargs;
-    size_t sizes[MAX_ARGS];
-    void (*run)(const struct launch *l);
-};
-
-static const struct model *model; /* the kernel the case launches next */
-static int standin_runs;          /* launches a stand-in ran */
-static int standin_mismatches;    /* launches whose arguments were not the model's */
-
-static void *(*host_address)(uint64_t ptr, size_t n);
-
-/* The host storage behind device address `ptr` (its first n bytes). */
-static void *host_of(uint64_t ptr, size_t n)
-{
-    if (!host_address)
-        return (void *)(uintptr_t)ptr;
-    return host_address(ptr, n);
-}
-
-static int64_t arg_i64(const struct launch *l, int k)
-{
-    int64_t v;
-    memcpy(&v, l->value[k], sizeof v);
-    return v;
-}
-
-static void *arg_memory(const struct launch *l, int k, size_t bytes)
-{
-    uint64_t p;
-    memcpy(&p, l->value[k], sizeof p);
-    return host_of(p, bytes);
-}
-
-static struct launch *capture(const char *name, int nargs, void *const *args, const size_t *sizes,
-                              const unsigned grid[3], const unsigned block[3])
-{
-    if (!model || strcmp(name, "tack_kernel_entry"))
-        return NULL;
-    int ok = nargs == model->nargs;
-    for (int k = 0; ok && sizes && k < nargs; k++)
-        ok = sizes[k] == model->sizes[k];
-    struct launch *l = calloc(1, sizeof *l);
-    if (!ok || !l) {
-        standin_mismatches++;
-        free(l);
-        return NULL;
-    }
-    l->nargs = nargs;
-    for (int k = 0; k < nargs; k++)
-        memcpy(l->value[k], args[k], model->sizes[k]);
-    memcpy(l->grid, grid, sizeof l->grid);
-    memcpy(l->block, block, sizeof l->block);
-    l->model = model;
-    return l;
-}
-
-static void *capture_params(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
-{
-    return capture(name, model ? model->nargs : 0, params, NULL, grid, block);
-}
-
-static void *capture_args(const char *name, void *const *args, const size_t *sizes, int nargs, const uint32_t groups[3],
-                          const uint32_t group_size[3])
-{
-    const unsigned grid[3] = {groups[0], groups[1], groups[2]};
-    const unsigned block[3] = {group_size[0], group_size[1], group_size[2]};
-    return capture(name, nargs, args, sizes, grid, block);
-}
-
-static void run_and_free(void *p)
-{
-    struct launch *l = p;
-    l->model->run(l);
-    standin_runs++;
-    free(l);
-}
-
-/* Every index the 1-D grid reaches, as the generated entry's grid-stride
- * loop visits them: n is the entry's first argument. */
-#define FOR_EACH_INDEX(l, i)                                                                                  \
-    for (int64_t t_ = 0, total_ = (int64_t)(l)->grid[0] * (l)->block[0]; t_ < total_; t_++)                  \
-        for (int64_t i = t_; i < arg_i64((l), 0); i += total_)
+/* ---- the host stand-ins for the simulated GPUs (standin.h) ----------------- */
 
 /* Installs the stand-ins in the simulated driver the backend loads. */
 static void standins_install(void)
 {
-    if (backend->hook == HOOK_NONE)
-        return;
-    void *lib = sim_library(backend->library, "the simulated driver");
-    void *address = dlsym(lib, backend->host_address), *set = dlsym(lib, backend->set_kernel_hook);
-    if (!address || !set) {
-        fprintf(stderr, "the simulated %s driver has no %s or %s\n", backend->name, backend->host_address,
-                backend->set_kernel_hook);
-        exit(2);
-    }
-    memcpy(&host_address, &address, sizeof address);
-    if (backend->hook == HOOK_PARAMS) {
-        void (*install)(void *(*)(const char *, void **, const unsigned *, const unsigned *), void (*)(void *));
-        memcpy(&install, &set, sizeof set);
-        install(capture_params, run_and_free);
-    } else {
-        void (*install)(void *(*)(const char *, void *const *, const size_t *, int, const uint32_t *,
-                                  const uint32_t *),
-                        void (*)(void *));
-        memcpy(&install, &set, sizeof set);
-        install(capture_args, run_and_free);
-    }
+    if (backend->library)
+        standin_install(sim_library(backend->library, "the simulated driver"), backend->host_address,
+                        backend->set_kernel_hook, backend->hook);
 }
 
 /* ---- the suite's kernels: source, and the stand-in of each ----------------- */
 
-static void saxpy_standin(const struct launch *l)
-{
-    float a;
-    memcpy(&a, l->value[1], sizeof a);
-    size_t bytes = (size_t)arg_i64(l, 0) * sizeof(float);
-    const float *x = arg_memory(l, 2, bytes);
-    float *y = arg_memory(l, 3, bytes);
-    FOR_EACH_INDEX(l, i)
-    y[i] = a * x[i] + y[i];
-}
-static const struct model saxpy_model = {.nargs = 4, .sizes = {8, 4, 8, 8}, .run = saxpy_standin};
 
 static const char daxpy_source[] =
     "void daxpy(tack_index i, double a, const double *x, double *y) { y[i] = a * x[i] + y[i]; }";
-static void daxpy_standin(const struct launch *l)
+static void daxpy_standin(const struct standin_launch *l)
 {
-    double a;
+    const size_t n = (size_t)standin_i64(l, 0);
+    const double *x = standin_memory(l, 2, n * sizeof *x);
+    double a, *y = standin_memory(l, 3, n * sizeof *y);
     memcpy(&a, l->value[1], sizeof a);
-    size_t bytes = (size_t)arg_i64(l, 0) * sizeof(double);
-    const double *x = arg_memory(l, 2, bytes);
-    double *y = arg_memory(l, 3, bytes);
-    FOR_EACH_INDEX(l, i)
+    STANDIN_FOR_EACH_INDEX(l, i)
     y[i] = a * x[i] + y[i];
 }
-static const struct model daxpy_model = {.nargs = 4, .sizes = {8, 8, 8, 8}, .run = daxpy_standin};
+static const struct standin_model daxpy_model = {.nargs = 4, .sizes = {8, 8, 8, 8}, .run = daxpy_standin};
 
 static const char affine_source[] =
     "void affine(tack_index i, int32_t k, int32_t *y) { y[i] = y[i] * k + (int32_t)i; }";
-static void affine_standin(const struct launch *l)
+static void affine_standin(const struct standin_launch *l)
 {
     int32_t k;
     memcpy(&k, l->value[1], sizeof k);
-    int32_t *y = arg_memory(l, 2, (size_t)arg_i64(l, 0) * sizeof(int32_t));
-    FOR_EACH_INDEX(l, i)
+    int32_t *y = standin_memory(l, 2, (size_t)standin_i64(l, 0) * sizeof(int32_t));
+    STANDIN_FOR_EACH_INDEX(l, i)
     y[i] = y[i] * k + (int32_t)i;
 }
-static const struct model affine_model = {.nargs = 3, .sizes = {8, 4, 8}, .run = affine_standin};
+static const struct standin_model affine_model = {.nargs = 3, .sizes = {8, 4, 8}, .run = affine_standin};
 
 #define HIST_BINS 16
 static const char hist_source[] =
     "void hist(tack_index i, const uint8_t *v, uint32_t *bins) { tack_atomic_add(&bins[v[i]], 1u); }";
-static void hist_standin(const struct launch *l)
+static void hist_standin(const struct standin_launch *l)
 {
-    const uint8_t *v = arg_memory(l, 1, (size_t)arg_i64(l, 0));
-    uint32_t *bins = arg_memory(l, 2, HIST_BINS * sizeof(uint32_t));
-    FOR_EACH_INDEX(l, i)
+    const uint8_t *v = standin_memory(l, 1, (size_t)standin_i64(l, 0));
+    uint32_t *bins = standin_memory(l, 2, HIST_BINS * sizeof(uint32_t));
+    STANDIN_FOR_EACH_INDEX(l, i)
     bins[v[i]]++;
 }
-static const struct model hist_model = {.nargs = 3, .sizes = {8, 8, 8}, .run = hist_standin};
+static const struct standin_model hist_model = {.nargs = 3, .sizes = {8, 8, 8}, .run = hist_standin};
 
 /* GRID2D_SOURCE (grid2d.h), whose stand-in runs every thread of the 2-D grid. */
-static void grid2d_standin(const struct launch *l)
+static void grid2d_standin(const struct standin_launch *l)
 {
-    struct grid2d_launch g = {.n0 = arg_i64(l, 0), .n1 = arg_i64(l, 1), .w = arg_i64(l, 2)};
-    g.y = arg_memory(l, 3, (size_t)(g.n0 * g.n1) * sizeof(float));
+    struct grid2d_launch g = {.n0 = standin_i64(l, 0), .n1 = standin_i64(l, 1), .w = standin_i64(l, 2)};
+    g.y = standin_memory(l, 3, (size_t)(g.n0 * g.n1) * sizeof(float));
     memcpy(g.grid, l->grid, sizeof g.grid);
     memcpy(g.block, l->block, sizeof g.block);
     grid2d_run(&g);
 }
-static const struct model grid2d_model = {.nargs = 4, .sizes = {8, 8, 8, 8}, .run = grid2d_standin};
+static const struct standin_model grid2d_model = {.nargs = 4, .sizes = {8, 8, 8, 8}, .run = grid2d_standin};
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -331,7 +198,7 @@ static tack_kernel *kernel_for(tack_device *d, const char *source)
  * back into `result`. */
 struct call {
     const char *source;
-    const struct model *model;
+    const struct standin_model *model;
     int64_t n;
     int nargs;
     tack_arg args[4];
@@ -354,10 +221,10 @@ static void call_on(tack_device *d, const struct call *c, void *result)
         }
     }
     tack_kernel *k = kernel_for(d, c->source);
-    model = c->model;
+    standin_model = c->model;
     CHECK_OK(tack_kernel_launch(k, NULL, c->n, args, (size_t)c->nargs));
     CHECK_OK(tack_array_copy_to_host(arrays[c->out], result, c->nbytes[c->out]));
-    model = NULL;
+    standin_model = NULL;
     tack_kernel_release(k);
     for (int j = 0; j < c->nargs; j++)
         tack_array_release(arrays[j]);
@@ -468,12 +335,12 @@ static void test_memory_zero_size(void)
     CHECK(b && tack_array_size(b) == 0);
     /* A kernel over it runs nothing, and succeeds. */
     tack_kernel *k = kernel_for(dev, saxpy_source);
-    model = &saxpy_model;
+    standin_model = &standin_saxpy;
     int runs = standin_runs;
     CHECK_OK(saxpy_call(k, 2.0f, a, a));
     CHECK_OK(tack_device_synchronize(dev));
     CHECK(standin_runs == runs);
-    model = NULL;
+    standin_model = NULL;
     tack_kernel_release(k);
     tack_array_release(b);
     tack_array_release(a);
@@ -529,7 +396,7 @@ static void test_queue_launch_then_read(void)
     tack_array *ax = array_from(dev, TACK_F32, n, x, (size_t)n * sizeof *x);
     tack_array *ay = array_from(dev, TACK_F32, n, y, (size_t)n * sizeof *y);
     tack_kernel *k = kernel_for(dev, saxpy_source);
-    model = &saxpy_model;
+    standin_model = &standin_saxpy;
     /* Five launches, in order; the read waits for all of them. */
     for (int r = 0; r < 5; r++)
         CHECK_OK(saxpy_call(k, 3.0f, ax, ay));
@@ -545,7 +412,7 @@ static void test_queue_launch_then_read(void)
     CHECK_OK(saxpy_call(k, 1.0f, ax, ay));
     CHECK_OK(tack_array_copy_to_host(ay, back, (size_t)n * sizeof *back));
     CHECK(!memcmp(back, x, (size_t)n * sizeof *x));
-    model = NULL;
+    standin_model = NULL;
     tack_kernel_release(k);
     tack_array_release(ax);
     tack_array_release(ay);
@@ -561,13 +428,13 @@ static void test_queue_synchronize_finishes_launches(void)
     tack_array *ax = array_from(dev, TACK_F32, n, x, (size_t)n * sizeof *x);
     tack_array *ay = array_from(dev, TACK_F32, n, x, (size_t)n * sizeof *x);
     tack_kernel *k = kernel_for(dev, saxpy_source);
-    model = &saxpy_model;
+    standin_model = &standin_saxpy;
     CHECK_OK(saxpy_call(k, 2.0f, ax, ay));
     CHECK_OK(tack_device_synchronize(dev));
     /* The memory itself holds the result, with no copy through Tack. */
-    const float *raw = host_of((uint64_t)(uintptr_t)tack_array_data(ay), (size_t)n * sizeof *raw);
+    const float *raw = standin_host_of((uint64_t)(uintptr_t)tack_array_data(ay), (size_t)n * sizeof *raw);
     CHECK(raw && raw[5] == 15.0f && raw[n - 1] == 3.0f * (float)(n - 1));
-    model = NULL;
+    standin_model = NULL;
     tack_kernel_release(k);
     tack_array_release(ax);
     tack_array_release(ay);
@@ -659,7 +526,7 @@ static void test_kernel_saxpy_1d(void)
     float *x = f32_values(n, 1.0f), *y = f32_values(n, 0.5f);
     struct call c = {
         .source = saxpy_source,
-        .model = &saxpy_model,
+        .model = &standin_saxpy,
         .n = n,
         .nargs = 3,
         .args = {tack_arg_f32(3.0f)},
@@ -696,12 +563,12 @@ static void test_kernel_2d(void)
         bail_if(!y);
         float zero = 0.0f;
         CHECK_OK(tack_array_fill(y, &zero));
-        model = &grid2d_model;
+        standin_model = &grid2d_model;
         tack_arg args[2] = {tack_arg_i64(w), tack_arg_array(y)};
         CHECK_OK(tack_kernel_launch_nd(ks[d], NULL, 2, (int64_t[]){h, w}, args, 2));
         out[d] = f32_values(n, 0.0f);
         CHECK_OK(tack_array_copy_to_host(y, out[d], (size_t)n * sizeof(float)));
-        model = NULL;
+        standin_model = NULL;
         tack_array_release(y);
         tack_kernel_release(ks[d]);
     }
@@ -829,7 +696,7 @@ static void test_errors_arguments(void)
     CHECK_OK(tack_array_wrap(dev, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
     bail_if(!ro);
     tack_kernel *k = kernel_for(dev, saxpy_source);
-    model = &saxpy_model;
+    standin_model = &standin_saxpy;
     tack_arg good[3] = {tack_arg_f32(2.0f), tack_arg_array(x), tack_arg_array(y)};
     CHECK_REFUSED(k, good, 2, TACK_ETYPE, "takes 3 arguments", y);
     CHECK(contains(tack_last_error(), "2 given"));
@@ -850,7 +717,7 @@ static void test_errors_arguments(void)
     CHECK_OK(tack_kernel_launch(k, NULL, 0, good, 3));
     CHECK_OK(tack_device_synchronize(dev));
     CHECK(standin_runs == runs);
-    model = NULL;
+    standin_model = NULL;
     tack_kernel_release(k);
     tack_array_release(ro);
     tack_array_release(host);
