@@ -72,7 +72,7 @@ static inline void f32_vector_tensor(DLTensor *t, void *data, DLDevice device, i
     t->data = data;
     t->device = device;
     t->ndim = 1;
-    t->dtype = (DLDataType){kDLFloat, 32, 1};
+    t->dtype = (DLDataType){.code = kDLFloat, .bits = 32, .lanes = 1};
     t->shape = shape;
 }
 
@@ -80,9 +80,9 @@ static inline void f32_vector_tensor(DLTensor *t, void *data, DLDevice device, i
  * driver, device and context handles; NULL, reported, if refused. */
 static inline tack_device *backend_adopt(const char *file, int line, const uint64_t h[3])
 {
-    tack_option o[3] = {{"external_context", "driver", h[0]},
-                        {"external_context", "device", h[1]},
-                        {"external_context", "context", h[2]}};
+    tack_option o[3] = {{.name = "external_context", .field = "driver", .value = h[0]},
+                        {.name = "external_context", .field = "device", .value = h[1]},
+                        {.name = "external_context", .field = "context", .value = h[2]}};
     tack_device *d = NULL;
     CHECK_OK_AT(file, line, tack_device_open("level_zero", o, 3, &d));
     return d;

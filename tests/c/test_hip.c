@@ -90,9 +90,9 @@ static void test_devices_are_the_runtimes(void)
     CHECK(tack_device_context_handle(d) == 0);
     DLDevice dl = tack_device_dl_device(d);
     CHECK(dl.device_type == kDLROCM && dl.device_id == 0);
-    CHECK(tack_device_can_wrap(d, (DLDevice){kDLROCM, 0}));
-    CHECK(!tack_device_can_wrap(d, (DLDevice){kDLROCM, 1}));
-    CHECK(!tack_device_can_wrap(d, (DLDevice){kDLROCMHost, 0}));
+    CHECK(tack_device_can_wrap(d, (DLDevice){.device_type = kDLROCM, .device_id = 0}));
+    CHECK(!tack_device_can_wrap(d, (DLDevice){.device_type = kDLROCM, .device_id = 1}));
+    CHECK(!tack_device_can_wrap(d, (DLDevice){.device_type = kDLROCMHost, .device_id = 0}));
     tack_device *again = open_device("hip:0"), *one = open_device("hip:1");
     CHECK(again == d && one != d);
     CHECK(tack_device_memory_domain(one) != tack_device_memory_domain(d));
@@ -101,7 +101,7 @@ static void test_devices_are_the_runtimes(void)
     CHECK(contains(tack_last_error(), "hip:2"));
     CHECK(none == (tack_device *)0x1);
     /* HIP takes no options: an external_context would be silently unused. */
-    tack_option o = {"external_context", "context", 1};
+    tack_option o = {.name = "external_context", .field = "context", .value = 1};
     CHECK_STATUS(tack_device_open("hip", &o, 1, &none), TACK_EVALUE);
     CHECK(contains(tack_last_error(), "external_context"));
     tack_device_release(one);
@@ -284,7 +284,7 @@ static void test_dlpack_rocm_host_memory_goes_to_cpu(void)
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){kDLROCMHost, 0}, shape);
+    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){.device_type = kDLROCMHost, .device_id = 0}, shape);
     tack_array *a = NULL;
     CHECK_OK(tack_array_from_dlpack(&m, NULL, d, &a));
     bail_if(!a);
@@ -297,7 +297,7 @@ static void test_dlpack_rocm_host_memory_goes_to_cpu(void)
     /* A kDLROCM tensor over host memory is refused by the memory check. */
     float host[16];
     m.dl_tensor.data = host;
-    m.dl_tensor.device = (DLDevice){kDLROCM, 0};
+    m.dl_tensor.device = (DLDevice){.device_type = kDLROCM, .device_id = 0};
     CHECK_STATUS(tack_array_from_dlpack(&m, d, NULL, &a), TACK_EVALUE);
     CHECK(a == (tack_array *)0x1);
     CHECK(sim.hipHostFree(pinned) == 0);
