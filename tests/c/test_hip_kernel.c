@@ -60,6 +60,10 @@ static tack_status call_saxpy(float a, tack_array *x, tack_array *y) { return sa
 
 /* ---- cases ----------------------------------------------------------------- */
 
+/* Generated text, kept: the simulated hipRTC does not compile, so the
+ * entry's parameter list (what the launch binds, in order) is checked here
+ * and by its effect in test_conformance.c; the fault caught is an entry that
+ * a real hipRTC would compile with other parameter types. */
 static void test_generated_source_is_hip(void)
 {
     const char *src = NULL;

@@ -71,6 +71,11 @@ static tack_device *adopt_new_context(void)
 
 /* ---- cases ----------------------------------------------------------------- */
 
+/* Generated text, kept: the simulated ocloc does not compile, so the
+ * entry's OpenCL parameter list (__global, the sizes the launch binds) and
+ * ocloc's options are checked here; test_conformance.c checks the binding by
+ * its effect. The fault caught is code a real ocloc would refuse or bind
+ * at other widths. */
 static void test_generated_source_is_opencl(void)
 {
     const char *src = NULL;
