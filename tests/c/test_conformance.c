@@ -7,11 +7,12 @@
  * something computes it on the cpu backend too and compares.
  *
  * The simulated drivers cannot run GPU code: a host stand-in for each of
- * the suite's kernels, installed as the driver's kernel hook, runs when the
- * driver's queue reaches the launch, over every thread of the grid Tack
- * chose (a grid that misses part of the domain leaves elements unwritten)
- * and with the argument bytes Tack bound (a wrong order or size computes
- * the wrong thing). On the cpu backend the kernels are compiled and run.
+ * the suite's kernels (standin.h), installed as the driver's kernel hook,
+ * runs when the driver's queue reaches the launch, over every thread of
+ * the grid Tack chose (a grid that misses part of the domain leaves
+ * elements unwritten) and with the argument bytes Tack bound (a wrong order
+ * or size computes the wrong thing). On the cpu backend the kernels are
+ * compiled and run.
  *
  * Each case runs in a child process of its own with a time limit (check.h,
  * CHECK_TIMEOUT, 30 s by default), which opens the devices afresh; meson's
@@ -102,6 +103,7 @@ static void standins_install(void)
 
 /* ---- the suite's kernels: source, and the stand-in of each ----------------- */
 
+/* saxpy: kernels.h's saxpy_source, standin.h's standin_saxpy. */
 
 static const char daxpy_source[] =
     "void daxpy(tack_index i, double a, const double *x, double *y) { y[i] = a * x[i] + y[i]; }";
