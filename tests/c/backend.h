@@ -72,34 +72,17 @@ static inline void f32_vector_tensor(DLTensor *t, void *data, DLDevice device, i
     t->data = data;
     t->device = device;
     t->ndim = 1;
-    t->dtype = (DLDataType){kDLFloat, 32, 1};
+    t->dtype = (DLDataType){.code = kDLFloat, .bits = 32, .lanes = 1};
     t->shape = shape;
 }
-
-static inline void backend_export_refused(const char *file, int line, const char *name)
-{
-    char want[128];
-    snprintf(want, sizeof want, "Backend %s does not support memory export", name);
-    tack_device *d = backend_open_device(file, line, name);
-    tack_array *a = backend_f32_array(file, line, d, 4, 0);
-    tack_exported_memory m;
-    CHECK_STATUS_AT(file, line, tack_array_export_memory(a, &m), TACK_ERUNTIME);
-    CHECK_AT(file, line, contains(tack_last_error(), want));
-    tack_array_release(a);
-    tack_device_release(d);
-}
-
-/* Checks that an array on backend `name` cannot be exported as OS memory
- * (tack_array_export_memory), and that the message names the backend. */
-#define CHECK_EXPORT_REFUSED(name) backend_export_refused(__FILE__, __LINE__, (name))
 
 /* level_zero over another library's context, given that library's
  * driver, device and context handles; NULL, reported, if refused. */
 static inline tack_device *backend_adopt(const char *file, int line, const uint64_t h[3])
 {
-    tack_option o[3] = {{"external_context", "driver", h[0]},
-                        {"external_context", "device", h[1]},
-                        {"external_context", "context", h[2]}};
+    tack_option o[3] = {{.name = "external_context", .field = "driver", .value = h[0]},
+                        {.name = "external_context", .field = "device", .value = h[1]},
+                        {.name = "external_context", .field = "context", .value = h[2]}};
     tack_device *d = NULL;
     CHECK_OK_AT(file, line, tack_device_open("level_zero", o, 3, &d));
     return d;

@@ -84,26 +84,6 @@ static inline void kernels_saxpy_close(const char *file, int line, tack_device *
 
 /* ---- compiler failures ------------------------------------------------------ */
 
-static inline void kernels_compile_error(const char *file, int line, tack_device *device, const char *target)
-{
-    char want[96];
-    snprintf(want, sizeof want, "failed to compile for %s", target);
-    const char *src = "// a helper\n#error no such thing\nvoid f(tack_index i, float *y) { y[i] = 0; }\n";
-    tack_kernel *k = NULL;
-    CHECK_STATUS_AT(file, line, tack_kernel_compile(src, NULL, device, &k), TACK_ECOMPILE);
-    CHECK_AT(file, line, k == NULL);
-    const char *e = tack_last_error();
-    CHECK_AT(file, line, strstr(e, want) && strstr(e, "no such thing"));
-    /* The log names the user's own line, the #error on line 2. */
-    CHECK_AT(file, line, strstr(e, "kernel:2:"));
-    CHECK_AT(file, line, strstr(tack_kernel_compile_log(), "no such thing"));
-}
-
-/* Checks that a kernel that does not compile on `device` is TACK_ECOMPILE
- * saying "failed to compile for <target>" with the compiler's log,
- * which names the user's own line. */
-#define CHECK_COMPILE_ERROR(device, target) kernels_compile_error(__FILE__, __LINE__, (device), (target))
-
 static inline void kernels_missing_compiler(const char *file, int line, tack_device *device, const char *variable,
                                             const char *path, const char *says, const char *says_too)
 {

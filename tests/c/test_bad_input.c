@@ -169,6 +169,13 @@ static int64_t shape_neg[2] = {2, -1};
 static int64_t shape_overflow[2] = {INT64_MAX, 4};
 static int64_t shape_2x3[2] = {2, 3};
 
+/* A float tensor of `ndim` dimensions on `device_type` 0, over no data. */
+#define FLOAT_TENSOR(device_type_, ndim_, bits_, shape_)                                                         \
+    ((DLTensor){.device = {.device_type = (device_type_), .device_id = 0},                                       \
+                .ndim = (ndim_),                                                                                 \
+                .dtype = {.code = kDLFloat, .bits = (bits_), .lanes = 1},                                        \
+                .shape = (shape_)})
+
 #define CASES(X)                                                                                                  \
     /* dtype.h */                                                                                                 \
     X(TACK_ETYPE, tack_dtype_from_name(NULL, &e->dt))                                                             \
@@ -201,11 +208,11 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_device_open("cpu:-1", NULL, 0, &e->dv))                                                   \
     X(TACK_EVALUE, tack_device_open("cpu:99999999999999999999", NULL, 0, &e->dv))                                 \
     X(TACK_EVALUE, tack_device_open("cpu", NULL, 1, &e->dv))                                                      \
-    X(TACK_EVALUE, tack_device_open("cpu", &(tack_option){NULL, NULL, 0}, 1, &e->dv))                             \
+    X(TACK_EVALUE, tack_device_open("cpu", &(tack_option){.name = NULL, .field = NULL, .value = 0}, 1, &e->dv))   \
     X(TACK_EVALUE, tack_device_open("cpu", NULL, 0, NULL))                                                        \
-    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){(DLDeviceType)12345, 0}, &e->dv))                            \
-    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){kDLMetal, 0}, &e->dv))                                       \
-    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){kDLCPU, 0}, NULL))                                           \
+    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = (DLDeviceType)12345, .device_id = 0}, &e->dv)) \
+    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = kDLMetal, .device_id = 0}, &e->dv))           \
+    X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = kDLCPU, .device_id = 0}, NULL))               \
     X(TACK_EVALUE, tack_device_synchronize(NULL))                                                                 \
     /* buffer.h */                                                                                                \
     X(TACK_EVALUE, tack_buffer_alloc(NULL, 4, 0, &e->bo))                                                         \
@@ -269,13 +276,13 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_array_to_dltensor(NULL, &e->view))                                                        \
     X(TACK_EVALUE, tack_array_to_dltensor(e->a, NULL))                                                            \
     X(TACK_EVALUE, tack_dlpack_allocate(NULL, &e->mv))                                                            \
-    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape4, NULL, 0}, NULL)) \
-    X(TACK_ETYPE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 24, 1}, shape4, NULL, 0}, &e->mv)) \
-    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape_overflow, NULL, 0}, &e->mv)) \
-    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, NULL, NULL, 0}, &e->mv)) \
-    X(TACK_EVALUE, tack_dlpack_allocate(&(DLTensor){NULL, {kDLCUDAHost, 0}, 1, {kDLFloat, 32, 1}, shape4, NULL, 0}, &e->mv)) \
-    X(TACK_EVALUE, tack_dlpack_work_stream((DLDevice){(DLDeviceType)12345, 0}, &e->u64))                          \
-    X(TACK_EVALUE, tack_dlpack_work_stream((DLDevice){kDLCPU, 0}, NULL))                                          \
+    X(TACK_EVALUE, tack_dlpack_allocate(&FLOAT_TENSOR(kDLCPU, 1, 32, shape4), NULL))                              \
+    X(TACK_ETYPE, tack_dlpack_allocate(&FLOAT_TENSOR(kDLCPU, 1, 24, shape4), &e->mv))                             \
+    X(TACK_EVALUE, tack_dlpack_allocate(&FLOAT_TENSOR(kDLCPU, 2, 32, shape_overflow), &e->mv))                    \
+    X(TACK_EVALUE, tack_dlpack_allocate(&FLOAT_TENSOR(kDLCPU, 1, 32, NULL), &e->mv))                              \
+    X(TACK_EVALUE, tack_dlpack_allocate(&FLOAT_TENSOR(kDLCUDAHost, 1, 32, shape4), &e->mv))                       \
+    X(TACK_EVALUE, tack_dlpack_work_stream((DLDevice){.device_type = (DLDeviceType)12345, .device_id = 0}, &e->u64)) \
+    X(TACK_EVALUE, tack_dlpack_work_stream((DLDevice){.device_type = kDLCPU, .device_id = 0}, NULL))              \
     /* kernel.h */                                                                                                \
     X(TACK_EVALUE, tack_kernel_create(NULL, NULL, &e->ko))                                                        \
     X(TACK_EVALUE, tack_kernel_create("void f(tack_index i) { }", NULL, NULL))                                    \

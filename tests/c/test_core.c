@@ -24,8 +24,8 @@ static void test_device_registry(void)
     CHECK(!strcmp(tack_device_name(a), "cpu"));
     DLDevice dl = tack_device_dl_device(a);
     CHECK(dl.device_type == kDLCPU && dl.device_id == 0);
-    CHECK(tack_device_can_wrap(a, (DLDevice){kDLCUDAHost, 3}));
-    CHECK(!tack_device_can_wrap(a, (DLDevice){kDLCUDA, 0}));
+    CHECK(tack_device_can_wrap(a, (DLDevice){.device_type = kDLCUDAHost, .device_id = 3}));
+    CHECK(!tack_device_can_wrap(a, (DLDevice){.device_type = kDLCUDA, .device_id = 0}));
     tack_device_release(a);
     tack_device_release(b);
 }
@@ -38,7 +38,7 @@ static void test_device_errors(void)
     CHECK_STATUS(tack_device_open("cpu:x", NULL, 0, &d), TACK_EVALUE);
     CHECK_STATUS(tack_device_open("cpu:1", NULL, 0, &d), TACK_EVALUE);
     CHECK_STATUS(tack_device_open(NULL, NULL, 0, &d), TACK_EVALUE);
-    tack_option opt = {"external_context", "context", 7};
+    tack_option opt = {.name = "external_context", .field = "context", .value = 7};
     CHECK_STATUS(tack_device_open("cpu", &opt, 1, &d), TACK_EVALUE);
     CHECK(strstr(tack_last_error(), "external_context") != NULL);
     CHECK(d == (tack_device *)0x1); /* untouched on failure */

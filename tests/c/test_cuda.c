@@ -176,7 +176,7 @@ static void test_no_driver_is_a_runtime_error(void)
     tack_array *a = f32_array(cpu, 4);
     tack_array_release(a);
     tack_device_release(cpu);
-    DLDevice dl = {kDLCUDA, 0};
+    DLDevice dl = {.device_type = kDLCUDA, .device_id = 0};
     CHECK_STATUS(tack_device_for_dlpack(dl, &d), TACK_ENODEVICE);
 }
 
@@ -696,7 +696,7 @@ static void test_dlpack_import_of_pinned_and_host_tensors(void)
     int64_t shape[1] = {16};
     DLManagedTensor m;
     memset(&m, 0, sizeof m);
-    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){kDLCUDAHost, 0}, shape);
+    f32_vector_tensor(&m.dl_tensor, pinned, (DLDevice){.device_type = kDLCUDAHost, .device_id = 0}, shape);
     m.deleter = count_deleter;
     /* kDLCUDAHost is host memory: a cpu array, even with cuda as default. */
     tack_array *a = NULL;
@@ -734,7 +734,7 @@ static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float val
     void *data = tack_array_data(a);
     void *const args[2] = {&data, &value};
     int64_t n = (int64_t)tack_array_size(a);
-    struct tack_launch l = {1, &n, n, args, 0};
+    struct tack_launch l = {.ndim = 1, .shape = &n, .n = n, .args = args};
     tack_status st = d->ops->kernel_launch(d, k, &l);
     if (st == TACK_OK)
         atomic_store(&tack_array_buffer(a)->last_launch, atomic_fetch_add(&d->submitted, 1) + 1);
@@ -796,14 +796,16 @@ static void test_kernel_load_errors(void)
     sim_open();
     tack_device *d = open_device("cuda");
     void *k = NULL;
-    struct tack_kernel_code host = {TACK_CODE_HOST, NULL, 0, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code host = {.kind = TACK_CODE_HOST, .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &host, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "PTX"));
     static const char bad[] = "// tack-sim: invalid\n";
-    struct tack_kernel_code broken = {TACK_CODE_PTX, bad, sizeof bad, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code broken = {.kind = TACK_CODE_PTX, .data = bad, .size = sizeof bad,
+                                      .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &broken, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_INVALID_PTX"));
-    struct tack_kernel_code missing = {TACK_CODE_PTX, fake_ptx, sizeof fake_ptx, "no_such_entry", NULL, 0, NULL};
+    struct tack_kernel_code missing = {.kind = TACK_CODE_PTX, .data = fake_ptx, .size = sizeof fake_ptx,
+                                       .entry = "no_such_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &missing, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NOT_FOUND"));
     CHECK(k == NULL);
@@ -822,7 +824,7 @@ static void test_kernel_load_of_cubins(void)
     size_t size = 0;
     unsigned char *image = cubin(90, 135, 8, 1, &size);
     bail_if(!image);
-    struct tack_kernel_code code = {TACK_CODE_CUBIN, image, size, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code code = {.kind = TACK_CODE_CUBIN, .data = image, .size = size, .entry = "tack_kernel_entry"};
     CHECK_OK(d->ops->kernel_load(d, &code, &k));
     CHECK(sim_stat("modules_cubin") == 1 && sim_stat("modules_ptx") == 0);
     CHECK(!strcmp(code.target, "cubin sm_90 (CUDA 13.5)"));
@@ -862,7 +864,8 @@ static void test_kernel_load_of_cubins(void)
 
     /* Another architecture: the driver refuses it, for what it is. */
     bail_if(!(image = cubin(80, 130, 8, 1, &size)));
-    struct tack_kernel_code other = {TACK_CODE_CUBIN, image, size, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code other = {.kind = TACK_CODE_CUBIN, .data = image, .size = size,
+                                     .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &other, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NO_BINARY_FOR_GPU"));
     CHECK(contains(tack_last_error(), "cubin sm_80 (CUDA 13.0)"));
@@ -872,7 +875,8 @@ static void test_kernel_load_of_cubins(void)
     /* PTX newer than the driver: refused, and nothing else to try. */
     static const char newer[] = "// Cuda compilation tools, release 13.5, V13.5.37\n.version 9.5\n.target sm_90\n"
                                 ".visible .entry tack_kernel_entry()\n";
-    struct tack_kernel_code ptx = {TACK_CODE_PTX, newer, sizeof newer, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code ptx = {.kind = TACK_CODE_PTX, .data = newer, .size = sizeof newer,
+                                   .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &ptx, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"));
     CHECK(contains(tack_last_error(), "ptx compute_90 (PTX ISA 9.5, CUDA 13.5)"));

@@ -132,7 +132,7 @@ static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float val
     void *const args[2] = {&data, &value};
     tack_buffer *b = tack_array_buffer(a);
     int64_t n = (int64_t)tack_array_size(a);
-    struct tack_launch l = {1, &n, n, args, 0};
+    struct tack_launch l = {.ndim = 1, .shape = &n, .n = n, .args = args};
     return tack_queue_launch(d, k, &l, &b, 1);
 }
 

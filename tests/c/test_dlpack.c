@@ -89,7 +89,9 @@ static void producer_init(struct producer *p)
     memset(p, 0, sizeof *p);
     p->shape[0] = 4;
     p->shape[1] = 8;
-    DLTensor t = {p->data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, p->shape, NULL, 0};
+    DLTensor t = {.data = p->data, .device = {.device_type = kDLCPU, .device_id = 0}, .ndim = 2,
+                  .dtype = {.code = kDLFloat, .bits = 32, .lanes = 1}, .shape = p->shape, .strides = NULL,
+                  .byte_offset = 0};
     p->v.version.major = 1;
     p->v.version.minor = 0;
     p->v.manager_ctx = p;
@@ -156,7 +158,10 @@ static void bad_strides(struct producer *p)
 }
 static void unknown_device(struct producer *p) { p->v.dl_tensor.device.device_type = (DLDeviceType)99; }
 static void metal(struct producer *p) { p->v.dl_tensor.device.device_type = kDLMetal; }
-static void float8(struct producer *p) { p->v.dl_tensor.dtype = (DLDataType){kDLFloat8_e4m3fn, 8, 1}; }
+static void float8(struct producer *p)
+{
+    p->v.dl_tensor.dtype = (DLDataType){.code = kDLFloat8_e4m3fn, .bits = 8, .lanes = 1};
+}
 static void lanes(struct producer *p) { p->v.dl_tensor.dtype.lanes = 4; }
 static void odd_bits(struct producer *p) { p->v.dl_tensor.dtype.bits = 7; }
 static void neg_ndim(struct producer *p) { p->v.dl_tensor.ndim = -1; }

@@ -355,7 +355,9 @@ static tack_status call_allocate(void *p)
 {
     struct array_ctx *c = p;
     int64_t shape[2] = {5, 3};
-    DLTensor proto = {NULL, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+    DLTensor proto = {.data = NULL, .device = {.device_type = kDLCPU, .device_id = 0}, .ndim = 2,
+                      .dtype = {.code = kDLFloat, .bits = 32, .lanes = 1}, .shape = shape, .strides = NULL,
+                      .byte_offset = 0};
     DLManagedTensorVersioned *m = UNTOUCHED;
     tack_status st = tack_dlpack_allocate(&proto, &m);
     return finish(c, st, m);
@@ -373,8 +375,13 @@ static void producer_deleter(DLManagedTensorVersioned *m)
 static tack_status call_from_dlpack(void *p)
 {
     struct array_ctx *c = p;
-    producer = (DLManagedTensorVersioned){{1, 0}, c, producer_deleter, 0,
-                                          {c->memory, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, producer_shape, NULL, 0}};
+    producer = (DLManagedTensorVersioned){
+        .version = {.major = 1, .minor = 0},
+        .manager_ctx = c,
+        .deleter = producer_deleter,
+        .dl_tensor = {.data = c->memory, .device = {.device_type = kDLCPU, .device_id = 0}, .ndim = 2,
+                      .dtype = {.code = kDLFloat, .bits = 32, .lanes = 1}, .shape = producer_shape},
+    };
     tack_array *a = UNTOUCHED;
     int deleted = 0;
     tack_status st = tack_array_from_dlpack_versioned(&producer, NULL, c->device, &a, &deleted);

@@ -52,7 +52,9 @@ static void test_allocator_makes_zeroed_exports(void)
 {
     int64_t shape[2] = {3, 5}, garbage[2] = {-7, 99};
     /* Data and strides are not read. */
-    DLTensor proto = {(void *)(uintptr_t)0x1234, {kDLCPU, 0}, 2, {kDLUInt, 16, 1}, shape, garbage, 3};
+    DLTensor proto = {.data = (void *)(uintptr_t)0x1234, .device = {.device_type = kDLCPU, .device_id = 0}, .ndim = 2,
+                      .dtype = {.code = kDLUInt, .bits = 16, .lanes = 1}, .shape = shape, .strides = garbage,
+                      .byte_offset = 3};
     long arrays = tack_array_live_count(), exports = tack_dlpack_live_exports();
     DLManagedTensorVersioned *m = NULL;
     CHECK_OK(tack_dlpack_allocate(&proto, &m));
@@ -86,7 +88,9 @@ static void allocator_refuses(const char *file, int line, DLTensor proto, tack_s
 static void test_allocator_refusals_allocate_nothing(void)
 {
     int64_t shape[1] = {4}, neg[2] = {2, -1};
-    DLTensor ok = {NULL, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0}, p;
+    DLTensor ok = {.data = NULL, .device = {.device_type = kDLCPU, .device_id = 0}, .ndim = 1,
+                   .dtype = {.code = kDLFloat, .bits = 32, .lanes = 1}, .shape = shape, .strides = NULL,
+                   .byte_offset = 0}, p;
     p = ok, p.device.device_type = kDLCUDAHost; /* pinned memory is not plain host memory */
     allocator_refuses(__FILE__, __LINE__, p, TACK_EVALUE, "prototype");
     p = ok, p.device.device_type = kDLMetal;
@@ -110,16 +114,17 @@ static void test_allocator_refusals_allocate_nothing(void)
 static void test_work_stream_of_host_memory_is_none(void)
 {
     uint64_t s = 77;
-    CHECK_OK(tack_dlpack_work_stream((DLDevice){kDLCPU, 0}, &s));
+    CHECK_OK(tack_dlpack_work_stream((DLDevice){.device_type = kDLCPU, .device_id = 0}, &s));
     CHECK(s == 0);
     s = 77;
-    CHECK_OK(tack_dlpack_work_stream((DLDevice){kDLCUDAHost, 3}, &s));
+    CHECK_OK(tack_dlpack_work_stream((DLDevice){.device_type = kDLCUDAHost, .device_id = 3}, &s));
     CHECK(s == 0);
     s = 77;
-    CHECK_STATUS(tack_dlpack_work_stream((DLDevice){(DLDeviceType)12345, 0}, &s), TACK_EVALUE);
-    CHECK_STATUS(tack_dlpack_work_stream((DLDevice){kDLMetal, 0}, &s), TACK_EVALUE);
+    CHECK_STATUS(tack_dlpack_work_stream((DLDevice){.device_type = (DLDeviceType)12345,
+                                                    .device_id = 0}, &s), TACK_EVALUE);
+    CHECK_STATUS(tack_dlpack_work_stream((DLDevice){.device_type = kDLMetal, .device_id = 0}, &s), TACK_EVALUE);
     CHECK(s == 77);
-    CHECK_STATUS(tack_dlpack_work_stream((DLDevice){kDLCPU, 0}, NULL), TACK_EVALUE);
+    CHECK_STATUS(tack_dlpack_work_stream((DLDevice){.device_type = kDLCPU, .device_id = 0}, NULL), TACK_EVALUE);
 }
 
 static void test_every_dtype_round_trips_through_its_spellings(void)

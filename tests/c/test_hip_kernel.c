@@ -17,6 +17,7 @@
 #include "kernels.h"
 #include "grid2d.h"
 #include "sim.h"
+#include "standin.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
 
@@ -24,7 +25,6 @@ typedef void *(*capture_fn)(const char *name, void **params, const unsigned grid
 typedef void (*run_fn)(void *closure);
 
 static long long (*sim_stats)(const char *name);
-static void *(*sim_host_address)(uint64_t ptr, size_t n);
 static void (*sim_set_kernel_hook)(capture_fn capture, run_fn run);
 static void (*sim_last_launch)(unsigned grid[3], unsigned block[3]);
 static long long (*rtc_stats)(const char *name);
@@ -35,49 +35,19 @@ static void sim_open(void)
     void *lib = sim_library("TACK_HIP_LIBRARY", "the simulated runtime");
     void *rlib = sim_library("TACK_HIPRTC_LIBRARY", "the simulated hipRTC");
     SIM_SYMBOL(lib, sim_stats, "tack_sim_hip_stats");
-    SIM_SYMBOL(lib, sim_host_address, "tack_sim_hip_host_address");
+    standin_install(lib, "tack_sim_hip_host_address", "tack_sim_hip_set_kernel_hook", STANDIN_PARAMS);
     SIM_SYMBOL(lib, sim_set_kernel_hook, "tack_sim_hip_set_kernel_hook");
     SIM_SYMBOL(lib, sim_last_launch, "tack_sim_hip_last_launch");
     SIM_SYMBOL(rlib, rtc_stats, "tack_sim_hiprtc_stats");
     SIM_SYMBOL(rlib, rtc_last_source, "tack_sim_hiprtc_last_source");
 }
 
-/* ---- the GPU's stand-in for saxpy ------------------------------------------ */
+/* ---- the GPU's stand-in for saxpy (standin.h) ------------------------------ */
 
-struct saxpy_launch {
-    int64_t n;
-    float a;
-    uint64_t x, y;
-    long long copies_before; /* copies the runtime had done when the launch ran */
-};
-static struct saxpy_launch seen;
+/* The copies the runtime had done when the last launch was captured. */
+static long long copies_at_launch;
 
-/* The generated entry takes (int64 n, then the kernel's parameters). */
-static void *saxpy_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
-{
-    (void)grid;
-    (void)block;
-    struct saxpy_launch *c = malloc(sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry")) {
-        free(c);
-        return NULL;
-    }
-    c->n = *(int64_t *)params[0];
-    c->a = *(float *)params[1];
-    c->x = (uint64_t)(uintptr_t) * (void **)params[2];
-    c->y = (uint64_t)(uintptr_t) * (void **)params[3];
-    c->copies_before = sim_stats("copies");
-    seen = *c;
-    return c;
-}
-
-static void saxpy_run(void *p)
-{
-    struct saxpy_launch *c = p;
-    size_t bytes = (size_t)c->n * sizeof(float);
-    saxpy_on_host(c->n, c->a, sim_host_address(c->x, bytes), sim_host_address(c->y, bytes));
-    free(c);
-}
+static void note_copies(void) { copies_at_launch = sim_stats("copies"); }
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -90,6 +60,10 @@ static tack_status call_saxpy(float a, tack_array *x, tack_array *y) { return sa
 
 /* ---- cases ----------------------------------------------------------------- */
 
+/* Generated text, kept: the simulated hipRTC does not compile, so the
+ * entry's parameter list (what the launch binds, in order) is checked here
+ * and by its effect in test_conformance.c; the fault caught is an entry that
+ * a real hipRTC would compile with other parameter types. */
 static void test_generated_source_is_hip(void)
 {
     const char *src = NULL;
@@ -107,11 +81,12 @@ static void test_launch_binds_arguments_in_order(void)
     long long launches = sim_stats("launches"), copies = sim_stats("copies");
     CHECK_OK(call_saxpy(3.0f, x, y));
     CHECK(sim_stats("launches") == launches + 1);
-    CHECK(seen.n == 1000 && seen.a == 3.0f);
-    CHECK(seen.x == (uint64_t)(uintptr_t)tack_array_data(x));
-    CHECK(seen.y == (uint64_t)(uintptr_t)tack_array_data(y));
+    const struct standin_launch *seen = &standin_last;
+    CHECK(standin_i64(seen, 0) == 1000 && standin_f32(seen, 1) == 3.0f);
+    CHECK(standin_i64(seen, 2) == (int64_t)(uintptr_t)tack_array_data(x));
+    CHECK(standin_i64(seen, 3) == (int64_t)(uintptr_t)tack_array_data(y));
     /* The launch ran after the copies that filled x and y, before the read. */
-    CHECK(seen.copies_before == copies);
+    CHECK(copies_at_launch == copies);
     unsigned grid[3], block[3];
     sim_last_launch(grid, block);
     CHECK(block[0] * grid[0] >= 1000 && grid[1] == 1 && block[1] == 1);
@@ -120,38 +95,6 @@ static void test_launch_binds_arguments_in_order(void)
     CHECK(sim_stats("modules_loaded") == 1 && rtc_stats("compiles") == 1);
     tack_array_release(x);
     tack_array_release(y);
-}
-
-static void test_zero_indices_run_nothing(void)
-{
-    tack_array *x = ramp(8, 1.0f), *y = ramp(8, 1.0f);
-    long long launches = sim_stats("launches");
-    tack_arg args[3] = {tack_arg_f32(1.0f), tack_arg_array(x), tack_arg_array(y)};
-    CHECK_OK(tack_kernel_launch(saxpy, NULL, 0, args, 3));
-    CHECK(sim_stats("launches") == launches);
-    CHECK_STATUS(tack_kernel_launch(saxpy, NULL, -1, args, 3), TACK_EVALUE);
-    CHECK(sim_stats("launches") == launches);
-    tack_array_release(x);
-    tack_array_release(y);
-}
-
-static void test_read_only_binding_is_refused(void)
-{
-    tack_array *x = ramp(16, 1.0f), *y = ramp(16, 1.0f), *ro = NULL;
-    int64_t n = 16;
-    CHECK_OK(tack_array_wrap(hip, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
-    long long launches = sim_stats("launches");
-    CHECK_STATUS(call_saxpy(1.0f, x, ro), TACK_EVALUE);
-    CHECK(strstr(tack_last_error(), "'y'") && strstr(tack_last_error(), "read-only"));
-    CHECK(sim_stats("launches") == launches);
-    tack_array_release(ro);
-    tack_array_release(x);
-    tack_array_release(y);
-}
-
-static void test_compile_error_carries_the_log(void)
-{
-    CHECK_COMPILE_ERROR(hip, "HIP");
 }
 
 static void test_missing_hiprtc_says_what_to_install(void)
@@ -175,7 +118,7 @@ static struct grid2d_launch seen2;
 static void *grid2d_capture(const char *name, void **params, const unsigned grid[3], const unsigned block[3])
 {
     return grid2d_capture_values(name, params[0], params[1], params[2], (uint64_t)(uintptr_t) * (void **)params[3],
-                                 sim_host_address, grid, block, &seen2);
+                                 standin_host_of, grid, block, &seen2);
 }
 
 static void test_2d_launch_geometry_covers_the_domain(void)
@@ -184,7 +127,7 @@ static void test_2d_launch_geometry_covers_the_domain(void)
     grid2d_check(hip, 1000, 70, &seen2);
     CHECK(seen2.block[0] == 32 && seen2.block[1] == 8 && seen2.block[2] == 1);
     CHECK(seen2.grid[0] == 3 && seen2.grid[1] == 125 && seen2.grid[2] == 1);
-    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    sim_set_kernel_hook(standin_capture_params, standin_run);
 }
 
 /* The values a launch of the half-precision kernel below bound. */
@@ -227,7 +170,7 @@ static void test_half_parameters_and_complex_refusal(void)
     memset(&halves, 0, sizeof halves);
     CHECK_OK(tack_kernel_launch(k, NULL, 4, args, 3));
     CHECK_OK(tack_device_synchronize(hip));
-    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    sim_set_kernel_hook(standin_capture_params, standin_run);
     CHECK(halves.seen && halves.a == 0x4000 && halves.b == 0xbf80);
     tack_array_release(y);
     tack_kernel_release(k);
@@ -240,14 +183,12 @@ static void test_half_parameters_and_complex_refusal(void)
 int main(void)
 {
     sim_open();
-    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    standin_model = &standin_saxpy;
+    standin_on_capture = note_copies;
     if (!saxpy_open("hip", &hip, &saxpy))
         CHECK_DONE();
     RUN(test_generated_source_is_hip);
     RUN(test_launch_binds_arguments_in_order);
-    RUN(test_zero_indices_run_nothing);
-    RUN(test_read_only_binding_is_refused);
-    RUN(test_compile_error_carries_the_log);
     RUN(test_missing_hiprtc_says_what_to_install);
     RUN(test_release_unloads_the_module);
     RUN(test_2d_launch_geometry_covers_the_domain);

@@ -20,6 +20,7 @@
 #include "kernels.h"
 #include "grid2d.h"
 #include "sim.h"
+#include "standin.h"
 #include "tack/kernel.h"
 #include "tack/tack.h"
 
@@ -28,7 +29,6 @@ typedef void *(*capture_fn)(const char *name, void *const *args, const size_t *s
 typedef void (*run_fn)(void *closure);
 
 static long long (*sim_stats)(const char *name);
-static void *(*sim_host_address)(uint64_t ptr, size_t n);
 static void (*sim_set_kernel_hook)(capture_fn capture, run_fn run);
 static uint32_t (*sim_create_context)(int device_index, uint64_t handles[3]);
 static void (*sim_set_fp64)(int supported);
@@ -40,7 +40,7 @@ static void sim_open(void)
     void *lib = sim_library("TACK_LEVEL_ZERO_LIBRARY", "the simulated driver");
     void *olib = sim_library("TACK_OCLOC_LIBRARY", "the simulated libocloc");
     SIM_SYMBOL(lib, sim_stats, "tack_sim_ze_stats");
-    SIM_SYMBOL(lib, sim_host_address, "tack_sim_ze_host_address");
+    standin_install(lib, "tack_sim_ze_host_address", "tack_sim_ze_set_kernel_hook", STANDIN_ARGS);
     SIM_SYMBOL(lib, sim_set_kernel_hook, "tack_sim_ze_set_kernel_hook");
     SIM_SYMBOL(lib, sim_create_context, "tack_sim_ze_create_context");
     SIM_SYMBOL(lib, sim_set_fp64, "tack_sim_ze_set_fp64");
@@ -48,49 +48,12 @@ static void sim_open(void)
     SIM_SYMBOL(olib, ocloc_last_args, "tack_sim_ocloc_last_args");
 }
 
-/* ---- the GPU's stand-in for saxpy ------------------------------------------ */
+/* ---- the GPU's stand-in for saxpy (standin.h) ------------------------------ */
 
-struct saxpy_launch {
-    int64_t n;
-    float a;
-    uint64_t x, y;
-    int nargs;
-    size_t sizes[4];
-    uint32_t groups, group_size;
-    long long copies_before;
-};
-static struct saxpy_launch seen;
+/* The copies the driver had done when the last launch was captured. */
+static long long copies_at_launch;
 
-/* The entry's arguments: (int64 n, then the kernel's parameters), each as
- * the bytes zeKernelSetArgumentValue was given. */
-static void *saxpy_capture(const char *name, void *const *args, const size_t *sizes, int nargs,
-                           const uint32_t groups[3], const uint32_t group_size[3])
-{
-    struct saxpy_launch *c = calloc(1, sizeof *c);
-    if (!c || strcmp(name, "tack_kernel_entry") || nargs != 4) {
-        free(c);
-        return NULL;
-    }
-    memcpy(&c->n, args[0], sizeof c->n);
-    memcpy(&c->a, args[1], sizeof c->a);
-    memcpy(&c->x, args[2], sizeof c->x);
-    memcpy(&c->y, args[3], sizeof c->y);
-    c->nargs = nargs;
-    memcpy(c->sizes, sizes, sizeof c->sizes);
-    c->groups = groups[0];
-    c->group_size = group_size[0];
-    c->copies_before = sim_stats("copies");
-    seen = *c;
-    return c;
-}
-
-static void saxpy_run(void *p)
-{
-    struct saxpy_launch *c = p;
-    size_t bytes = (size_t)c->n * sizeof(float);
-    saxpy_on_host(c->n, c->a, sim_host_address(c->x, bytes), sim_host_address(c->y, bytes));
-    free(c);
-}
+static void note_copies(void) { copies_at_launch = sim_stats("copies"); }
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -108,6 +71,11 @@ static tack_device *adopt_new_context(void)
 
 /* ---- cases ----------------------------------------------------------------- */
 
+/* Generated text, kept: the simulated ocloc does not compile, so the
+ * entry's OpenCL parameter list (__global, the sizes the launch binds) and
+ * ocloc's options are checked here; test_conformance.c checks the binding by
+ * its effect. The fault caught is code a real ocloc would refuse or bind
+ * at other widths. */
 static void test_generated_source_is_opencl(void)
 {
     const char *src = NULL;
@@ -127,13 +95,15 @@ static void test_launch_binds_arguments_in_order(void)
     long long launches = sim_stats("launches"), copies = sim_stats("copies");
     CHECK_OK(call_saxpy(3.0f, x, y));
     CHECK(sim_stats("launches") == launches + 1);
-    CHECK(seen.n == 1000 && seen.a == 3.0f);
-    CHECK(seen.x == (uint64_t)(uintptr_t)tack_array_data(x));
-    CHECK(seen.y == (uint64_t)(uintptr_t)tack_array_data(y));
-    CHECK(seen.sizes[0] == 8 && seen.sizes[1] == 4 && seen.sizes[2] == 8 && seen.sizes[3] == 8);
-    CHECK(seen.group_size > 0 && (uint64_t)seen.groups * seen.group_size >= 1000);
+    /* The capture refuses (counts a mismatch) any size but the model's 8, 4, 8, 8. */
+    const struct standin_launch *seen = &standin_last;
+    CHECK(standin_mismatches == 0);
+    CHECK(standin_i64(seen, 0) == 1000 && standin_f32(seen, 1) == 3.0f);
+    CHECK(standin_i64(seen, 2) == (int64_t)(uintptr_t)tack_array_data(x));
+    CHECK(standin_i64(seen, 3) == (int64_t)(uintptr_t)tack_array_data(y));
+    CHECK(seen->block[0] > 0 && (uint64_t)seen->grid[0] * seen->block[0] >= 1000);
     /* After the copies that filled x and y; done before the read below. */
-    CHECK(seen.copies_before == copies);
+    CHECK(copies_at_launch == copies);
     CHECK(element(y, 10) == 3.0f * 10.0f + 20.0f);
     CHECK(sim_stats("modules_created") == 1 && sim_stats("kernels_created") == 1);
     tack_array_release(x);
@@ -170,31 +140,6 @@ static void test_a_spoiled_cached_spirv_is_rebuilt(void)
         CHECK(rebuilt(path, &was));
         tack_kernel_release(k);
     }
-}
-
-static void test_zero_indices_run_nothing(void)
-{
-    tack_array *x = ramp_on(ze, 8, 1.0f), *y = ramp_on(ze, 8, 1.0f);
-    long long launches = sim_stats("launches");
-    tack_arg args[3] = {tack_arg_f32(1.0f), tack_arg_array(x), tack_arg_array(y)};
-    CHECK_OK(tack_kernel_launch(saxpy, NULL, 0, args, 3));
-    CHECK(sim_stats("launches") == launches);
-    tack_array_release(x);
-    tack_array_release(y);
-}
-
-static void test_read_only_binding_is_refused(void)
-{
-    tack_array *x = ramp_on(ze, 16, 1.0f), *y = ramp_on(ze, 16, 1.0f), *ro = NULL;
-    int64_t n = 16;
-    CHECK_OK(tack_array_wrap(ze, (uint64_t)(uintptr_t)tack_array_data(y), TACK_F32, 1, &n, 0, &ro));
-    long long launches = sim_stats("launches");
-    CHECK_STATUS(call_saxpy(1.0f, x, ro), TACK_EVALUE);
-    CHECK(strstr(tack_last_error(), "'y'") && strstr(tack_last_error(), "read-only"));
-    CHECK(sim_stats("launches") == launches);
-    tack_array_release(ro);
-    tack_array_release(x);
-    tack_array_release(y);
 }
 
 static void test_two_contexts_never_meet(void)
@@ -283,7 +228,7 @@ static void test_half_parameters_pass_two_bytes(void)
     memset(&halves, 0, sizeof halves);
     CHECK_OK(tack_kernel_launch(k, NULL, 8, args, 3));
     CHECK_OK(tack_device_synchronize(ze));
-    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    sim_set_kernel_hook(standin_capture_args, standin_run);
     CHECK(halves.nargs == 4 && halves.sizes[0] == 8 && halves.sizes[1] == 2 && halves.sizes[2] == 2 &&
           halves.sizes[3] == 8);
     CHECK(halves.a == 0x3c00 && halves.b == 0x3f80);
@@ -300,11 +245,6 @@ static void test_half_parameters_pass_two_bytes(void)
         CHECK_STATUS(tack_kernel_compile(refused[i], NULL, ze, &k), TACK_ETYPE);
         CHECK(k == (tack_kernel *)0x1 && strstr(tack_last_error(), "on the level_zero backend"));
     }
-}
-
-static void test_compile_error_carries_the_log(void)
-{
-    CHECK_COMPILE_ERROR(ze, "level_zero");
 }
 
 static void test_missing_libocloc_says_what_to_install(void)
@@ -329,7 +269,7 @@ static void *grid2d_capture(const char *name, void *const *args, const size_t *s
     memcpy(&y, args[3], sizeof y);
     const unsigned grid[3] = {groups[0], groups[1], groups[2]};
     const unsigned block[3] = {group_size[0], group_size[1], group_size[2]};
-    return grid2d_capture_values(name, args[0], args[1], args[2], y, sim_host_address, grid, block, &seen2);
+    return grid2d_capture_values(name, args[0], args[1], args[2], y, standin_host_of, grid, block, &seen2);
 }
 
 static void test_2d_launch_geometry_covers_the_domain(void)
@@ -345,7 +285,7 @@ static void test_2d_launch_geometry_covers_the_domain(void)
     /* Groups along the contiguous index, one work-item deep in the other. */
     CHECK(seen2.block[1] == 1 && seen2.grid[1] == 1000);
     CHECK(seen2.grid[0] == (70 + seen2.block[0] - 1) / seen2.block[0]);
-    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    sim_set_kernel_hook(standin_capture_args, standin_run);
 }
 
 int main(void)
@@ -354,7 +294,8 @@ int main(void)
     if (!cache_dir_set(cache))
         return 1;
     sim_open();
-    sim_set_kernel_hook(saxpy_capture, saxpy_run);
+    standin_model = &standin_saxpy;
+    standin_on_capture = note_copies;
     if (!saxpy_open("level_zero", &ze, &saxpy))
         CHECK_DONE();
     check_after_each = nothing_destroyed;
@@ -362,12 +303,9 @@ int main(void)
     RUN(test_launch_binds_arguments_in_order);
     RUN(test_compile_is_memoised_by_source_and_device);
     RUN(test_a_spoiled_cached_spirv_is_rebuilt);
-    RUN(test_zero_indices_run_nothing);
-    RUN(test_read_only_binding_is_refused);
     RUN(test_two_contexts_never_meet);
     RUN(test_f64_needs_a_device_with_fp64);
     RUN(test_half_parameters_pass_two_bytes);
-    RUN(test_compile_error_carries_the_log);
     RUN(test_missing_libocloc_says_what_to_install);
     RUN(test_2d_launch_geometry_covers_the_domain);
     saxpy_close(ze, saxpy);

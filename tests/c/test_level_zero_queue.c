@@ -215,7 +215,8 @@ static void test_a_launch_over_an_imported_tensor_completes_before_returning(voi
         storage[i] = 10.0f;
     static int64_t shape[1] = {16};
     DLManagedTensor *t = calloc(1, sizeof *t);
-    f32_vector_tensor(&t->dl_tensor, (void *)(uintptr_t)mem, (DLDevice){kDLOneAPI, 0}, shape);
+    f32_vector_tensor(&t->dl_tensor, (void *)(uintptr_t)mem, (DLDevice){.device_type = kDLOneAPI,
+                                                                        .device_id = 0}, shape);
     t->deleter = dl_deleter;
     tack_array *y = NULL, *x = filled(d, 16, 1.0f);
     tack_kernel *k = NULL;

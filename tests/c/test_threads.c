@@ -115,9 +115,9 @@ static DLManagedTensorVersioned *produce(atomic_int *calls, int read_only)
     p->m.deleter = produced_deleter;
     p->m.flags = read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
     p->m.dl_tensor.data = p->data;
-    p->m.dl_tensor.device = (DLDevice){kDLCPU, 0};
+    p->m.dl_tensor.device = (DLDevice){.device_type = kDLCPU, .device_id = 0};
     p->m.dl_tensor.ndim = 2;
-    p->m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
+    p->m.dl_tensor.dtype = (DLDataType){.code = kDLFloat, .bits = 32, .lanes = 1};
     p->shape[0] = 3;
     p->shape[1] = 4;
     p->m.dl_tensor.shape = p->shape;

@@ -14,6 +14,7 @@ import ctypes
 import gc
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -27,6 +28,7 @@ except ImportError:
     ml_dtypes = None
 
 import tack
+from cudasim import ROOT, SIM_SOURCE as CUDA_SIM_SOURCE
 
 # --------------------------------------------------------------------------
 # dtypes
@@ -644,3 +646,21 @@ def pytest_collection_modifyitems(config, items):
             reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "marked not_asan")
         if reason:
             item.add_marker(pytest.mark.skip(reason=f"not under the sanitizers: {reason}"))
+
+
+# The simulated CUDA driver (cudasim.py runs Python on it), shared by every
+# test file with CUDA cases.
+@pytest.fixture(scope="module")
+def cuda_sim(tmp_path_factory):
+    given = os.environ.get("TACK_TEST_CUDA_SIM")
+    if given:
+        return given
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if not cc:
+        pytest.fail("a C compiler (cc, or $CC) is needed to build the simulated CUDA driver; "
+                    "or set TACK_TEST_CUDA_SIM to a built libtack_cuda_sim.so")
+    out = tmp_path_factory.mktemp("cuda-sim") / "libtack_cuda_sim.so"
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-std=c11", "-pthread", "-I", str(ROOT / "include"),
+                        str(CUDA_SIM_SOURCE), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return str(out)

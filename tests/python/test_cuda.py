@@ -13,7 +13,6 @@ Numerical results of kernels need a GPU: tests/gpu/run.sh.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,92 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SIM_SOURCE = ROOT / "tests" / "sim" / "cuda_sim.c"
-
-# What every case starts with: the simulator as "another library" in the
-# process (ctypes), and its counters.
-PRELUDE = r"""
-import ctypes, gc, mmap, os, sys, threading
-import numpy as np
-import tack
-
-SIM = ctypes.CDLL(os.environ["TACK_CUDA_LIBRARY"])
-SIM.tack_sim_cuda_stats.restype = ctypes.c_longlong
-SIM.tack_sim_cuda_stats.argtypes = [ctypes.c_char_p]
-SIM.tack_sim_cuda_fail.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-SIM.tack_sim_cuda_host_address.restype = ctypes.c_void_p
-SIM.tack_sim_cuda_host_address.argtypes = [ctypes.c_uint64, ctypes.c_size_t]
-for name in ("cuCtxCreate_v2", "cuCtxDestroy_v2", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
-             "cuDevicePrimaryCtxRetain", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocHost_v2",
-             "cuMemAllocManaged", "cuMemcpyDtoH_v2", "cuCtxGetCurrent"):
-    getattr(SIM, name).restype = ctypes.c_int
-SIM.cuCtxDestroy_v2.argtypes = [ctypes.c_void_p]
-SIM.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
-SIM.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-SIM.cuMemFree_v2.argtypes = [ctypes.c_uint64]
-SIM.cuMemAllocManaged.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_uint]
-SIM.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
-assert SIM.cuInit(0) == 0
-
-
-def stat(name):
-    value = SIM.tack_sim_cuda_stats(name.encode())
-    assert value >= 0, name
-    return value
-
-
-def in_context(ctx, fn, *args):
-    # Calls a driver function with `ctx` current, as another library would.
-    assert SIM.cuCtxPushCurrent_v2(ctx) == 0
-    try:
-        return fn(*args)
-    finally:
-        SIM.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
-
-
-def current_context():
-    c = ctypes.c_void_p()
-    SIM.cuCtxGetCurrent(ctypes.byref(c))
-    return c.value
-
-
-def device_bytes(ptr, n):
-    # What the simulated GPU holds, without any sync.
-    addr = SIM.tack_sim_cuda_host_address(ptr, n)
-    assert addr
-    return ctypes.string_at(addr, n)
-"""
-
-
-@pytest.fixture(scope="module")
-def cuda_sim(tmp_path_factory):
-    given = os.environ.get("TACK_TEST_CUDA_SIM")
-    if given:
-        return given
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    if not cc:
-        pytest.fail("a C compiler (cc, or $CC) is needed to build the simulated CUDA driver; "
-                    "or set TACK_TEST_CUDA_SIM to a built libtack_cuda_sim.so")
-    out = tmp_path_factory.mktemp("cuda-sim") / "libtack_cuda_sim.so"
-    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-std=c11", "-pthread", "-I", str(ROOT / "include"),
-                        str(SIM_SOURCE), "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return str(out)
-
-
-def run(sim, body, **env):
-    """Runs `body` after PRELUDE in a fresh interpreter with the simulator
-    selected; returns its stdout. Fails with its output when it fails."""
-    environ = dict(os.environ)
-    environ["TACK_CUDA_LIBRARY"] = sim
-    environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    environ.update({k: str(v) for k, v in env.items()})
-    r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], env=environ,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, f"exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
-    return r.stdout
-
+from cudasim import run
 
 # --------------------------------------------------------------------------
 # no driver, no device

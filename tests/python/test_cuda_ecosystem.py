@@ -3,7 +3,7 @@ against the simulated CUDA driver with two devices (cuda:0, cuda:1) beside
 the CPU. Each case runs in a fresh interpreter, as in test_cuda.py.
 """
 
-from test_cuda import cuda_sim, run  # noqa: F401  (cuda_sim is a fixture)
+from cudasim import run
 
 
 def test_a_block_makes_its_device_the_default_and_restores_the_previous_one(cuda_sim):

@@ -552,7 +552,8 @@ FILL = "void fill(tack_index i, float v, float *y) { y[i] = v + (float)(i % 7); 
 
 def tack_stream():
     """Tack's stream on cuda:0, as its C exchange table names it."""
-    from test_dlpack_c_exchange import TACK, kDLCUDA
+    from conftest import kDLCUDA
+    from exchange_table import TACK
 
     s = ctypes.c_void_p()
     assert TACK.stream(kDLCUDA, 0, ctypes.byref(s)) == 0
@@ -659,7 +660,7 @@ def test_a_named_stream_is_ordered_through_dunder_dlpack():
 def test_table_export_waits_for_nothing_and_names_tacks_stream():
     # The exchange table's pattern: the consumer works on the producer's
     # current work stream, so queued work is in order without any wait.
-    from test_dlpack_c_exchange import TACK, Table
+    from exchange_table import TACK, Table
 
     if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
         pytest.skip("this PyTorch publishes no C exchange table (2.10+ does)")

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import tack
-from test_cuda import cuda_sim, run  # noqa: F401  (cuda_sim is a fixture)
+from cudasim import CONSUMER, run
 
 
 # --------------------------------------------------------------------------
@@ -60,51 +60,6 @@ def test_bad_stream_values_are_refused_before_anything_is_exported(stream, error
 
 # --------------------------------------------------------------------------
 # CUDA, on the simulated driver
-
-CONSUMER = """
-SIM.cuStreamCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
-SIM.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
-SIM.cuStreamDestroy_v2.argtypes = [ctypes.c_void_p]
-SIM.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
-
-def primary(device=0):
-    ctx = ctypes.c_void_p()
-    assert SIM.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device) == 0
-    return ctx
-
-def new_stream(ctx):
-    # A stream of the consumer's own, as PyTorch or CuPy makes one.
-    s = ctypes.c_void_p()
-    assert in_context(ctx, SIM.cuStreamCreate, ctypes.byref(s), 1) == 0
-    return s.value
-
-def host_waits():
-    return stat("stream_syncs") + stat("ctx_syncs") + stat("event_syncs")
-
-def kernel():
-    try:
-        return tack.Kernel("void fill(tack_index i, float v, float *y) { y[i] = v; }", device="cuda")
-    except RuntimeError as e:
-        if "NVRTC" in str(e) and ("not found" in str(e) or "could not be loaded" in str(e)):
-            print("SKIP", e)
-            sys.exit(0)
-        raise
-
-def refused(y, cases):
-    # Each stream value is refused with a ValueError that says `says`, and
-    # leaves nothing exported, ordered or waited for.
-    for value, says in cases:
-        for max_version in (None, (1, 0)):
-            try:
-                y.__dlpack__(stream=value, max_version=max_version)
-            except ValueError as e:
-                assert says in str(e), (value, e)
-            else:
-                raise AssertionError(f"stream={value} was accepted")
-    assert dict(tack._tack.live_counts())["exports"] == 0
-    assert stat("event_waits") == 0 and stat("launches_done") == 0
-"""
-
 
 def run_sim(sim, body, tmp_path, **env):
     out = run(sim, CONSUMER + textwrap.dedent(body), TACK_CACHE_DIR=tmp_path, **env)

@@ -27,8 +27,8 @@ import pytest
 
 import tack
 from conftest import capsule_tensor, ml_dtypes
-from test_cuda import cuda_sim, run  # noqa: F401  (cuda_sim is a fixture)
-from test_dlpack_c_exchange import TACK, delete, versioned
+from cudasim import run
+from exchange_table import TACK, delete, versioned
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed; pip install torch==2.13.0")
 needs_ml_dtypes = pytest.mark.skipif(ml_dtypes is None, reason="ml_dtypes is not installed (requirements-dev.txt)")

@@ -312,6 +312,10 @@ def test_a_flag_that_renames_float_is_a_type_error_not_a_crash():
 
 @pytest.mark.parametrize("backend", ["cuda", "hip"])
 def test_the_gpu_entries_assert_each_parameters_type(backend):
+    # Generated text, kept: NVRTC and hipRTC are not run here, and the fault
+    # is real on a GPU: without these assertions a kernel whose parameter
+    # types differ from what Tack read (a macro renaming float) would read
+    # its arguments at the wrong width. The CPU's check runs for real above.
     k = tack.Kernel("void k(tack_index i, const float *x, double s, uint8_t *y) { y[i] = (uint8_t)(x[i] * s); }")
     src = k.generated_source(backend)
     for pos, t in enumerate(["tack_index", "const float *", "double", "uint8_t *"]):

@@ -280,6 +280,11 @@ def test_histogram_of_ten_million_values_across_threads_equals_bincount():
 
 
 def test_atomics_are_in_every_backends_source():
+    # Generated text, kept: the GPU backends' code cannot run without a GPU
+    # (the simulated drivers run host stand-ins; tests/gpu/ runs it for
+    # real), and the fault this catches is real there: a generator that
+    # left tack_atomic_add a plain read-modify-write would lose counts on a
+    # GPU and on nothing here. The CPU's atomics run above.
     k = tack.Kernel("void h(tack_index i, const uint8_t *v, uint32_t *bins) { tack_atomic_add(&bins[v[i]], 1u); }")
     assert "__atomic_fetch_" in k.generated_source("cpu") and "__atomic_compare_exchange" in k.generated_source("cpu")
     assert "atomicAdd" in k.generated_source("cuda")
@@ -339,6 +344,10 @@ def test_a_separate_launch_gives_the_same_result():
 
 
 def test_the_cpu_source_carries_both_variants():
+    # Generated text, kept: the restrict variant computes what the other
+    # does (the cases above), so only its presence tells that it exists; a
+    # generator that stopped emitting it would lose the vectorised loop,
+    # which no result shows.
     src = tack.Kernel(TWICE).generated_source("cpu")
     assert "twice_tack_restrict_(tack_index i, const float *restrict a, float *restrict b)" in src
     assert "void tack_kernel_entry_restrict(" in src

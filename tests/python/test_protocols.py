@@ -26,7 +26,7 @@ import pytest
 import simdriver
 import tack
 from conftest import NUMPY_NAMES
-from test_cuda import cuda_sim, run  # noqa: F401  (cuda_sim is a fixture)
+from cudasim import run
 
 asarray = tack._tack.asarray
 

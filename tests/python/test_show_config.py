@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import simdriver
+from nvrtcs import OLDER, beyond, newest, older
 import tack
-from test_cuda import cuda_sim  # noqa: F401  (a fixture)
 
 DRIVER_VARIABLES = ("TACK_CUDA_LIBRARY", "TACK_HIP_LIBRARY", "TACK_LEVEL_ZERO_LIBRARY", "TACK_NVRTC_LIBRARY",
                     "TACK_HIPRTC_LIBRARY", "TACK_OCLOC_LIBRARY")
@@ -174,14 +174,12 @@ def nvrtc_report(tmp_path, sim, driver, cc):
     """The cuda block with the venv's newest NVRTC and the older one the
     Makefile installs (found as the toolkit of CUDA_PATH), on a simulated
     driver of version `driver` whose GPU has compute capability `cc`."""
-    from test_cuda_code import OLDER
     parts, _ = report(environment(tmp_path, TACK_CUDA_LIBRARY=sim, CUDA_PATH=str(OLDER),
                                   TACK_SIM_CUDA_DRIVER_VERSION=str(driver), TACK_SIM_CUDA_COMPUTE_CAPABILITY=cc))
     return squeeze(parts["cuda"])
 
 
 def two_nvrtcs():
-    from test_cuda_code import newest, older
     n, o = newest(), older()
     assert (o.major, o.minor) < (n.major, n.minor)
     return n, o
@@ -207,7 +205,6 @@ def test_every_nvrtc_is_listed_and_the_device_gets_a_cubin_from_the_first_that_f
 
 
 def test_a_device_the_newest_nvrtc_cannot_serve_gets_ptx_from_the_older(tmp_path, cuda_sim):
-    from test_cuda_code import beyond
     n, o = two_nvrtcs()
     # A GPU no NVRTC knows gets PTX; the newer NVRTC's is newer than the
     # driver reads, the older one's is not.

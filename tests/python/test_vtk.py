@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 vtk_core = pytest.importorskip("vtkmodules.vtkCommonCore", reason="VTK is not installed (pip install vtk)")
-import vtkmodules.util  # noqa: E402
 from vtkmodules.util import numpy_support  # noqa: E402
 from vtkmodules.vtkCommonDataModel import vtkImageData  # noqa: E402
 
@@ -23,8 +22,8 @@ import tack  # noqa: E402
 import vtk_dlpack_provider as provider  # noqa: E402
 from conftest import live_counts, sample  # noqa: E402
 from tack.interop import vtk as tvtk  # noqa: E402
+from vtk_arrays import SUPPORT, install, make_vtk, vtk_address, vtk_values  # noqa: E402
 
-SUPPORT = "vtkmodules.util.dlpack_support"
 WHEEL_HAS_SUPPORT = importlib.util.find_spec(SUPPORT) is not None
 
 # Every VTK array class whose element type Tack has, with that type.
@@ -44,15 +43,6 @@ VTK_CLASSES = [
 DTYPE_NAMES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"]
 
 
-def install(monkeypatch, module):
-    """Makes `import vtkmodules.util.dlpack_support` give `module` (None: absent)."""
-    monkeypatch.setitem(sys.modules, SUPPORT, module)
-    if module is None:
-        monkeypatch.delattr(vtkmodules.util, "dlpack_support", raising=False)
-    else:
-        monkeypatch.setattr(vtkmodules.util, "dlpack_support", module, raising=False)
-
-
 @pytest.fixture
 def support(monkeypatch):
     """VTK's dlpack_support: the wheel's own when it has one, else the provider."""
@@ -69,30 +59,6 @@ def support(monkeypatch):
 def absent(monkeypatch):
     """A VTK without dlpack_support."""
     install(monkeypatch, None)
-
-
-def vtk_address(vtk_array):
-    """The address of a VTK array's first value, as VTK itself reports it."""
-    mangled = vtk_array.GetVoidPointer(0)  # "_00005631a0d75d20_p_void"
-    assert mangled.startswith("_") and mangled.endswith("_p_void"), mangled
-    return int(mangled[1:].split("_")[0], 16)
-
-
-def make_vtk(class_name, values):
-    """A VTK array of class_name holding `values` (1-D: one component), filled
-    through VTK's own SetValue."""
-    values = np.asarray(values)
-    vtk_array = getattr(vtk_core, class_name)()
-    vtk_array.SetNumberOfComponents(1 if values.ndim == 1 else values.shape[1])
-    vtk_array.SetNumberOfTuples(values.shape[0])
-    for i, x in enumerate(values.ravel().tolist()):
-        vtk_array.SetValue(i, x)
-    return vtk_array
-
-
-def vtk_values(vtk_array):
-    """Every value of a VTK array, read through VTK's own GetValue."""
-    return [vtk_array.GetValue(i) for i in range(vtk_array.GetNumberOfValues())]
 
 
 def vtk_dtype(vtk_array):

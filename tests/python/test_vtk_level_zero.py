@@ -33,7 +33,7 @@ import tack  # noqa: E402
 import vtk_dlpack_provider as provider  # noqa: E402
 from conftest import live_counts, sample  # noqa: E402
 from tack.interop import vtk as tvtk  # noqa: E402
-from test_vtk import install, make_vtk, vtk_address  # noqa: E402
+from vtk_arrays import install, make_vtk, vtk_address  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ON_NAMED_DRIVER = bool(os.environ.get("TACK_LEVEL_ZERO_LIBRARY"))
