@@ -249,7 +249,8 @@ static tack_status refuse_released(const tack_array *a, const char *call)
     if (tack_ref_peek(&a->refs) >= 1)
         return TACK_OK;
     tack_misuse_released(call, "array", a);
-    return tack_error_set(TACK_EVALUE, "the array was already released; retain it (tack_array_retain) for each extra owner");
+    return tack_error_set(TACK_EVALUE,
+                          "the array was already released; retain it (tack_array_retain) for each extra owner");
 }
 
 tack_dtype tack_array_dtype(const tack_array *a) { return a->dtype; }
