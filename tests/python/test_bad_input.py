@@ -411,3 +411,28 @@ def test_python_names_of_c_calls_are_public_c_functions():
         head, _, attr = python.partition(".")
         owner = tack if head == "tack" else getattr(tack, head)
         assert hasattr(owner, attr), python
+
+
+def test_every_public_call_of_a_file_that_names_calls_names_itself():
+    """A message is named by TACK_PUBLIC_CALL() on the first line of the
+    public function: in a file that uses it, a fallible public function
+    without it would leave its messages unnamed, which the C test sees only
+    for the calls it lists."""
+    from pathlib import Path
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    public = set()
+    for header in (root / "include/tack").glob("*.h"):
+        public |= set(re.findall(r"TACK_API tack_status (tack_[a-z0-9_]+)\(", header.read_text()))
+    definition = re.compile(r"^tack_status (tack_[a-z0-9_]+)\([^;{]*?\)\s*\{\n(.*)$", re.M)
+    adopted, unnamed = [], []
+    for source in sorted((root / "src").rglob("*.c")):
+        text = source.read_text()
+        if "TACK_PUBLIC_CALL();" not in text:
+            continue
+        adopted.append(source.relative_to(root).as_posix())
+        unnamed += [f"{source.name}: {name}" for name, first in definition.findall(text)
+                    if name in public and first.strip() != "TACK_PUBLIC_CALL();"]
+    assert "src/core/array.c" in adopted and "src/dlpack/import.c" in adopted, adopted
+    assert unnamed == []
