@@ -23,7 +23,7 @@ extern "C" {
 
 /* Memory to import, as the protocol described it. */
 struct tack_import {
-    /* Names the memory in messages: "tack.asarray: the buffer". */
+    /* Names the memory in messages: "the buffer". */
     const char *what;
     void *data;
     DLDevice device;

@@ -26,6 +26,9 @@ typedef enum tack_status {
 } tack_status;
 
 /* The message left by the last failing call on this thread; "" if none.
+ * It says what was wrong and what to do; from an array, buffer, device,
+ * dtype, DLPack or cross-process call it begins with the name of the call
+ * the caller made: "tack_array_reshape: cannot reshape ...".
  * UTF-8 of any length (kept on the heap, freed when the thread exits).
  * Valid until the next failing Tack call on the same thread. Never fails. */
 TACK_API const char *tack_last_error(void);

@@ -128,8 +128,9 @@ static tack_status array_new(tack_buffer *buffer, void *data, tack_dtype dtype, 
 tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, const int64_t *shape,
                              int exportable, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_empty: device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
     size_t itemsize, size, nbytes;
     tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
     if (st != TACK_OK)
@@ -144,16 +145,18 @@ tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, co
 tack_status tack_array_from_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
                                    int writable, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!buffer || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_from_buffer: buffer and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "buffer and out must not be NULL");
     return array_new(buffer, buffer->data, dtype, ndim, shape, writable, out);
 }
 
 tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dtype, int ndim,
                             const int64_t *shape, int writable, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_wrap: device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
     if (address > UINTPTR_MAX)
         return tack_error_set(TACK_EVALUE, "address 0x%llx does not fit a pointer here",
                               (unsigned long long)address);
@@ -175,8 +178,9 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
 
 tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *shape, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!a || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_reshape: array and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array and out must not be NULL");
     tack_status st = tack_ndim_check(ndim, shape);
     if (st != TACK_OK)
         return st;
@@ -186,7 +190,7 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
         s[i] = shape[i];
         if (shape[i] == -1) {
             if (infer >= 0)
-                return tack_error_set(TACK_EVALUE, "reshape: only one extent can be -1");
+                return tack_error_set(TACK_EVALUE, "only one extent can be -1; give the others");
             infer = i;
             s[i] = 1;
         }
@@ -245,7 +249,8 @@ static tack_status refuse_released(const tack_array *a, const char *call)
     if (tack_ref_peek(&a->refs) >= 1)
         return TACK_OK;
     tack_misuse_released(call, "array", a);
-    return tack_error_set(TACK_EVALUE, "%s: the array was already released", call);
+    return tack_error_set(TACK_EVALUE,
+                          "the array was already released; retain it (tack_array_retain) for each extra owner");
 }
 
 tack_dtype tack_array_dtype(const tack_array *a) { return a->dtype; }
@@ -260,8 +265,9 @@ tack_device *tack_array_device(const tack_array *a) { return a->buffer->device; 
 
 tack_status tack_array_copy_to_host(const tack_array *a, void *dst, size_t nbytes)
 {
+    TACK_PUBLIC_CALL();
     if (!a || (!dst && nbytes))
-        return tack_error_set(TACK_EVALUE, "tack_array_copy_to_host: array and destination must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array and destination must not be NULL");
     tack_status live = refuse_released(a, "tack_array_copy_to_host");
     if (live != TACK_OK)
         return live;
@@ -291,8 +297,9 @@ static tack_status require_writable(const tack_array *a, const char *what)
 
 tack_status tack_array_copy_from_host(tack_array *a, const void *src, size_t nbytes)
 {
+    TACK_PUBLIC_CALL();
     if (!a || (!src && nbytes))
-        return tack_error_set(TACK_EVALUE, "tack_array_copy_from_host: array and source must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array and source must not be NULL");
     tack_status live = refuse_released(a, "tack_array_copy_from_host");
     if (live != TACK_OK)
         return live;
@@ -315,8 +322,9 @@ tack_status tack_array_copy_from_host(tack_array *a, const void *src, size_t nby
 
 tack_status tack_array_fill(tack_array *a, const void *value)
 {
+    TACK_PUBLIC_CALL();
     if (!a || !value)
-        return tack_error_set(TACK_EVALUE, "tack_array_fill: array and value must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array and value must not be NULL");
     tack_status live = refuse_released(a, "tack_array_fill");
     if (live != TACK_OK)
         return live;
@@ -348,8 +356,9 @@ tack_status tack_array_fill(tack_array *a, const void *value)
 
 tack_status tack_array_to_device(const tack_array *a, tack_device *device, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!a || !device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_to_device: array, device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array, device and out must not be NULL");
     tack_array *r = NULL;
     tack_status st = tack_array_empty(device, a->dtype, a->ndim, a->shape, 0, &r);
     if (st != TACK_OK)
@@ -372,8 +381,9 @@ tack_status tack_array_to_device(const tack_array *a, tack_device *device, tack_
 
 tack_status tack_array_export_memory(tack_array *a, tack_exported_memory *out)
 {
+    TACK_PUBLIC_CALL();
     if (!a || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_export_memory: array and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array and out must not be NULL");
     tack_device *d = a->buffer->device;
     if (!d->ops->export_memory)
         return tack_error_set(TACK_ERUNTIME, "Backend %s does not support memory export", d->ops->name);

@@ -56,8 +56,9 @@ static void buffer_discard(tack_buffer *b)
 
 tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable, tack_buffer **out)
 {
+    TACK_PUBLIC_CALL();
     if (!device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_buffer_alloc: device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
     tack_buffer *b = buffer_new(device, exportable ? &exportable_kind : &owned, NULL, nbytes, 0);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
@@ -110,12 +111,13 @@ tack_status tack_buffer_map(tack_device *device, void *data, size_t nbytes, void
 tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
                              void *context, tack_buffer **out)
 {
+    TACK_PUBLIC_CALL();
     if (!device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
     /* Accepted, NULL would fail only later, in a fill or a kernel. An
      * empty buffer has nothing to point at, as tack_array_wrap allows. */
     if (!data && nbytes)
-        return tack_error_set(TACK_EVALUE, "tack_buffer_wrap: data is NULL for %zu bytes; pass the address of the "
+        return tack_error_set(TACK_EVALUE, "data is NULL for %zu bytes; pass the address of the "
                               "memory to wrap", nbytes);
     return tack_buffer_wrap_extra(device, data, nbytes, release, context, 0, out);
 }
@@ -165,8 +167,9 @@ tack_status tack_buffer_wait(tack_buffer *b)
 
 tack_status tack_buffer_share(tack_buffer *b)
 {
+    TACK_PUBLIC_CALL();
     if (!b)
-        return tack_error_set(TACK_EVALUE, "tack_buffer_share: buffer is NULL");
+        return tack_error_set(TACK_EVALUE, "buffer is NULL");
     tack_status st = tack_buffer_wait(b);
     if (st != TACK_OK)
         return st;
@@ -179,8 +182,9 @@ tack_status tack_buffer_share(tack_buffer *b)
 
 tack_status tack_buffer_share_with_stream(tack_buffer *b, int64_t stream)
 {
+    TACK_PUBLIC_CALL();
     if (!b)
-        return tack_error_set(TACK_EVALUE, "tack_buffer_share_with_stream: buffer is NULL");
+        return tack_error_set(TACK_EVALUE, "buffer is NULL");
     if (stream < -1)
         return tack_error_set(TACK_EVALUE,
                               "stream=%lld is not a stream value: pass None, -1 (no synchronisation), or the "

@@ -147,6 +147,7 @@ done:
 
 tack_status tack_device_open(const char *name, const tack_option *options, size_t n_options, tack_device **out)
 {
+    TACK_PUBLIC_CALL();
     const struct tack_backend_ops *ops;
     int ordinal;
     tack_status st = parse_name(name, &ops, &ordinal);
@@ -158,7 +159,7 @@ tack_status tack_device_open(const char *name, const tack_option *options, size_
     if (st != TACK_OK)
         return st;
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_device_open: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     if (n_options == 0)
         return registry_get(ops, ordinal, out);
     return make_device(ops, ordinal, options, n_options, out);
@@ -166,8 +167,9 @@ tack_status tack_device_open(const char *name, const tack_option *options, size_
 
 tack_status tack_device_for_dlpack(DLDevice dl, tack_device **out)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_device_for_dlpack: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     /* The first backend in the table that wraps this device type. */
     for (int i = 0; tack_backends[i]; i++) {
         for (const DLDeviceType *t = tack_backends[i]->wraps; t && *t; t++) {
@@ -210,8 +212,9 @@ uint64_t tack_device_memory_domain(const tack_device *d) { return d->domain; }
 int tack_device_shares_external_context(const tack_device *d) { return d->external_context; }
 tack_status tack_device_wait_stream(tack_device *d, uint64_t stream)
 {
+    TACK_PUBLIC_CALL();
     if (!d)
-        return tack_error_set(TACK_EVALUE, "tack_device_wait_stream: device is NULL");
+        return tack_error_set(TACK_EVALUE, "device is NULL");
     if (!d->ops->wait_stream)
         return TACK_OK;
     return d->ops->wait_stream(d, stream);
@@ -249,8 +252,9 @@ int tack_device_can_wrap(const tack_device *d, DLDevice dl)
 
 tack_status tack_device_synchronize(tack_device *d)
 {
+    TACK_PUBLIC_CALL();
     if (!d)
-        return tack_error_set(TACK_EVALUE, "tack_device_synchronize: device is NULL");
+        return tack_error_set(TACK_EVALUE, "device is NULL");
     if (!d->ops->synchronize)
         return TACK_OK;
     uint64_t target = atomic_load(&d->submitted);
@@ -265,8 +269,9 @@ tack_status tack_device_synchronize(tack_device *d)
 
 tack_status tack_memory_space(uint64_t address, const char **out)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_memory_space: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     for (int i = 0; tack_backends[i]; i++) {
         if (!tack_backends[i]->memory_space)
             continue;

@@ -81,8 +81,9 @@ static int by_kind(char kind, size_t size)
 
 tack_status tack_dtype_from_name(const char *name, tack_dtype *out)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_dtype_from_name: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     if (name) {
         for (int d = 0; d < TACK_NDTYPES; d++) {
             if (!strcmp(name, dtypes[d].name) || !strcmp(name, dtypes[d].short_name)) {
@@ -98,8 +99,9 @@ tack_status tack_dtype_from_name(const char *name, tack_dtype *out)
 
 tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, tack_dtype *out)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_dtype_from_dlpack: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     if (lanes != 1)
         return tack_error_set(TACK_ETYPE,
                               "DLPack dtype with %u lanes has no Tack equivalent; only lanes == 1 (scalar "
@@ -120,8 +122,9 @@ tack_status tack_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes, t
 
 tack_status tack_dtype_to_dlpack(tack_dtype d, uint8_t *code, uint8_t *bits)
 {
+    TACK_PUBLIC_CALL();
     if (!code || !bits)
-        return tack_error_set(TACK_EVALUE, "tack_dtype_to_dlpack: code and bits must not be NULL");
+        return tack_error_set(TACK_EVALUE, "code and bits must not be NULL");
     if (!valid(d))
         return tack_error_set(TACK_ETYPE, "dtype %d has no DLPack equivalent", (int)d);
     *code = dtypes[d].code;
@@ -140,23 +143,25 @@ tack_status tack_dtype_to_dlpack(tack_dtype d, uint8_t *code, uint8_t *bits)
 
 tack_status tack_dtype_typestr(tack_dtype d, char *out, size_t n)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_dtype_typestr: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     if (!valid(d))
         return tack_error_set(TACK_ETYPE, "dtype %d has no typestr", (int)d);
     size_t size = tack_dtype_size(d);
     char text[8];
     snprintf(text, sizeof text, "%c%c%zu", size == 1 ? '|' : NATIVE_ORDER, dtypes[d].kind, size);
     if (strlen(text) >= n)
-        return tack_error_set(TACK_EVALUE, "tack_dtype_typestr: %zu bytes cannot hold '%s'", n, text);
+        return tack_error_set(TACK_EVALUE, "%zu bytes cannot hold '%s'", n, text);
     memcpy(out, text, strlen(text) + 1);
     return TACK_OK;
 }
 
 tack_status tack_dtype_from_typestr(const char *typestr, tack_dtype *out)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_dtype_from_typestr: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     const char *t = typestr ? typestr : "";
     /* A byte order, a kind letter and a size in bytes without a leading
      * zero: "<f4", "|u1", "<c16". */
@@ -217,8 +222,9 @@ static char format_kind(const char *f, size_t *size)
 
 tack_status tack_dtype_from_format(const char *format, size_t itemsize, tack_dtype *out)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_dtype_from_format: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     /* A NULL format means unsigned bytes, as the buffer protocol says. */
     const char *shown = format ? format : "B", *f = shown;
     char order = '@';

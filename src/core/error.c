@@ -11,6 +11,10 @@
  * extension) then needs almost no thread-local storage, and a message is as
  * long as its text. The key frees it when the thread exits. */
 static _Thread_local char *last_message;
+
+/* The public call under way on this thread (TACK_PUBLIC_CALL), or NULL. A
+ * pointer to the function's __func__, which lives as long as the library. */
+static _Thread_local const char *current_call;
 static pthread_key_t message_key;
 static pthread_once_t message_key_once = PTHREAD_ONCE_INIT;
 static int message_key_made;
@@ -37,6 +41,28 @@ static void make_message_key(void)
 
 const char *tack_last_error(void) { return last_message ? last_message : ""; }
 
+const char *tack_call_enter(const char *name)
+{
+    const char *outer = current_call;
+    if (!outer)
+        current_call = name;
+    return outer;
+}
+
+void tack_call_leave(const char *const *outer) { current_call = *outer; }
+
+/* The length of "name: " when the message is to begin with it: not when no
+ * public call is under way, nor when the text already names it. */
+static size_t call_prefix(const char *name, const char *fmt)
+{
+    if (!name)
+        return 0;
+    size_t n = strlen(name);
+    if (!strncmp(fmt, name, n) && fmt[n] == ':')
+        return 0;
+    return n + 2;
+}
+
 /* The length of the longest prefix of s[0, n) that does not end inside a
  * UTF-8 sequence, so that a shortened message still decodes. */
 static size_t utf8_prefix(const char *s, size_t n)
@@ -61,7 +87,8 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
     va_copy(again, ap);
     int len = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    size_t size = len < 0 ? 1 : (size_t)len + 1;
+    size_t head = call_prefix(current_call, fmt);
+    size_t size = head + (len < 0 ? 1 : (size_t)len + 1);
     char *text = malloc(size);
     if (!text && size > 256) {
         /* Short of memory: the message's beginning is better than none. */
@@ -69,11 +96,17 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
         text = malloc(size);
     }
     if (text) {
-        int written = vsnprintf(text, size, fmt, again);
+        if (head) {
+            /* Even the shortened block holds the name: the longest public
+             * name is far below 256 bytes. */
+            memcpy(text, current_call, head - 2);
+            memcpy(text + head - 2, ": ", 2);
+        }
+        int written = vsnprintf(text + head, size - head, fmt, again);
         if (written < 0)
-            text[0] = '\0';
-        else if ((size_t)written >= size)
-            text[utf8_prefix(text, size - 1)] = '\0';
+            text[head] = '\0';
+        else if ((size_t)written >= size - head)
+            text[head + utf8_prefix(text + head, size - head - 1)] = '\0';
     }
     va_end(again);
     char *old = last_message;

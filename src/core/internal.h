@@ -33,6 +33,26 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
 #endif
     ;
 
+/* The public function the caller called, named at the head of every
+ * message set while it runs ("tack_array_reshape: cannot reshape ..."), so
+ * that no message site has to spell its caller and none can name the wrong
+ * one. TACK_PUBLIC_CALL() is the first line of each public function that can
+ * fail. The outermost call wins: a public function that calls another (send
+ * calls send_wait) reports the one the caller called. The name is cleared
+ * when the function's scope ends, whichever return it leaves by (the
+ * compiler's cleanup, not a line before each return), so a message set
+ * outside any public call carries no stale name. A message whose text
+ * already begins with the name is not prefixed twice. */
+const char *tack_call_enter(const char *name);
+void tack_call_leave(const char *const *outer);
+#if defined(__GNUC__)
+#define TACK_PUBLIC_CALL()                                                                                         \
+    const char *tack_outer_call_ __attribute__((cleanup(tack_call_leave), unused)) = tack_call_enter(__func__)
+#else
+/* Without a scope-exit hook the name could outlive the call: no name. */
+#define TACK_PUBLIC_CALL() ((void)0)
+#endif
+
 /* Counters (src/core/counters.c), per thread, summed on read: live
  * objects, and three counts of CPU runs (tack_kernel_atomic_runs). */
 enum tack_count_kind {

@@ -127,8 +127,9 @@ static tack_status import_array(tack_device *device, const tack_exported_memory 
 tack_status tack_array_import_memory(tack_device *device, const tack_exported_memory *exported, tack_dtype dtype,
                                      int ndim, const int64_t *shape, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!exported || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_import_memory: exported and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "exported and out must not be NULL");
     return import_array(device, exported, dtype, ndim, shape, 0, out);
 }
 
@@ -364,10 +365,11 @@ static tack_status send_message(struct io *io, const void *buf, size_t len, int 
 
 tack_status tack_array_send_wait(int socket_fd, tack_array *a, tack_ipc_wait *wait)
 {
+    TACK_PUBLIC_CALL();
     if (wait)
         wait->os_error = 0;
     if (!a)
-        return tack_error_set(TACK_EVALUE, "tack_array_send: array must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array must not be NULL");
     int type;
     tack_status st = socket_type(socket_fd, &type);
     if (st != TACK_OK)
@@ -406,7 +408,11 @@ tack_status tack_array_send_wait(int socket_fd, tack_array *a, tack_ipc_wait *wa
     return send_message(&io, &h, sizeof h, (int)e.handle);
 }
 
-tack_status tack_array_send(int socket_fd, tack_array *a) { return tack_array_send_wait(socket_fd, a, NULL); }
+tack_status tack_array_send(int socket_fd, tack_array *a)
+{
+    TACK_PUBLIC_CALL();
+    return tack_array_send_wait(socket_fd, a, NULL);
+}
 
 struct received_fds {
     int fd[MAX_FDS];
@@ -673,10 +679,11 @@ static tack_status parse_header(const tack_ipc_header *h, int fd, tack_dtype *dt
 
 tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (wait)
         wait->os_error = 0;
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_array_receive: out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "out must not be NULL");
     int type;
     tack_status st = socket_type(socket_fd, &type);
     if (st != TACK_OK)
@@ -706,5 +713,6 @@ tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc
 
 tack_status tack_array_receive(int socket_fd, tack_device *device, tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     return tack_array_receive_wait(socket_fd, device, NULL, out);
 }

@@ -77,7 +77,7 @@ static DLTensor *versioned_tensor(void *p) { return &((DLManagedTensorVersioned 
 static tack_status to_legacy(tack_array *a, const int64_t *stream, DLManagedTensor **out)
 {
     if (!out) /* refused before the array is retained or any work is ordered */
-        return tack_error_set(TACK_EVALUE, "DLPack export: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     void *block = NULL;
     tack_status st = export_block(a, sizeof(DLManagedTensor), &block, legacy_tensor, stream);
     if (st != TACK_OK)
@@ -92,7 +92,7 @@ static tack_status to_legacy(tack_array *a, const int64_t *stream, DLManagedTens
 static tack_status to_versioned(tack_array *a, const int64_t *stream, DLManagedTensorVersioned **out)
 {
     if (!out) /* refused before the array is retained or any work is ordered */
-        return tack_error_set(TACK_EVALUE, "DLPack export: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     void *block = NULL;
     tack_status st = export_block(a, sizeof(DLManagedTensorVersioned), &block, versioned_tensor, stream);
     if (st != TACK_OK)
@@ -107,27 +107,35 @@ static tack_status to_versioned(tack_array *a, const int64_t *stream, DLManagedT
     return TACK_OK;
 }
 
-tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out) { return to_legacy(a, NULL, out); }
+tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out)
+{
+    TACK_PUBLIC_CALL();
+    return to_legacy(a, NULL, out);
+}
 
 tack_status tack_array_to_dlpack_versioned(tack_array *a, DLManagedTensorVersioned **out)
 {
+    TACK_PUBLIC_CALL();
     return to_versioned(a, NULL, out);
 }
 
 tack_status tack_array_to_dlpack_stream(tack_array *a, int64_t stream, DLManagedTensor **out)
 {
+    TACK_PUBLIC_CALL();
     return to_legacy(a, &stream, out);
 }
 
 tack_status tack_array_to_dlpack_versioned_stream(tack_array *a, int64_t stream, DLManagedTensorVersioned **out)
 {
+    TACK_PUBLIC_CALL();
     return to_versioned(a, &stream, out);
 }
 
 tack_status tack_array_to_dltensor(const tack_array *a, DLTensor *out)
 {
+    TACK_PUBLIC_CALL();
     if (!a || !out)
-        return tack_error_set(TACK_EVALUE, "tack_array_to_dltensor: array and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "array and out must not be NULL");
     uint8_t code, bits;
     tack_status st = tack_dtype_to_dlpack(a->dtype, &code, &bits);
     if (st != TACK_OK)
@@ -148,8 +156,9 @@ tack_status tack_array_to_dltensor(const tack_array *a, DLTensor *out)
 
 tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersioned **out)
 {
+    TACK_PUBLIC_CALL();
     if (!prototype || !out)
-        return tack_error_set(TACK_EVALUE, "tack_dlpack_allocate: prototype and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "prototype and out must not be NULL");
     const DLTensor *p = prototype;
     tack_status st = tack_ndim_check(p->ndim, p->shape);
     if (st != TACK_OK)
@@ -169,7 +178,7 @@ tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersi
         (got.device_type != kDLCPU && got.device_id != p->device.device_id)) {
         tack_device_release(device);
         return tack_error_set(TACK_EVALUE,
-                              "tack_dlpack_allocate: Tack allocates that memory as DLPack device (%d, %d), not as "
+                              "Tack allocates that memory as DLPack device (%d, %d), not as "
                               "the prototype's (%d, %d)",
                               (int)got.device_type, (int)got.device_id, (int)p->device.device_type,
                               (int)p->device.device_id);
@@ -187,8 +196,9 @@ tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersi
 
 tack_status tack_dlpack_work_stream(DLDevice dl, uint64_t *out)
 {
+    TACK_PUBLIC_CALL();
     if (!out)
-        return tack_error_set(TACK_EVALUE, "tack_dlpack_work_stream: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     tack_device *d = NULL;
     tack_status st = tack_device_for_dlpack(dl, &d);
     if (st != TACK_OK)

@@ -188,7 +188,7 @@ static tack_status import_tensor(const DLTensor *t, int writable, tack_device *a
                                  tack_release_fn release, void *ctx, tack_array **out)
 {
     if (!out)
-        return tack_error_set(TACK_EVALUE, "DLPack import: out is NULL");
+        return tack_error_set(TACK_EVALUE, "out is NULL");
     tack_dtype dtype;
     size_t size, nbytes;
     tack_status st = validate(t, &dtype, &size, &nbytes);
@@ -208,8 +208,9 @@ static tack_status import_tensor(const DLTensor *t, int writable, tack_device *a
 tack_status tack_import_array(const struct tack_import *im, tack_device *asked, tack_device *fallback,
                               tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!im || !out)
-        return tack_error_set(TACK_EVALUE, "tack_import_array: import and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "import and out must not be NULL");
     tack_status st = tack_ndim_check(im->ndim, im->shape);
     if (st != TACK_OK)
         return st;
@@ -256,18 +257,20 @@ static void release_versioned(void *ctx)
 tack_status tack_array_from_dlpack(DLManagedTensor *m, tack_device *device, tack_device *default_device,
                                    tack_array **out)
 {
+    TACK_PUBLIC_CALL();
     if (!m)
-        return tack_error_set(TACK_EVALUE, "DLPack import: the managed tensor is NULL");
+        return tack_error_set(TACK_EVALUE, "the managed tensor is NULL");
     return import_tensor(&m->dl_tensor, 1, device, default_device, release_legacy, m, out);
 }
 
 tack_status tack_array_from_dlpack_versioned(DLManagedTensorVersioned *m, tack_device *device,
                                              tack_device *default_device, tack_array **out, int *deleter_called)
 {
+    TACK_PUBLIC_CALL();
     if (deleter_called)
         *deleter_called = 0;
     if (!m)
-        return tack_error_set(TACK_EVALUE, "DLPack import: the managed tensor is NULL");
+        return tack_error_set(TACK_EVALUE, "the managed tensor is NULL");
     if (m->version.major != DLPACK_MAJOR_VERSION) {
         unsigned major = m->version.major, minor = m->version.minor;
         /* The layout past the version may differ, so nothing else is read;

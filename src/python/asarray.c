@@ -115,7 +115,7 @@ static PyObject *asarray_buffer_of(PyObject *obj, PyObject *device_obj, tack_dty
     /* Read only during the import, which copies the extents. */
     int64_t shape[TACK_MAX_NDIM], strides[TACK_MAX_NDIM];
     struct tack_import im = {
-        .what = "tack.asarray: the buffer",
+        .what = "the buffer",
         .data = v->buf,
         .device = {kDLCPU, 0},
         .ndim = v->ndim,
@@ -303,7 +303,7 @@ static PyObject *asarray_cai_of(PyObject *obj, PyObject *cai, PyObject *device_o
         return NULL;
     }
     char what[160];
-    snprintf(what, sizeof what, "tack.asarray: %s's __cuda_array_interface__", tname);
+    snprintf(what, sizeof what, "%s's __cuda_array_interface__", tname);
     /* CUDA memory carries no device ordinal here: any CUDA device may try. */
     struct tack_import im = {.what = what, .device = {kDLCUDA, 0}, .any_ordinal = 1, .max_bytes = SIZE_MAX};
     int64_t shape[TACK_MAX_NDIM], stride_values[TACK_MAX_NDIM];

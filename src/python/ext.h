@@ -35,8 +35,9 @@ PyObject *tack_py_raise(tack_status status);
 int tack_py_fail(tack_status status);
 /* the exception's name ("ValueError"), for reports to C code. */
 const char *tack_py_status_kind(tack_status status);
-/* A C message as a str, bytes that are not UTF-8 escaped (a compiler's
- * log need not be UTF-8); NULL with MemoryError. */
+/* A C message as a str, its leading C call shown in its Python spelling
+ * ("Array.reshape (tack_array_reshape): ..."), bytes that are not UTF-8
+ * escaped (a compiler's log need not be UTF-8); NULL with MemoryError. */
 PyObject *tack_py_message(const char *text);
 /* Raises `type` with that str; returns NULL. */
 PyObject *tack_py_raise_message(PyObject *type, const char *text);

@@ -35,6 +35,27 @@ static int is_known(const char *call)
     return 0;
 }
 
+/* Calls whose messages do not yet begin with the call's name: the kernel
+ * calls, whose files set their messages without TACK_PUBLIC_CALL. An entry
+ * is a prefix of the call's name. */
+static const char *const unnamed_yet[] = {
+    "tack_kernel_",
+    NULL,
+};
+
+/* Whether `message` begins with the name of the call `text` makes
+ * ("tack_array_reshape(e->a, ...)" -> "tack_array_reshape: "), as every
+ * message of a public call must, so that a C user reading it knows which of
+ * the calls in a statement failed. */
+static int names_its_call(const char *text, const char *message)
+{
+    size_t n = strcspn(text, "(");
+    for (int i = 0; unnamed_yet[i]; i++)
+        if (!strncmp(text, unnamed_yet[i], strlen(unnamed_yet[i])))
+            return 1;
+    return !strncmp(message, text, n) && !strncmp(message + n, ": ", 2) && message[n + 2];
+}
+
 static long counts[3];
 
 struct call {
@@ -103,6 +124,11 @@ static void refused(const char *file, int line, const char *text, tack_status (*
                 tack_status_name(want));
         check_failures++;
     }
+    if (!names_its_call(text, tack_last_error())) {
+        fprintf(stderr, "%s:%d: %s: the message does not begin with the call's name: \"%s\"\n", file, line, text,
+                tack_last_error());
+        check_failures++;
+    }
     if (memcmp(before, after, sizeof before)) {
         fprintf(stderr, "%s:%d: %s changed the live counts (arrays %ld->%ld, buffers %ld->%ld, exports %ld->%ld)\n",
                 file, line, text, before[0], after[0], before[1], after[1], before[2], after[2]);
@@ -133,6 +159,9 @@ struct env {
     DLTensor view;
     uint64_t u64;
     char typestr[8];
+    /* inputs refused on their content */
+    tack_exported_memory bad_export; /* a handle that is not a descriptor */
+    struct tack_import strided;      /* not C-contiguous */
 };
 
 #define SENTINEL(type) ((type)(uintptr_t)0x5e17)
@@ -214,6 +243,8 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = kDLMetal, .device_id = 0}, &e->dv))           \
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = kDLCPU, .device_id = 0}, NULL))               \
     X(TACK_EVALUE, tack_device_synchronize(NULL))                                                                 \
+    X(TACK_EVALUE, tack_device_wait_stream(NULL, 0))                                                              \
+    X(TACK_EVALUE, tack_memory_space(4096, NULL))                                                                 \
     /* buffer.h */                                                                                                \
     X(TACK_EVALUE, tack_buffer_alloc(NULL, 4, 0, &e->bo))                                                         \
     X(TACK_EVALUE, tack_buffer_alloc(e->cpu, 4, 0, NULL))                                                         \
@@ -221,6 +252,8 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_buffer_wrap(NULL, e, 4, NULL, NULL, &e->bo))                                              \
     X(TACK_EVALUE, tack_buffer_wrap(e->cpu, e, 4, NULL, NULL, NULL))                                              \
     X(TACK_EVALUE, tack_buffer_share(NULL))                                                                       \
+    X(TACK_EVALUE, tack_buffer_share_with_stream(NULL, -1))                                                       \
+    X(TACK_EVALUE, tack_buffer_share_with_stream(e->buf, -2))                                                     \
     /* array.h */                                                                                                 \
     X(TACK_EVALUE, tack_array_empty(NULL, TACK_F32, 1, shape4, 0, &e->ao))                                        \
     X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, 1, shape4, 0, NULL))                                        \
@@ -266,6 +299,14 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_array_export_memory(NULL, &e->em))                                                        \
     X(TACK_EVALUE, tack_array_export_memory(e->a, NULL))                                                          \
     X(TACK_ERUNTIME, tack_array_export_memory(e->a, &e->em))                                                      \
+    X(TACK_EVALUE, tack_array_import_memory(e->cpu, NULL, TACK_F32, 1, shape4, &e->ao))                           \
+    X(TACK_EVALUE, tack_array_import_memory(e->cpu, &e->bad_export, TACK_F32, 1, shape4, &e->ao))                 \
+    X(TACK_EVALUE, tack_array_send(-1, e->a))                                                                     \
+    X(TACK_EVALUE, tack_array_send(0, NULL))                                                                      \
+    X(TACK_EVALUE, tack_array_send_wait(-1, e->a, NULL))                                                          \
+    X(TACK_EVALUE, tack_array_receive(-1, e->cpu, &e->ao))                                                        \
+    X(TACK_EVALUE, tack_array_receive(0, e->cpu, NULL))                                                           \
+    X(TACK_EVALUE, tack_array_receive_wait(-1, e->cpu, NULL, &e->ao))                                             \
     /* exchange.h */                                                                                              \
     X(TACK_EVALUE, tack_array_to_dlpack(NULL, &e->m))                                                             \
     X(TACK_EVALUE, tack_array_to_dlpack(e->a, NULL))                                                              \
@@ -273,6 +314,10 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_array_to_dlpack_versioned(e->a, NULL))                                                    \
     X(TACK_EVALUE, tack_array_from_dlpack(NULL, NULL, NULL, &e->ao))                                              \
     X(TACK_EVALUE, tack_array_from_dlpack_versioned(NULL, NULL, NULL, &e->ao, NULL))                              \
+    X(TACK_EVALUE, tack_array_to_dlpack_stream(NULL, -1, &e->m))                                                  \
+    X(TACK_EVALUE, tack_array_to_dlpack_versioned_stream(e->a, -1, NULL))                                         \
+    X(TACK_EVALUE, tack_import_array(NULL, NULL, NULL, &e->ao))                                                   \
+    X(TACK_EVALUE, tack_import_array(&e->strided, NULL, NULL, &e->ao))                                            \
     X(TACK_EVALUE, tack_array_to_dltensor(NULL, &e->view))                                                        \
     X(TACK_EVALUE, tack_array_to_dltensor(e->a, NULL))                                                            \
     X(TACK_EVALUE, tack_dlpack_allocate(NULL, &e->mv))                                                            \
@@ -365,6 +410,14 @@ static void setup(void)
     CHECK_OK(tack_array_wrap(e->cpu, (uint64_t)(uintptr_t)tack_array_data(e->a), TACK_F32, 1, shape4, 0, &e->ro));
     CHECK_OK(tack_kernel_create("void f(tack_index i, float *x) { x[i] = 1.0f; }", NULL, &e->k));
     e->buf = tack_array_buffer(e->a);
+    snprintf(e->bad_export.backend, sizeof e->bad_export.backend, "cpu");
+    snprintf(e->bad_export.handle_type, sizeof e->bad_export.handle_type, "posix_fd");
+    e->bad_export.handle = -1;
+    e->bad_export.size = e->bad_export.allocation_size = 16;
+    static const int64_t strides[1] = {8};
+    e->strided = (struct tack_import){.what = "a strided view", .data = tack_array_data(e->a), .device = {kDLCPU, 0},
+                                      .dtype = TACK_F32, .ndim = 1, .shape = shape4, .strides = strides,
+                                      .max_bytes = 64};
 }
 
 static void test_every_bad_call_is_refused(void)

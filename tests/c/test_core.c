@@ -174,7 +174,7 @@ static void test_export_memory_unsupported(void)
     CHECK_OK(tack_array_empty(d, TACK_F32, 1, shape, 0, &a)); /* not exportable */
     tack_exported_memory rec;
     CHECK_STATUS(tack_array_export_memory(a, &rec), TACK_ERUNTIME);
-    const char *want = "Backend cpu does not support memory export";
+    const char *want = "tack_array_export_memory: Backend cpu does not support memory export";
     CHECK(!strncmp(tack_last_error(), want, strlen(want)));
     tack_array_release(a);
     tack_device_release(d);
@@ -364,6 +364,28 @@ static void test_message_quoting_the_last(void)
     CHECK(strlen(m) == 4 * strlen("again: ") + strlen("first ") + 600);
 }
 
+/* A message names the public call that set it and only that one: once the
+ * call has returned, by whichever return, a message set outside any public
+ * call carries no name left over from it. */
+static void test_message_names_only_the_call_under_way(void)
+{
+    tack_device *d = cpu();
+    int64_t shape[1] = {4}, bad[1] = {5};
+    tack_array *a = NULL, *r = NULL;
+    CHECK_OK(tack_array_empty(d, TACK_F32, 1, shape, 0, &a));
+    CHECK_STATUS(tack_array_reshape(a, 1, bad, &r), TACK_EVALUE); /* a return after the shape check */
+    CHECK(!strncmp(tack_last_error(), "tack_array_reshape: ", 20));
+    CHECK_STATUS(tack_array_reshape(a, 1, bad, NULL), TACK_EVALUE); /* the first return */
+    CHECK(!strncmp(tack_last_error(), "tack_array_reshape: ", 20));
+    tack_error_set(TACK_EVALUE, "set outside any call");
+    CHECK(!strcmp(tack_last_error(), "set outside any call"));
+    /* Named once, ahead of what was wrong. */
+    CHECK_STATUS(tack_array_fill(a, NULL), TACK_EVALUE);
+    CHECK(!strcmp(tack_last_error(), "tack_array_fill: array and value must not be NULL"));
+    tack_array_release(a);
+    tack_device_release(d);
+}
+
 /* A thread's message is freed when the thread exits (LeakSanitizer would
  * report it otherwise) and is not seen by other threads. */
 static void *fail_in_thread(void *arg)
@@ -413,6 +435,7 @@ int main(void)
     RUN(test_version);
     RUN(test_long_error_message);
     RUN(test_message_quoting_the_last);
+    RUN(test_message_names_only_the_call_under_way);
     RUN(test_message_per_thread);
     RUN(test_status_names);
     RUN(test_device_registry);

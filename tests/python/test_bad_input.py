@@ -368,3 +368,71 @@ def test_default_device_survives_a_failed_change(restore_default_device):
         with pytest.raises((TypeError, ValueError)):
             tack.set_default_device(bad)
         assert tack.get_default_device() is cpu
+
+
+# A message from the C layer begins with the call that failed, in the
+# spelling of the API the user called, and then the C call it ran, which a
+# C user would find in the headers.
+NAMED = [
+    (lambda: tack.empty((2, -1)), ValueError, "tack.empty (tack_array_empty): shape[1] is negative"),
+    (lambda: f32().reshape((4, 2)), ValueError, "Array.reshape (tack_array_reshape): cannot reshape"),
+    (lambda: f32().reshape((-1, -1)), ValueError, "Array.reshape (tack_array_reshape): only one extent"),
+    (lambda: tack.device("tpu"), ValueError, "tack.device (tack_device_open): unknown device 'tpu'"),
+    (lambda: f32().export_memory(), RuntimeError, "Array.export_memory (tack_array_export_memory): "),
+    (lambda: tack.array_from_ptr(ADDRESS + 1, tack.f32, (2,)), ValueError,
+     "tack.array_from_ptr (tack_array_wrap): address 0x"),
+    (lambda: tack.from_dlpack(np.zeros((4, 4))[:, ::2]), ValueError,
+     "tack.from_dlpack (tack_array_from_dlpack_versioned): DLPack tensor is not C-contiguous"),
+]
+
+
+@pytest.mark.parametrize("call, error, start", NAMED, ids=[n[2].split(" ")[0] for n in NAMED])
+def test_message_names_the_python_call_and_the_c_call(call, error, start):
+    with pytest.raises(error) as info:
+        call()
+    assert str(info.value).startswith(start), str(info.value)
+
+
+def test_python_names_of_c_calls_are_public_c_functions():
+    """The extension's table of Python spellings names C calls that exist:
+    a row left behind by a renamed function would never match."""
+    from pathlib import Path
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    table = (root / "src/python/errors.c").read_text()
+    rows = re.findall(r'\{"(tack_[a-z0-9_]+)", "([A-Za-z_.]+)"\}', table)
+    assert len(rows) > 20
+    declared = set()
+    for header in (root / "include/tack").glob("*.h"):
+        declared |= set(re.findall(r"\b(tack_[a-z0-9_]+)\(", header.read_text()))
+    assert [c for c, _ in rows if c not in declared] == []
+    for _, python in rows:
+        head, _, attr = python.partition(".")
+        owner = tack if head == "tack" else getattr(tack, head)
+        assert hasattr(owner, attr), python
+
+
+def test_every_public_call_of_a_file_that_names_calls_names_itself():
+    """A message is named by TACK_PUBLIC_CALL() on the first line of the
+    public function: in a file that uses it, a fallible public function
+    without it would leave its messages unnamed, which the C test sees only
+    for the calls it lists."""
+    from pathlib import Path
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    public = set()
+    for header in (root / "include/tack").glob("*.h"):
+        public |= set(re.findall(r"TACK_API tack_status (tack_[a-z0-9_]+)\(", header.read_text()))
+    definition = re.compile(r"^tack_status (tack_[a-z0-9_]+)\([^;{]*?\)\s*\{\n(.*)$", re.M)
+    adopted, unnamed = [], []
+    for source in sorted((root / "src").rglob("*.c")):
+        text = source.read_text()
+        if "TACK_PUBLIC_CALL();" not in text:
+            continue
+        adopted.append(source.relative_to(root).as_posix())
+        unnamed += [f"{source.name}: {name}" for name, first in definition.findall(text)
+                    if name in public and first.strip() != "TACK_PUBLIC_CALL();"]
+    assert "src/core/array.c" in adopted and "src/dlpack/import.c" in adopted, adopted
+    assert unnamed == []
