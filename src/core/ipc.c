@@ -79,8 +79,8 @@ static tack_status import_on(tack_device *d, const tack_exported_memory *e, tack
 static tack_status import_array(tack_device *device, const tack_exported_memory *e, tack_dtype dtype, int ndim,
                                 const int64_t *shape, int read_only, tack_array **out)
 {
-    size_t itemsize, size, nbytes;
-    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
+    size_t size, nbytes;
+    tack_status st = tack_shape_check(dtype, ndim, shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     st = check_record(e);
@@ -646,11 +646,8 @@ static tack_status parse_header(const tack_ipc_header *h, int fd, tack_dtype *dt
     if (h->flags & ~TACK_IPC_READ_ONLY || h->reserved)
         return tack_error_set(TACK_EVALUE, "the array header sets flags (0x%x) or reserved bits a version %u header has not",
                               h->flags, TACK_IPC_VERSION);
-    if (h->ndim < 0 || h->ndim > TACK_MAX_NDIM)
-        return tack_error_set(TACK_EVALUE, "the array header's ndim is %d; an array has 0 to %d dimensions", h->ndim,
-                              TACK_MAX_NDIM);
     size_t size, nbytes;
-    tack_status st = tack_shape_check(h->ndim, h->shape, tack_dtype_size(*dtype), &size, &nbytes);
+    tack_status st = tack_shape_check(*dtype, h->ndim, h->shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (h->size != nbytes || h->allocation_size < h->size || h->allocation_size == 0 ||
