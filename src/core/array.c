@@ -49,6 +49,14 @@ tack_status tack_shape_check(tack_dtype dtype, int ndim, const int64_t *shape, s
     return TACK_OK;
 }
 
+tack_status tack_array_check_shape(tack_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
+{
+    if (!nbytes)
+        return tack_error_set(TACK_EVALUE, "tack_array_check_shape: nbytes must not be NULL");
+    size_t size;
+    return tack_shape_check(dtype, ndim, shape, &size, nbytes);
+}
+
 /* Fills a fresh array record `a` over `buffer`, whose reference it takes. */
 static tack_array *array_init(tack_array *a, int in_buffer, tack_buffer *buffer, void *data, tack_dtype dtype,
                               int ndim, const int64_t *shape, size_t size, size_t nbytes, int writable)

@@ -167,10 +167,72 @@ static tack_array *wrap_host_bytes(PyObject *obj, const Py_buffer *view, tack_de
     return r;
 }
 
+/* Raises the exception a refused status maps to, its message saying what
+ * was being unpickled; returns NULL. */
+static PyObject *refuse_pickle(tack_status st)
+{
+    tack_py_raise(st);
+    PyObject *exc = tack_py_exception_take();
+    PyErr_Format((PyObject *)Py_TYPE(exc), "cannot unpickle a tack.Array: %S", exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* The values' C-contiguous buffer into `view`: 0 with a TypeError or
+ * ValueError that says what the pickle holds instead. */
+static int values_buffer(PyObject *values, Py_buffer *view)
+{
+    if (!PyObject_CheckBuffer(values)) {
+        PyErr_Format(PyExc_TypeError,
+                     "cannot unpickle a tack.Array: its values are a %s, not a buffer (bytes, bytearray, "
+                     "pickle.PickleBuffer)",
+                     Py_TYPE(values)->tp_name);
+        return 0;
+    }
+    if (PyObject_GetBuffer(values, view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyObject *cause = tack_py_exception_take();
+        PyErr_Format(PyExc_ValueError, "cannot unpickle a tack.Array: its values are not a C-contiguous buffer (%S)",
+                     cause ? cause : Py_None);
+        Py_XDECREF(cause);
+        return 0;
+    }
+    return 1;
+}
+
+/* The array on `device` with the values in `view` (exactly its bytes):
+ * NULL with an exception. */
+static tack_array *rebuild_on(tack_device *device, PyObject *values, const Py_buffer *view, tack_dtype dtype, int ndim,
+                              const int64_t *shape, int writable)
+{
+    tack_array *a = NULL;
+    /* A host buffer that can be the array's memory is used in place, so
+     * the values are not copied again after the unpickler read them; the
+     * writable flag is the pickled array's, and a read-only buffer for a
+     * writable array is copied rather than given a writable alias. */
+    if (tack_device_dl_device(device).device_type == kDLCPU && (view->readonly ? !writable : 1))
+        a = wrap_host_bytes(values, view, device, dtype, ndim, shape, writable);
+    if (a)
+        return a;
+    tack_status st = array_of_host_bytes(device, dtype, ndim, shape, view->buf, (size_t)view->len, &a);
+    if (st == TACK_OK && !writable) {
+        tack_array *ro = NULL;
+        st = tack_array_from_buffer(tack_array_buffer(a), dtype, ndim, shape, 0, &ro);
+        tack_array_release(a);
+        a = ro;
+    }
+    if (st != TACK_OK) {
+        tack_py_raise(st);
+        return NULL;
+    }
+    return a;
+}
+
 /* tack._tack._rebuild_array(values, dtype, shape, device, writable): what an
  * array's pickle calls. The values are any C-contiguous buffer of the
  * array's bytes; a pickle is input like any other, so each argument is
- * checked and a bad one is a TypeError or ValueError. */
+ * checked and a bad one is a TypeError or ValueError. The dtype and shape
+ * are checked by the C rule every array's are, before the values are
+ * read, as a C reader of such a record would check them. */
 static PyObject *py_rebuild_array(PyObject *m, PyObject *args)
 {
     (void)m;
@@ -184,73 +246,25 @@ static PyObject *py_rebuild_array(PyObject *m, PyObject *args)
     int64_t shape[TACK_MAX_NDIM];
     if (!tack_py_dtype_converter(dtype_obj, &dtype) || !tack_py_parse_shape(shape_obj, &ndim, shape))
         return NULL;
-    /* A longer shape is not read into `shape` (its extents would be
-     * garbage to the loop below): no array has one. */
-    if (ndim > TACK_MAX_NDIM) {
-        PyErr_Format(PyExc_ValueError,
-                     "cannot unpickle a tack.Array: its shape has %d dimensions; Tack arrays have at most %d", ndim,
-                     TACK_MAX_NDIM);
-        return NULL;
-    }
-    size_t count = 1, item = tack_dtype_size(dtype);
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) {
-            PyErr_Format(PyExc_ValueError, "cannot unpickle a tack.Array: shape[%d] is negative (%lld)", i,
-                         (long long)shape[i]);
-            return NULL;
-        }
-        if (shape[i] && count > SIZE_MAX / item / (size_t)shape[i]) {
-            PyErr_SetString(PyExc_ValueError, "cannot unpickle a tack.Array: the shape's bytes overflow");
-            return NULL;
-        }
-        count *= (size_t)shape[i];
-    }
-    if (!PyObject_CheckBuffer(values)) {
-        PyErr_Format(PyExc_TypeError,
-                     "cannot unpickle a tack.Array: its values are a %s, not a buffer (bytes, bytearray, "
-                     "pickle.PickleBuffer)",
-                     Py_TYPE(values)->tp_name);
-        return NULL;
-    }
+    size_t nbytes;
+    tack_status st = tack_array_check_shape(dtype, ndim, shape, &nbytes);
+    if (st != TACK_OK)
+        return refuse_pickle(st);
     Py_buffer view;
-    if (PyObject_GetBuffer(values, &view, PyBUF_C_CONTIGUOUS) < 0) {
-        PyObject *cause = tack_py_exception_take();
-        PyErr_Format(PyExc_ValueError, "cannot unpickle a tack.Array: its values are not a C-contiguous buffer (%S)",
-                     cause ? cause : Py_None);
-        Py_XDECREF(cause);
+    if (!values_buffer(values, &view))
         return NULL;
-    }
     PyObject *result = NULL;
     tack_device *device = NULL;
-    if ((size_t)view.len != count * item) {
+    if ((size_t)view.len != nbytes) {
         PyErr_Format(PyExc_ValueError,
                      "cannot unpickle a tack.Array: %zd bytes of values for a %s array of shape %R (%zu bytes)",
-                     view.len, tack_dtype_name(dtype), shape_obj, count * item);
+                     view.len, tack_dtype_name(dtype), shape_obj, nbytes);
         goto done;
     }
     if (!tack_py_device_converter(device_obj, &device))
         goto done;
-    tack_array *a = NULL;
-    /* A host buffer that can be the array's memory is used in place, so
-     * the values are not copied again after the unpickler read them; the
-     * writable flag is the pickled array's, and a read-only buffer for a
-     * writable array is copied rather than given a writable alias. */
-    if (tack_device_dl_device(device).device_type == kDLCPU && (view.readonly ? !writable : 1))
-        a = wrap_host_bytes(values, &view, device, dtype, ndim, shape, writable);
-    if (!a) {
-        tack_status st = array_of_host_bytes(device, dtype, ndim, shape, view.buf, (size_t)view.len, &a);
-        if (st == TACK_OK && !writable) {
-            tack_array *ro = NULL;
-            st = tack_array_from_buffer(tack_array_buffer(a), dtype, ndim, shape, 0, &ro);
-            tack_array_release(a);
-            a = ro;
-        }
-        if (st != TACK_OK) {
-            tack_py_raise(st);
-            goto done;
-        }
-    }
-    result = tack_py_array_new(a);
+    tack_array *a = rebuild_on(device, values, &view, dtype, ndim, shape, writable);
+    result = a ? tack_py_array_new(a) : NULL;
 done:
     tack_device_release(device);
     PyBuffer_Release(&view);

@@ -91,6 +91,34 @@ static void test_shape_validation(void)
     tack_device_release(d);
 }
 
+/* A C reader of a serialised array (as the extension's unpickler) refuses
+ * a layout before it has memory for it, by the rule tack_array_empty
+ * applies, and learns the bytes to expect. */
+static void test_check_shape_without_memory(void)
+{
+    long arrays = tack_array_live_count(), buffers = tack_buffer_live_count();
+    size_t nbytes = 7;
+    int64_t shape[2] = {3, 5};
+    CHECK_OK(tack_array_check_shape(TACK_F64, 2, shape, &nbytes));
+    CHECK(nbytes == 120);
+    CHECK_OK(tack_array_check_shape(TACK_U8, 0, NULL, &nbytes));
+    CHECK(nbytes == 1);
+    nbytes = 7;
+    int64_t neg[2] = {3, -5};
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 2, neg, &nbytes), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "negative") != NULL);
+    int64_t huge[2] = {INT64_MAX / 2, 4};
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 2, huge, &nbytes), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "overflow") != NULL);
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, TACK_MAX_NDIM + 1, shape, &nbytes), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "at most 64") != NULL);
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 1, NULL, &nbytes), TACK_EVALUE);
+    CHECK_STATUS(tack_array_check_shape((tack_dtype)99, 2, shape, &nbytes), TACK_ETYPE);
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 2, shape, NULL), TACK_EVALUE);
+    CHECK(nbytes == 7); /* untouched by every refusal */
+    CHECK(tack_array_live_count() == arrays && tack_buffer_live_count() == buffers);
+}
+
 static void test_reshape_shares_buffer(void)
 {
     tack_device *d = cpu();
@@ -419,6 +447,7 @@ int main(void)
     RUN(test_device_errors);
     RUN(test_empty_is_zeroed);
     RUN(test_shape_validation);
+    RUN(test_check_shape_without_memory);
     RUN(test_reshape_shares_buffer);
     RUN(test_host_copies_and_readonly);
     RUN(test_wrap_release_runs_once);
