@@ -46,6 +46,26 @@ static void test_device_errors(void)
     CHECK(tack_backend_options("metal") == NULL);
 }
 
+/* A binding that converts option values itself checks the names first by
+ * the rule tack_device_open applies, so that a misspelled option is
+ * refused as such whatever its value; the check opens nothing. */
+static void test_option_names_checked_without_opening(void)
+{
+    tack_option good = {"external_context", "driver", 1}, bad = {"external_contxt", NULL, 0};
+    tack_option both[2] = {good, bad};
+    CHECK_OK(tack_device_check_options("level_zero", &good, 1));
+    CHECK_OK(tack_device_check_options("cpu", NULL, 0));
+    CHECK_STATUS(tack_device_check_options("level_zero", both, 2), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "'external_contxt'") != NULL);
+    CHECK(strstr(tack_last_error(), "'external_context'") != NULL); /* what it accepts */
+    CHECK_STATUS(tack_device_check_options("cpu", &good, 1), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "external_context") != NULL);
+    CHECK_STATUS(tack_device_check_options("nope", NULL, 0), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "'cpu'") != NULL);
+    CHECK_STATUS(tack_device_check_options(NULL, NULL, 0), TACK_EVALUE);
+    CHECK_STATUS(tack_device_check_options("cpu", NULL, 1), TACK_EVALUE);
+}
+
 static void test_empty_is_zeroed(void)
 {
     tack_device *d = cpu();
@@ -445,6 +465,7 @@ int main(void)
     RUN(test_status_names);
     RUN(test_device_registry);
     RUN(test_device_errors);
+    RUN(test_option_names_checked_without_opening);
     RUN(test_empty_is_zeroed);
     RUN(test_shape_validation);
     RUN(test_check_shape_without_memory);
