@@ -360,12 +360,8 @@ static atomic_int nthreads;
  * time); -1 when unset, -2 before it is read. */
 static atomic_llong serial_below = -2;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* The pool's times are unsigned: differences of readings in order. */
+static uint64_t now_ns(void) { return (uint64_t)tack_now_ns(); }
 
 static void cpu_relax(void)
 {

@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "tack/tack.h"
 
@@ -386,5 +387,15 @@ tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int n
 
 /* Waits for the queued launches that use `buffer`. */
 tack_status tack_buffer_wait(tack_buffer *buffer);
+
+/* The one clock for deadlines and spin limits: CLOCK_MONOTONIC in ns, which
+ * a change of the wall clock does not move. Inline: the thread pool reads
+ * it while it spins. Never fails (the clock exists on every Linux). */
+static inline int64_t tack_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 #endif

@@ -203,13 +203,6 @@ static tack_status socket_type(int fd, int *type)
     return TACK_OK;
 }
 
-static int64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* One send or receive in progress: its socket, its deadline and how far it
  * got, for the messages. */
 struct io {
@@ -233,7 +226,7 @@ static void io_start(struct io *io, int sock, const char *verb, tack_ipc_wait *w
     io->deadline = -1;
     if (io->timeout_ms >= 0) {
         int64_t ms = io->timeout_ms > INT64_MAX / 2000000 ? INT64_MAX / 2000000 : io->timeout_ms;
-        io->deadline = monotonic_ns() + ms * 1000000;
+        io->deadline = tack_now_ns() + ms * 1000000;
     }
     if (wait)
         wait->os_error = 0;
@@ -292,7 +285,7 @@ static tack_status wait_ready(struct io *io, short events)
     for (;;) {
         int ms = -1;
         if (io->deadline >= 0) {
-            int64_t left = io->deadline - monotonic_ns();
+            int64_t left = io->deadline - tack_now_ns();
             if (left <= 0)
                 return timed_out(io);
             /* Rounded up: waking before the deadline only to wait again. */
