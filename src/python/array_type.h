@@ -9,9 +9,6 @@
 
 #define ARR(o) TACK_PY_ARRAY(o)
 
-/* The shape as a tuple of ints (new reference); NULL with an exception. */
-PyObject *tack_py_shape_tuple(const tack_array *a);
-
 static inline int is_host(const tack_array *a)
 {
     return tack_device_dl_device(tack_array_device(a)).device_type == kDLCPU;
