@@ -206,6 +206,11 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){(DLDeviceType)12345, 0}, &e->dv))                            \
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){kDLMetal, 0}, &e->dv))                                       \
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){kDLCPU, 0}, NULL))                                           \
+    X(TACK_EVALUE, tack_device_check_options(NULL, NULL, 0))                                                      \
+    X(TACK_EVALUE, tack_device_check_options("tpu", NULL, 0))                                                     \
+    X(TACK_EVALUE, tack_device_check_options("cpu", NULL, 1))                                                     \
+    X(TACK_EVALUE, tack_device_check_options("cpu", &(tack_option){NULL, NULL, 0}, 1))                            \
+    X(TACK_EVALUE, tack_device_check_options("cpu", &(tack_option){"colour", NULL, 0}, 1))                        \
     X(TACK_EVALUE, tack_device_synchronize(NULL))                                                                 \
     /* buffer.h */                                                                                                \
     X(TACK_EVALUE, tack_buffer_alloc(NULL, 4, 0, &e->bo))                                                         \
@@ -215,6 +220,12 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_buffer_wrap(e->cpu, e, 4, NULL, NULL, NULL))                                              \
     X(TACK_EVALUE, tack_buffer_share(NULL))                                                                       \
     /* array.h */                                                                                                 \
+    X(TACK_ETYPE, tack_array_check_shape(TACK_NDTYPES, 1, shape4, &e->size))                                      \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 2, shape_neg, &e->size))                                      \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 2, shape_overflow, &e->size))                                 \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, TACK_MAX_NDIM + 1, shape4, &e->size))                         \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 1, NULL, &e->size))                                           \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 1, shape4, NULL))                                             \
     X(TACK_EVALUE, tack_array_empty(NULL, TACK_F32, 1, shape4, 0, &e->ao))                                        \
     X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, 1, shape4, 0, NULL))                                        \
     X(TACK_ETYPE, tack_array_empty(e->cpu, (tack_dtype)-1, 1, shape4, 0, &e->ao))                                 \
