@@ -207,7 +207,8 @@ tack_status tack_import_array(const struct tack_import *im, tack_device *asked, 
     if (!im || !out)
         return tack_error_set(TACK_EVALUE, "tack_import_array: import and out must not be NULL");
     size_t size, nbytes;
-    tack_status st = check_memory(im->what, im->data, 0, im->ndim, im->shape, im->strides, 1, im->dtype, &size, &nbytes);
+    tack_status st =
+        check_memory(im->what, im->data, 0, im->ndim, im->shape, im->strides, 1, im->dtype, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (nbytes > im->max_bytes)
