@@ -40,6 +40,15 @@ TACK_API tack_status tack_array_wrap(tack_device *device, uint64_t address, tack
  * extent may be -1 (inferred). TACK_EVALUE for a shape of another size. */
 TACK_API tack_status tack_array_reshape(const tack_array *array, int ndim, const int64_t *shape, tack_array **out);
 
+/* Checks a dtype and shape as every call that makes an array checks them,
+ * making nothing, and gives the bytes such an array holds: for a caller that
+ * must refuse a layout before it has memory for it (an unpickler reading
+ * the values, a reader of a file header). TACK_ETYPE for a value that is
+ * not a Tack dtype; TACK_EVALUE for ndim outside 0..TACK_MAX_NDIM, a NULL
+ * shape with ndim > 0, a negative extent or a size over INT64_MAX bytes.
+ * On error *nbytes is untouched. */
+TACK_API tack_status tack_array_check_shape(tack_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes);
+
 /* Reference counting; both accept NULL. Thread-safe. */
 TACK_API tack_array *tack_array_retain(tack_array *array);
 TACK_API void tack_array_release(tack_array *array);

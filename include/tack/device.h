@@ -92,6 +92,15 @@ TACK_API int tack_device_can_wrap(const tack_device *device, DLDevice dl_device)
  * untouched. */
 TACK_API tack_status tack_memory_space(uint64_t address, const char **out);
 
+/* Checks options for the device `name` as tack_device_open checks them
+ * first, opening nothing: the backend named, and every option's name among
+ * those it accepts. For a caller that converts option values of its own
+ * (a binding's keyword arguments) and would otherwise refuse a misspelled
+ * option by its value. TACK_EVALUE for an unknown backend or ordinal
+ * syntax, an option the backend does not accept (the message lists those
+ * it does), or options NULL with n_options > 0. */
+TACK_API tack_status tack_device_check_options(const char *name, const tack_option *options, size_t n_options);
+
 /* The option names a backend accepts, NULL-terminated; NULL for an unknown
  * backend name. Never fails otherwise. */
 TACK_API const char *const *tack_backend_options(const char *backend);

@@ -16,16 +16,14 @@ tack_status tack_ndim_refuse(int ndim)
     return tack_error_set(TACK_EVALUE, "a NULL shape for ndim %d; only 0-dimensional arrays have none", ndim);
 }
 
-tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes)
+tack_status tack_shape_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *size, size_t *nbytes)
 {
+    size_t itemsize = tack_dtype_size(dtype);
+    if (!itemsize)
+        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
     tack_status st = tack_ndim_check(ndim, shape);
     if (st != TACK_OK)
         return st;
-    return tack_extents_check(ndim, shape, itemsize, size, nbytes);
-}
-
-tack_status tack_extents_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes)
-{
     /* Products are bounded by INT64_MAX, not SIZE_MAX: extents and strides
      * are int64_t in DLPack, and an export computes the stride of every
      * extent, so even beside a zero extent the others' product must fit.
@@ -51,13 +49,12 @@ tack_status tack_extents_check(int ndim, const int64_t *shape, size_t itemsize, 
     return TACK_OK;
 }
 
-tack_status tack_layout_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *itemsize, size_t *size,
-                              size_t *nbytes)
+tack_status tack_array_check_shape(tack_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
 {
-    *itemsize = tack_dtype_size(dtype);
-    if (!*itemsize)
-        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)dtype);
-    return tack_shape_check(ndim, shape, *itemsize, size, nbytes);
+    if (!nbytes)
+        return tack_error_set(TACK_EVALUE, "tack_array_check_shape: nbytes must not be NULL");
+    size_t size;
+    return tack_shape_check(dtype, ndim, shape, &size, nbytes);
 }
 
 /* Fills a fresh array record `a` over `buffer`, whose reference it takes. */
@@ -115,8 +112,8 @@ tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype d
 static tack_status array_new(tack_buffer *buffer, void *data, tack_dtype dtype, int ndim, const int64_t *shape,
                              int writable, tack_array **out)
 {
-    size_t itemsize, size, nbytes;
-    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
+    size_t size, nbytes;
+    tack_status st = tack_shape_check(dtype, ndim, shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if ((uintptr_t)data - (uintptr_t)buffer->data + nbytes > buffer->nbytes && !(nbytes == 0 && buffer->nbytes == 0))
@@ -131,8 +128,8 @@ tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, co
     TACK_PUBLIC_CALL();
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
-    size_t itemsize, size, nbytes;
-    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
+    size_t size, nbytes;
+    tack_status st = tack_shape_check(dtype, ndim, shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     tack_buffer *b;
@@ -160,8 +157,8 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
     if (address > UINTPTR_MAX)
         return tack_error_set(TACK_EVALUE, "address 0x%llx does not fit a pointer here",
                               (unsigned long long)address);
-    size_t itemsize, size, nbytes;
-    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
+    size_t size, nbytes;
+    tack_status st = tack_shape_check(dtype, ndim, shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (address == 0 && nbytes)
@@ -197,7 +194,7 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
     }
     if (infer >= 0) {
         size_t known, unused;
-        st = tack_shape_check(ndim, s, 1, &known, &unused);
+        st = tack_shape_check(TACK_U8, ndim, s, &known, &unused); /* one-byte elements: known counts them */
         if (st != TACK_OK)
             return st;
         if (known == 0 || a->size % known)
@@ -206,7 +203,7 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
         s[infer] = (int64_t)(a->size / known);
     }
     size_t size, nbytes;
-    st = tack_shape_check(ndim, s, tack_dtype_size(a->dtype), &size, &nbytes);
+    st = tack_shape_check(a->dtype, ndim, s, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (size != a->size)

@@ -165,6 +165,19 @@ tack_status tack_device_open(const char *name, const tack_option *options, size_
     return make_device(ops, ordinal, options, n_options, out);
 }
 
+tack_status tack_device_check_options(const char *name, const tack_option *options, size_t n_options)
+{
+    const struct tack_backend_ops *ops;
+    int ordinal;
+    tack_status st = parse_name(name, &ops, &ordinal);
+    if (st != TACK_OK)
+        return st;
+    if (n_options && !options)
+        return tack_error_set(TACK_EVALUE, "tack_device_check_options: %zu options given but the option array is NULL",
+                              n_options);
+    return check_options(ops, options, n_options);
+}
+
 tack_status tack_device_for_dlpack(DLDevice dl, tack_device **out)
 {
     TACK_PUBLIC_CALL();

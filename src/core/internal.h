@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "tack/tack.h"
 
@@ -354,8 +355,9 @@ void tack_report_component(tack_component_report *c, const char *name, tack_stat
 void tack_backend_list(char *buf, size_t cap);
 
 /* The one rule on a number of dimensions, for every shape Tack is given:
- * 0 to TACK_MAX_NDIM, and a shape array unless there are none. Inline, as
- * it runs first on every import; the message is made out of line. */
+ * 0 to TACK_MAX_NDIM, and a shape array unless there are none: the first
+ * step of tack_shape_check. Inline, as it runs on every import; the message
+ * is made out of line. */
 tack_status tack_ndim_refuse(int ndim);
 static inline tack_status tack_ndim_check(int ndim, const int64_t *shape)
 {
@@ -363,17 +365,13 @@ static inline tack_status tack_ndim_check(int ndim, const int64_t *shape)
         return tack_ndim_refuse(ndim);
     return TACK_OK;
 }
-/* Validates the extents of a shape whose ndim passed tack_ndim_check and
- * computes its element count and byte size. TACK_EVALUE for a negative
- * extent or an overflow. */
-tack_status tack_extents_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes);
-/* Both checks: TACK_EVALUE for ndim out of range, a negative extent or an
- * overflow. */
-tack_status tack_shape_check(int ndim, const int64_t *shape, size_t itemsize, size_t *size, size_t *nbytes);
-/* tack_shape_check for a dtype given by the caller: TACK_ETYPE if it is not
- * a Tack dtype, else sets *itemsize and checks the shape. */
-tack_status tack_layout_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *itemsize, size_t *size,
-                              size_t *nbytes);
+/* The one check of an array's layout, whichever call or protocol gave it:
+ * TACK_ETYPE if `dtype` is not a Tack dtype; TACK_EVALUE for a number of
+ * dimensions tack_ndim_check refuses, a negative extent, or an element
+ * count or byte size over INT64_MAX. Sets *size (elements) and *nbytes;
+ * on failure they are untouched. tack_ndim_check alone is for the one
+ * caller that reads a shape before it is one (reshape's -1). */
+tack_status tack_shape_check(tack_dtype dtype, int ndim, const int64_t *shape, size_t *size, size_t *nbytes);
 /* The alignment a dtype's elements need in memory Tack did not allocate: a
  * power of two, the size of a complex number's parts, otherwise the
  * element's size; 0 for a value outside the enum. Never fails. */
@@ -409,5 +407,15 @@ tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int n
 
 /* Waits for the queued launches that use `buffer`. */
 tack_status tack_buffer_wait(tack_buffer *buffer);
+
+/* The one clock for deadlines and spin limits: CLOCK_MONOTONIC in ns, which
+ * a change of the wall clock does not move. Inline: the thread pool reads
+ * it while it spins. Never fails (the clock exists on every Linux). */
+static inline int64_t tack_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 #endif

@@ -79,8 +79,8 @@ static tack_status import_on(tack_device *d, const tack_exported_memory *e, tack
 static tack_status import_array(tack_device *device, const tack_exported_memory *e, tack_dtype dtype, int ndim,
                                 const int64_t *shape, int read_only, tack_array **out)
 {
-    size_t itemsize, size, nbytes;
-    tack_status st = tack_layout_check(dtype, ndim, shape, &itemsize, &size, &nbytes);
+    size_t size, nbytes;
+    tack_status st = tack_shape_check(dtype, ndim, shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     st = check_record(e);
@@ -204,13 +204,6 @@ static tack_status socket_type(int fd, int *type)
     return TACK_OK;
 }
 
-static int64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* One send or receive in progress: its socket, its deadline and how far it
  * got, for the messages. */
 struct io {
@@ -234,7 +227,7 @@ static void io_start(struct io *io, int sock, const char *verb, tack_ipc_wait *w
     io->deadline = -1;
     if (io->timeout_ms >= 0) {
         int64_t ms = io->timeout_ms > INT64_MAX / 2000000 ? INT64_MAX / 2000000 : io->timeout_ms;
-        io->deadline = monotonic_ns() + ms * 1000000;
+        io->deadline = tack_now_ns() + ms * 1000000;
     }
     if (wait)
         wait->os_error = 0;
@@ -293,7 +286,7 @@ static tack_status wait_ready(struct io *io, short events)
     for (;;) {
         int ms = -1;
         if (io->deadline >= 0) {
-            int64_t left = io->deadline - monotonic_ns();
+            int64_t left = io->deadline - tack_now_ns();
             if (left <= 0)
                 return timed_out(io);
             /* Rounded up: waking before the deadline only to wait again. */
@@ -652,11 +645,8 @@ static tack_status parse_header(const tack_ipc_header *h, int fd, tack_dtype *dt
     if (h->flags & ~TACK_IPC_READ_ONLY || h->reserved)
         return tack_error_set(TACK_EVALUE, "the array header sets flags (0x%x) or reserved bits a version %u header has not",
                               h->flags, TACK_IPC_VERSION);
-    if (h->ndim < 0 || h->ndim > TACK_MAX_NDIM)
-        return tack_error_set(TACK_EVALUE, "the array header's ndim is %d; an array has 0 to %d dimensions", h->ndim,
-                              TACK_MAX_NDIM);
     size_t size, nbytes;
-    tack_status st = tack_shape_check(h->ndim, h->shape, tack_dtype_size(*dtype), &size, &nbytes);
+    tack_status st = tack_shape_check(*dtype, h->ndim, h->shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (h->size != nbytes || h->allocation_size < h->size || h->allocation_size == 0 ||

@@ -160,11 +160,9 @@ tack_status tack_dlpack_allocate(const DLTensor *prototype, DLManagedTensorVersi
     if (!prototype || !out)
         return tack_error_set(TACK_EVALUE, "prototype and out must not be NULL");
     const DLTensor *p = prototype;
-    tack_status st = tack_ndim_check(p->ndim, p->shape);
-    if (st != TACK_OK)
-        return st;
+    /* The shape is checked where the array is made, by tack_array_empty. */
     tack_dtype dtype;
-    st = tack_dtype_from_dlpack(p->dtype.code, p->dtype.bits, p->dtype.lanes, &dtype);
+    tack_status st = tack_dtype_from_dlpack(p->dtype.code, p->dtype.bits, p->dtype.lanes, &dtype);
     if (st != TACK_OK)
         return st;
     tack_device *device = NULL;

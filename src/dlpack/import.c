@@ -42,14 +42,13 @@ static const struct tack_backend_ops *backend_for(DLDeviceType type)
  * memory: the extents, a data pointer, C-contiguous strides (in elements,
  * or in bytes when `byte_strides`), an address that does not wrap around
  * and elements aligned as their type needs (a complex number as its parts,
- * as C and NumPy align it). The number of dimensions has passed
- * tack_ndim_check. */
+ * as C and NumPy align it). */
 static inline tack_status check_memory(const char *what, const void *data, uint64_t byte_offset, int ndim,
                                        const int64_t *shape, const int64_t *strides, int byte_strides,
                                        tack_dtype dtype, size_t *size, size_t *nbytes)
 {
     size_t item = tack_dtype_size(dtype), align = tack_dtype_alignment(dtype);
-    tack_status st = tack_extents_check(ndim, shape, item, size, nbytes);
+    tack_status st = tack_shape_check(dtype, ndim, shape, size, nbytes);
     if (st != TACK_OK)
         return st;
     if (!data && *size)
@@ -84,10 +83,7 @@ static inline tack_status check_memory(const char *what, const void *data, uint6
 
 static tack_status validate(const DLTensor *t, tack_dtype *dtype, size_t *size, size_t *nbytes)
 {
-    tack_status st = tack_ndim_check(t->ndim, t->shape);
-    if (st != TACK_OK)
-        return st;
-    st = tack_dtype_from_dlpack(t->dtype.code, t->dtype.bits, t->dtype.lanes, dtype);
+    tack_status st = tack_dtype_from_dlpack(t->dtype.code, t->dtype.bits, t->dtype.lanes, dtype);
     if (st != TACK_OK)
         return st;
     return check_memory("DLPack tensor", t->data, t->byte_offset, t->ndim, t->shape, t->strides, 0, *dtype, size,
@@ -211,13 +207,9 @@ tack_status tack_import_array(const struct tack_import *im, tack_device *asked, 
     TACK_PUBLIC_CALL();
     if (!im || !out)
         return tack_error_set(TACK_EVALUE, "import and out must not be NULL");
-    tack_status st = tack_ndim_check(im->ndim, im->shape);
-    if (st != TACK_OK)
-        return st;
     size_t size, nbytes;
-    if (!tack_dtype_size(im->dtype))
-        return tack_error_set(TACK_ETYPE, "dtype %d is not a Tack dtype", (int)im->dtype);
-    st = check_memory(im->what, im->data, 0, im->ndim, im->shape, im->strides, 1, im->dtype, &size, &nbytes);
+    tack_status st =
+        check_memory(im->what, im->data, 0, im->ndim, im->shape, im->strides, 1, im->dtype, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     if (nbytes > im->max_bytes)

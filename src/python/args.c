@@ -238,54 +238,62 @@ static int to_double(PyObject *obj, tack_dtype dtype, double *out)
     return 0;
 }
 
-int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
+/* The floating-point dtypes' element: rounded as NumPy casts. */
+static int to_float(PyObject *obj, tack_dtype dtype, void *out)
 {
-    char kind = tack_dtype_kind(dtype);
-    if (kind == 'f' || kind == 'V') {
-        double v;
-        if (to_double(obj, dtype, &v) < 0)
-            return -1;
-        /* Beyond the largest finite value a float becomes an infinity, as
-         * NumPy's casts make it. */
-        if (dtype == TACK_F16 || dtype == TACK_BF16) {
-            uint16_t h = dtype == TACK_F16 ? tack_float16_from_double(v) : tack_bfloat16_from_double(v);
-            memcpy(out, &h, sizeof h);
-        } else if (dtype == TACK_F32) {
-            float f = (float)v;
-            memcpy(out, &f, sizeof f);
-        } else {
-            memcpy(out, &v, sizeof v);
-        }
-        return 0;
+    double v;
+    if (to_double(obj, dtype, &v) < 0)
+        return -1;
+    /* Beyond the largest finite value a float becomes an infinity, as
+     * NumPy's casts make it. */
+    if (dtype == TACK_F16 || dtype == TACK_BF16) {
+        uint16_t h = dtype == TACK_F16 ? tack_float16_from_double(v) : tack_bfloat16_from_double(v);
+        memcpy(out, &h, sizeof h);
+    } else if (dtype == TACK_F32) {
+        float f = (float)v;
+        memcpy(out, &f, sizeof f);
+    } else {
+        memcpy(out, &v, sizeof v);
     }
-    if (kind == 'c') {
-        /* complex, float, int and anything with __complex__ or __float__. */
-        Py_complex z = PyComplex_AsCComplex(obj);
-        if (z.real == -1.0 && PyErr_Occurred())
-            return number_refused(obj, dtype, "a number");
-        if (dtype == TACK_C64) {
-            float parts[2] = {(float)z.real, (float)z.imag};
-            memcpy(out, parts, sizeof parts);
-        } else {
-            double parts[2] = {z.real, z.imag};
-            memcpy(out, parts, sizeof parts);
-        }
-        return 0;
+    return 0;
+}
+
+static int to_complex(PyObject *obj, tack_dtype dtype, void *out)
+{
+    /* complex, float, int and anything with __complex__ or __float__. */
+    Py_complex z = PyComplex_AsCComplex(obj);
+    if (z.real == -1.0 && PyErr_Occurred())
+        return number_refused(obj, dtype, "a number");
+    if (dtype == TACK_C64) {
+        float parts[2] = {(float)z.real, (float)z.imag};
+        memcpy(out, parts, sizeof parts);
+    } else {
+        double parts[2] = {z.real, z.imag};
+        memcpy(out, parts, sizeof parts);
     }
-    if (kind == 'b') {
-        /* Any number, nonzero being true, as NumPy casts to bool; a string
-         * or an object is no number. */
-        const PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number;
-        int truth = -1;
-        if (PyComplex_Check(obj) || (nb && (nb->nb_float || nb->nb_index)))
-            truth = PyObject_IsTrue(obj);
-        else
-            PyErr_Format(PyExc_TypeError, "expected a bool or a number for bool, got %s", Py_TYPE(obj)->tp_name);
-        if (truth < 0)
-            return -1;
-        *(uint8_t *)out = (uint8_t)truth;
-        return 0;
-    }
+    return 0;
+}
+
+static int to_bool(PyObject *obj, void *out)
+{
+    /* Any number, nonzero being true, as NumPy casts to bool; a string
+     * or an object is no number. */
+    const PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number;
+    int truth = -1;
+    if (PyComplex_Check(obj) || (nb && (nb->nb_float || nb->nb_index)))
+        truth = PyObject_IsTrue(obj);
+    else
+        PyErr_Format(PyExc_TypeError, "expected a bool or a number for bool, got %s", Py_TYPE(obj)->tp_name);
+    if (truth < 0)
+        return -1;
+    *(uint8_t *)out = (uint8_t)truth;
+    return 0;
+}
+
+/* An integer dtype's element (`kind` 'i' or 'u'; a value for any other
+ * kind is refused as out of range). */
+static int to_integer(PyObject *obj, tack_dtype dtype, char kind, void *out)
+{
     PyObject *idx;
     if (PyFloat_Check(obj)) {
         double d = PyFloat_AS_DOUBLE(obj);
@@ -340,6 +348,18 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
         return -1;
     }
     return 0;
+}
+
+int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
+{
+    char kind = tack_dtype_kind(dtype);
+    if (kind == 'f' || kind == 'V')
+        return to_float(obj, dtype, out);
+    if (kind == 'c')
+        return to_complex(obj, dtype, out);
+    if (kind == 'b')
+        return to_bool(obj, out);
+    return to_integer(obj, dtype, kind, out);
 }
 
 /* A C-contiguous NumPy array of obj (with dtype, if given); new reference. */

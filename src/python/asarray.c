@@ -269,6 +269,53 @@ static PyObject *asarray_cai(PyObject *obj, PyObject *cai, PyObject *device_obj)
     return r;
 }
 
+/* The interface's data entry, a (pointer, read_only) pair: the import's
+ * address and whether it may write. 0 with an exception. */
+static int cai_data(PyObject *data, const char *tname, struct tack_import *im)
+{
+    PyObject *ptr = PyTuple_GET_ITEM(data, 0);
+    uint64_t address;
+    PyObject *label = PyUnicode_FromFormat("tack.asarray: %s's data pointer", tname);
+    const char *label_text = label ? PyUnicode_AsUTF8(label) : NULL;
+    int ok = label_text && tack_py_address(ptr, label_text, &address);
+    Py_XDECREF(label);
+    if (!ok)
+        return 0;
+    if (address > UINTPTR_MAX) {
+        PyErr_Format(PyExc_ValueError, "tack.asarray: %s's data pointer %R is not a valid address here", tname, ptr);
+        return 0;
+    }
+    im->data = (void *)(uintptr_t)address;
+    int read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
+    if (read_only < 0)
+        return 0;
+    im->writable = !read_only;
+    return 1;
+}
+
+/* The interface's stream entry, an int or None: what the import orders its
+ * use after. 0 with an exception. */
+static int cai_stream(PyObject *stream, const char *tname, struct tack_import *im)
+{
+    if (stream && (!PyLong_Check(stream) || PyBool_Check(stream))) {
+        PyErr_Format(PyExc_TypeError, "tack.asarray: %s's stream is a %s, not an int or None", tname,
+                     Py_TYPE(stream)->tp_name);
+        return 0;
+    }
+    /* The interface has the consumer order its use after the producer's
+     * stream: the import makes Tack's stream wait for it on the device. */
+    im->producer_stream = stream ? PyLong_AsUnsignedLongLong(stream) : 0;
+    if (stream && ((im->producer_stream == (unsigned long long)-1 && PyErr_Occurred()) || im->producer_stream == 0)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError,
+                     "tack.asarray: %s's stream %R is not a stream: the CUDA Array Interface disallows 0 and takes "
+                     "None for no synchronisation",
+                     tname, stream);
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *asarray_cai_of(PyObject *obj, PyObject *cai, PyObject *device_obj)
 {
     /* A copy too: the producer's code may assign its __class__, and the
@@ -325,39 +372,8 @@ static PyObject *asarray_cai_of(PyObject *obj, PyObject *cai, PyObject *device_o
             return NULL;
         im.strides = stride_values;
     }
-    PyObject *ptr = PyTuple_GET_ITEM(data, 0);
-    uint64_t address;
-    PyObject *label = PyUnicode_FromFormat("tack.asarray: %s's data pointer", tname);
-    const char *label_text = label ? PyUnicode_AsUTF8(label) : NULL;
-    int ok = label_text && tack_py_address(ptr, label_text, &address);
-    Py_XDECREF(label);
-    if (!ok)
+    if (!cai_data(data, tname, &im) || !cai_stream(stream, tname, &im))
         return NULL;
-    if (address > UINTPTR_MAX) {
-        PyErr_Format(PyExc_ValueError, "tack.asarray: %s's data pointer %R is not a valid address here", tname, ptr);
-        return NULL;
-    }
-    im.data = (void *)(uintptr_t)address;
-    int read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
-    if (read_only < 0)
-        return NULL;
-    im.writable = !read_only;
-    if (stream && (!PyLong_Check(stream) || PyBool_Check(stream))) {
-        PyErr_Format(PyExc_TypeError, "tack.asarray: %s's stream is a %s, not an int or None", tname,
-                     Py_TYPE(stream)->tp_name);
-        return NULL;
-    }
-    /* The interface has the consumer order its use after the producer's
-     * stream: the import makes Tack's stream wait for it on the device. */
-    im.producer_stream = stream ? PyLong_AsUnsignedLongLong(stream) : 0;
-    if (stream && ((im.producer_stream == (unsigned long long)-1 && PyErr_Occurred()) || im.producer_stream == 0)) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError,
-                     "tack.asarray: %s's stream %R is not a stream: the CUDA Array Interface disallows 0 and takes "
-                     "None for no synchronisation",
-                     tname, stream);
-        return NULL;
-    }
     py_hold *h = calloc(1, sizeof *h);
     if (!h)
         return PyErr_NoMemory();

@@ -71,111 +71,102 @@ tack_device *tack_py_default_device(void)
     return default_device;
 }
 
-/* Converts keyword options to tack_option entries after checking every name
- * against the backend, so a misspelled option is a ValueError whatever its value. */
+/* Appends one option: the one bound on their number. */
+static int add_option(tack_option *opts, size_t cap, size_t *n, const char *name, const char *field, uint64_t value)
+{
+    if (*n == cap) {
+        PyErr_SetString(PyExc_ValueError, "too many device options");
+        return -1;
+    }
+    opts[(*n)++] = (tack_option){name, field, value};
+    return 0;
+}
+
+/* An option's value, or the value of a dictionary option's `field` (not
+ * NULL): None (0) or an integer handle in [0, 2**64); -1 with a TypeError
+ * or ValueError naming the option. */
+static int option_value(PyObject *v, const char *k, const char *f, uint64_t *out)
+{
+    *out = 0;
+    if (v == Py_None)
+        return 0;
+    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+        if (f)
+            PyErr_Format(PyExc_TypeError, "option %s['%s'] must be an integer handle, not %s", k, f,
+                         Py_TYPE(v)->tp_name);
+        else
+            PyErr_Format(PyExc_TypeError, "option %s must be an integer or a dict of integer handles", k);
+        return -1;
+    }
+    PyObject *idx = PyNumber_Index(v);
+    *out = idx ? PyLong_AsUnsignedLongLong(idx) : 0;
+    Py_XDECREF(idx);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        if (f)
+            PyErr_Format(PyExc_ValueError, "option %s['%s'] is not a handle in [0, 2**64)", k, f);
+        else
+            PyErr_Format(PyExc_ValueError, "option %s is not in [0, 2**64)", k);
+        return -1;
+    }
+    return 0;
+}
+
+/* The names alone, checked by the C layer's rule before any value is read:
+ * a misspelled option is a ValueError naming the accepted ones whatever its
+ * value, and an unknown backend is refused as tack_device_open refuses it. */
+static int check_names(const char *name, PyObject *kwargs)
+{
+    tack_option names[32];
+    size_t n = 0;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+        const char *k = PyUnicode_AsUTF8(key);
+        if (!k || add_option(names, sizeof names / sizeof *names, &n, k, NULL, 0) < 0)
+            return -1;
+    }
+    tack_status st = tack_device_check_options(name, names, n);
+    return st == TACK_OK ? 0 : tack_py_fail(st);
+}
+
+/* One keyword option as its tack_option entries: a scalar one entry, a
+ * dictionary one per field. */
+static int convert_option(const char *k, PyObject *value, tack_option *opts, size_t cap, size_t *n, PyObject *keep)
+{
+    uint64_t v;
+    if (!PyDict_Check(value))
+        return option_value(value, k, NULL, &v) < 0 ? -1 : add_option(opts, cap, n, k, NULL, v);
+    /* An empty dictionary still names the option: the backend must see it
+     * and report every field missing, not start a device of its own while
+     * the caller believes a context is shared. */
+    if (PyDict_GET_SIZE(value) == 0)
+        return add_option(opts, cap, n, k, NULL, 0);
+    PyObject *fk, *fv;
+    Py_ssize_t fpos = 0;
+    while (PyDict_Next(value, &fpos, &fk, &fv)) {
+        const char *f = PyUnicode_AsUTF8(fk);
+        if (!f || option_value(fv, k, f, &v) < 0 || add_option(opts, cap, n, k, f, v) < 0)
+            return -1;
+    }
+    return PyList_Append(keep, value);
+}
+
+/* Converts keyword options to tack_option entries once their names passed
+ * the backend's check; `keep` holds the strings the entries point into. */
 static int convert_options(const char *name, PyObject *kwargs, tack_option *opts, size_t cap, size_t *n,
                            PyObject *keep)
 {
     *n = 0;
     if (!kwargs || PyDict_GET_SIZE(kwargs) == 0)
         return 0;
-    const char *colon = strchr(name, ':');
-    size_t len = colon ? (size_t)(colon - name) : strlen(name);
-    char backend[32];
-    if (len >= sizeof backend)
-        len = sizeof backend - 1;
-    memcpy(backend, name, len);
-    backend[len] = 0;
-    const char *const *accepted = tack_backend_options(backend);
-    if (!accepted)
-        return 0; /* unknown backend: tack_device_open says so */
+    if (check_names(name, kwargs) < 0)
+        return -1;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(kwargs, &pos, &key, &value)) {
         const char *k = PyUnicode_AsUTF8(key);
-        if (!k)
-            return -1;
-        int ok = 0;
-        for (const char *const *o = accepted; *o && !ok; o++)
-            ok = !strcmp(*o, k);
-        if (!ok) {
-            /* tack_device_open refuses it, naming the options the backend accepts. */
-            if (*n == cap) {
-                PyErr_SetString(PyExc_ValueError, "too many device options");
-                return -1;
-            }
-            opts[*n] = (tack_option){k, NULL, 0};
-            (*n)++;
-            if (PyList_Append(keep, key) < 0)
-                return -1;
-            continue;
-        }
-        if (PyDict_Check(value) && PyDict_GET_SIZE(value) == 0) {
-            /* An empty dictionary still names the option: the backend must
-             * see it and report every field missing, not start a device of
-             * its own while the caller believes a context is shared. */
-            if (*n == cap) {
-                PyErr_SetString(PyExc_ValueError, "too many device options");
-                return -1;
-            }
-            opts[*n] = (tack_option){k, NULL, 0};
-            (*n)++;
-        } else if (PyDict_Check(value)) {
-            PyObject *fk, *fv;
-            Py_ssize_t fpos = 0;
-            while (PyDict_Next(value, &fpos, &fk, &fv)) {
-                const char *f = PyUnicode_AsUTF8(fk);
-                if (!f)
-                    return -1;
-                if (*n == cap) {
-                    PyErr_SetString(PyExc_ValueError, "too many device options");
-                    return -1;
-                }
-                uint64_t v = 0;
-                if (fv != Py_None) {
-                    if (PyBool_Check(fv) || !PyIndex_Check(fv)) {
-                        PyErr_Format(PyExc_TypeError, "option %s['%s'] must be an integer handle, not %s", k, f,
-                                     Py_TYPE(fv)->tp_name);
-                        return -1;
-                    }
-                    PyObject *idx = PyNumber_Index(fv);
-                    v = idx ? PyLong_AsUnsignedLongLong(idx) : 0;
-                    Py_XDECREF(idx);
-                    if (PyErr_Occurred()) {
-                        PyErr_Clear();
-                        PyErr_Format(PyExc_ValueError, "option %s['%s'] is not a handle in [0, 2**64)", k, f);
-                        return -1;
-                    }
-                }
-                opts[*n] = (tack_option){k, f, v};
-                (*n)++;
-            }
-            if (PyList_Append(keep, value) < 0)
-                return -1;
-        } else {
-            if (*n == cap) {
-                PyErr_SetString(PyExc_ValueError, "too many device options");
-                return -1;
-            }
-            uint64_t v = 0;
-            if (value != Py_None) {
-                if (PyBool_Check(value) || !PyIndex_Check(value)) {
-                    PyErr_Format(PyExc_TypeError, "option %s must be an integer or a dict of integer handles", k);
-                    return -1;
-                }
-                PyObject *idx = PyNumber_Index(value);
-                v = idx ? PyLong_AsUnsignedLongLong(idx) : 0;
-                Py_XDECREF(idx);
-                if (PyErr_Occurred()) {
-                    PyErr_Clear();
-                    PyErr_Format(PyExc_ValueError, "option %s is not in [0, 2**64)", k);
-                    return -1;
-                }
-            }
-            opts[*n] = (tack_option){k, NULL, v};
-            (*n)++;
-        }
-        if (PyList_Append(keep, key) < 0)
+        if (!k || convert_option(k, value, opts, cap, n, keep) < 0 || PyList_Append(keep, key) < 0)
             return -1;
     }
     return 0;

@@ -389,6 +389,77 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
 
 static const char *const from_dlpack_kwnames[] = {"device", "copy", NULL};
 
+/* A producer's C table skips the Python-level __dlpack__ call. The table
+ * does not synchronise streams, so it serves host memory only; device
+ * memory takes __dlpack__, which orders the producer's work. 1 with
+ * *result set (the array, or NULL with an exception) where the table
+ * answered; 0 where __dlpack__ is to be asked. */
+static int import_by_table(PyObject *source, tack_device *device, tack_device *fallback, PyObject **result)
+{
+    *result = NULL;
+    struct producer_type producer = producer_type(Py_TYPE(source));
+    int grad = producer.api ? requires_grad(&producer, source) : 0;
+    if (grad < 0)
+        return 1;
+    const DLPackExchangeAPI *api = producer.api && !grad ? producer.api : NULL;
+    if (!api)
+        return 0;
+    DLManagedTensorVersioned *m = NULL;
+    if (api->managed_tensor_from_py_object_no_sync(source, &m) == 0 && m) {
+        if (m->version.major == DLPACK_MAJOR_VERSION && m->dl_tensor.device.device_type == kDLCPU) {
+            int deleter_called;
+            tack_array *a;
+            tack_status st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
+            if (st != TACK_OK && !deleter_called && m->deleter)
+                m->deleter(m);
+            *result = st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
+            return 1;
+        }
+        if (m->deleter)
+            m->deleter(m);
+    }
+    /* A refusal is answered by __dlpack__ below, with the producer's
+     * own exception (BufferError for a sparse tensor, say). */
+    if (PyErr_Occurred() && tack_py_exception_must_propagate())
+        return 1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* The array over the tensor a DLPack capsule holds; the capsule is marked
+ * used once Tack owns the tensor. NULL with an exception. */
+static PyObject *import_capsule(PyObject *capsule, tack_device *device, tack_device *fallback)
+{
+    const char *name = PyCapsule_GetName(capsule);
+    int versioned = name && !strcmp(name, "dltensor_versioned");
+    if (!versioned && !(name && !strcmp(name, "dltensor"))) {
+        PyErr_Format(PyExc_ValueError,
+                     "the DLPack capsule is named '%s', not 'dltensor' or 'dltensor_versioned': it was already "
+                     "consumed; ask the producer for a new one",
+                     name ? name : "(null)");
+        return NULL;
+    }
+    tack_array *a;
+    tack_status st;
+    if (versioned) {
+        int deleter_called;
+        DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, name);
+        if (!m)
+            return NULL;
+        st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
+        if (st == TACK_OK || deleter_called)
+            PyCapsule_SetName(capsule, "used_dltensor_versioned");
+    } else {
+        DLManagedTensor *m = PyCapsule_GetPointer(capsule, name);
+        if (!m)
+            return NULL;
+        st = tack_array_from_dlpack(m, device, fallback, &a);
+        if (st == TACK_OK)
+            PyCapsule_SetName(capsule, "used_dltensor");
+    }
+    return st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
+}
+
 PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     (void)module;
@@ -412,42 +483,12 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     tack_device *fallback = tack_py_default_device();
     PyObject *result = NULL;
-    tack_array *a;
-    tack_status st;
     if (!fallback)
         goto done;
-    /* A producer's C table skips the Python-level __dlpack__ call. The
-     * table does not synchronise streams, so it serves host memory only;
-     * device memory takes __dlpack__, which orders the producer's work. */
-    const DLPackExchangeAPI *api = NULL;
-    if (!PyCapsule_CheckExact(source)) {
-        struct producer_type producer = producer_type(Py_TYPE(source));
-        int grad = producer.api ? requires_grad(&producer, source) : 0;
-        if (grad < 0)
-            goto done;
-        api = producer.api && !grad ? producer.api : NULL;
-    }
-    if (api) {
-        DLManagedTensorVersioned *m = NULL;
-        if (api->managed_tensor_from_py_object_no_sync(source, &m) == 0 && m) {
-            if (m->version.major == DLPACK_MAJOR_VERSION && m->dl_tensor.device.device_type == kDLCPU) {
-                int deleter_called;
-                st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
-                if (st != TACK_OK && !deleter_called && m->deleter)
-                    m->deleter(m);
-                result = st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
-                goto done;
-            }
-            if (m->deleter)
-                m->deleter(m);
-        }
-        /* A refusal is answered by __dlpack__ below, with the producer's
-         * own exception (BufferError for a sparse tensor, say). */
-        if (PyErr_Occurred() && tack_py_exception_must_propagate())
-            goto done;
-        PyErr_Clear();
-    }
-    if (!PyCapsule_CheckExact(source)) {
+    int is_capsule = PyCapsule_CheckExact(source);
+    if (!is_capsule && import_by_table(source, device, fallback, &result))
+        goto done;
+    if (!is_capsule) {
         PyObject *stream = consumer_stream(source, device, fallback);
         if (!stream && PyErr_Occurred())
             goto done;
@@ -456,34 +497,8 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
     } else {
         capsule = Py_NewRef(source);
     }
-    if (!capsule)
-        goto done;
-    const char *name = PyCapsule_GetName(capsule);
-    int versioned = name && !strcmp(name, "dltensor_versioned");
-    if (!versioned && !(name && !strcmp(name, "dltensor"))) {
-        PyErr_Format(PyExc_ValueError,
-                     "the DLPack capsule is named '%s', not 'dltensor' or 'dltensor_versioned': it was already "
-                     "consumed; ask the producer for a new one",
-                     name ? name : "(null)");
-        goto done;
-    }
-    if (versioned) {
-        int deleter_called;
-        DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, name);
-        if (!m)
-            goto done;
-        st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
-        if (st == TACK_OK || deleter_called)
-            PyCapsule_SetName(capsule, "used_dltensor_versioned");
-    } else {
-        DLManagedTensor *m = PyCapsule_GetPointer(capsule, name);
-        if (!m)
-            goto done;
-        st = tack_array_from_dlpack(m, device, fallback, &a);
-        if (st == TACK_OK)
-            PyCapsule_SetName(capsule, "used_dltensor");
-    }
-    result = st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
+    if (capsule)
+        result = import_capsule(capsule, device, fallback);
 done:
     Py_XDECREF(capsule);
     tack_device_release(device);

@@ -50,6 +50,9 @@ int tack_py_exception_must_propagate(void);
  * in which case the array is released. */
 PyObject *tack_py_array_new(tack_array *array);
 #define TACK_PY_ARRAY(o) (((TackArrayObject *)(o))->array)
+/* An array's shape as a tuple of ints (new reference); NULL with an
+ * exception. */
+PyObject *tack_py_shape_tuple(const tack_array *a);
 
 /* The DType singleton of a dtype (borrowed). */
 PyObject *tack_py_dtype_object(tack_dtype dtype);

@@ -366,14 +366,7 @@ static PyObject *py_reduce_for_multiprocessing(PyObject *m, PyObject *array)
     PyObject *dup = PyObject_CallMethod(reduction_module, "DupFd", "L", (long long)rec.handle);
     if (!dup)
         return NULL;
-    PyObject *shape = PyTuple_New(tack_array_ndim(a));
-    for (int i = 0; shape && i < tack_array_ndim(a); i++) {
-        PyObject *v = PyLong_FromLongLong(tack_array_shape(a)[i]);
-        if (!v)
-            Py_CLEAR(shape);
-        else
-            PyTuple_SET_ITEM(shape, i, v);
-    }
+    PyObject *shape = tack_py_shape_tuple(a);
     PyObject *r = shape ? Py_BuildValue("O(Ossnny#sO)", rebuild_shared_function, dup, rec.backend, rec.handle_type,
                                         (Py_ssize_t)rec.size, (Py_ssize_t)rec.allocation_size,
                                         (const char *)rec.device_uuid, (Py_ssize_t)sizeof rec.device_uuid,

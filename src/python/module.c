@@ -69,7 +69,8 @@ static PyObject *array_from_numpy(PyObject *arr, tack_device *device)
     if (PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS | PyBUF_ND) < 0)
         return NULL;
     int64_t shape[TACK_MAX_NDIM];
-    for (int i = 0; i < view.ndim; i++)
+    /* A longer shape is not read: tack_array_empty refuses its count. */
+    for (int i = 0; i < view.ndim && i < TACK_MAX_NDIM; i++)
         shape[i] = view.shape[i];
     tack_array *a;
     st = tack_array_empty(device, dtype, view.ndim, shape, 0, &a);

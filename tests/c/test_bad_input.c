@@ -242,6 +242,11 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = (DLDeviceType)12345, .device_id = 0}, &e->dv)) \
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = kDLMetal, .device_id = 0}, &e->dv))           \
     X(TACK_EVALUE, tack_device_for_dlpack((DLDevice){.device_type = kDLCPU, .device_id = 0}, NULL))               \
+    X(TACK_EVALUE, tack_device_check_options(NULL, NULL, 0))                                                      \
+    X(TACK_EVALUE, tack_device_check_options("tpu", NULL, 0))                                                     \
+    X(TACK_EVALUE, tack_device_check_options("cpu", NULL, 1))                                                     \
+    X(TACK_EVALUE, tack_device_check_options("cpu", &(tack_option){.name = NULL, .field = NULL, .value = 0}, 1))  \
+    X(TACK_EVALUE, tack_device_check_options("cpu", &(tack_option){.name = "colour", .field = NULL, .value = 0}, 1)) \
     X(TACK_EVALUE, tack_device_synchronize(NULL))                                                                 \
     X(TACK_EVALUE, tack_device_wait_stream(NULL, 0))                                                              \
     X(TACK_EVALUE, tack_memory_space(4096, NULL))                                                                 \
@@ -255,6 +260,12 @@ static int64_t shape_2x3[2] = {2, 3};
     X(TACK_EVALUE, tack_buffer_share_with_stream(NULL, -1))                                                       \
     X(TACK_EVALUE, tack_buffer_share_with_stream(e->buf, -2))                                                     \
     /* array.h */                                                                                                 \
+    X(TACK_ETYPE, tack_array_check_shape(TACK_NDTYPES, 1, shape4, &e->size))                                      \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 2, shape_neg, &e->size))                                      \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 2, shape_overflow, &e->size))                                 \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, TACK_MAX_NDIM + 1, shape4, &e->size))                         \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 1, NULL, &e->size))                                           \
+    X(TACK_EVALUE, tack_array_check_shape(TACK_F32, 1, shape4, NULL))                                             \
     X(TACK_EVALUE, tack_array_empty(NULL, TACK_F32, 1, shape4, 0, &e->ao))                                        \
     X(TACK_EVALUE, tack_array_empty(e->cpu, TACK_F32, 1, shape4, 0, NULL))                                        \
     X(TACK_ETYPE, tack_array_empty(e->cpu, (tack_dtype)-1, 1, shape4, 0, &e->ao))                                 \

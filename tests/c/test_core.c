@@ -46,6 +46,26 @@ static void test_device_errors(void)
     CHECK(tack_backend_options("metal") == NULL);
 }
 
+/* A binding that converts option values itself checks the names first by
+ * the rule tack_device_open applies, so that a misspelled option is
+ * refused as such whatever its value; the check opens nothing. */
+static void test_option_names_checked_without_opening(void)
+{
+    tack_option good = {"external_context", "driver", 1}, bad = {"external_contxt", NULL, 0};
+    tack_option both[2] = {good, bad};
+    CHECK_OK(tack_device_check_options("level_zero", &good, 1));
+    CHECK_OK(tack_device_check_options("cpu", NULL, 0));
+    CHECK_STATUS(tack_device_check_options("level_zero", both, 2), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "'external_contxt'") != NULL);
+    CHECK(strstr(tack_last_error(), "'external_context'") != NULL); /* what it accepts */
+    CHECK_STATUS(tack_device_check_options("cpu", &good, 1), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "external_context") != NULL);
+    CHECK_STATUS(tack_device_check_options("nope", NULL, 0), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "'cpu'") != NULL);
+    CHECK_STATUS(tack_device_check_options(NULL, NULL, 0), TACK_EVALUE);
+    CHECK_STATUS(tack_device_check_options("cpu", NULL, 1), TACK_EVALUE);
+}
+
 static void test_empty_is_zeroed(void)
 {
     tack_device *d = cpu();
@@ -89,6 +109,34 @@ static void test_shape_validation(void)
     CHECK(a && tack_array_size(a) == 1);
     tack_array_release(a);
     tack_device_release(d);
+}
+
+/* A C reader of a serialised array (as the extension's unpickler) refuses
+ * a layout before it has memory for it, by the rule tack_array_empty
+ * applies, and learns the bytes to expect. */
+static void test_check_shape_without_memory(void)
+{
+    long arrays = tack_array_live_count(), buffers = tack_buffer_live_count();
+    size_t nbytes = 7;
+    int64_t shape[2] = {3, 5};
+    CHECK_OK(tack_array_check_shape(TACK_F64, 2, shape, &nbytes));
+    CHECK(nbytes == 120);
+    CHECK_OK(tack_array_check_shape(TACK_U8, 0, NULL, &nbytes));
+    CHECK(nbytes == 1);
+    nbytes = 7;
+    int64_t neg[2] = {3, -5};
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 2, neg, &nbytes), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "negative") != NULL);
+    int64_t huge[2] = {INT64_MAX / 2, 4};
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 2, huge, &nbytes), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "overflow") != NULL);
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, TACK_MAX_NDIM + 1, shape, &nbytes), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "at most 64") != NULL);
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 1, NULL, &nbytes), TACK_EVALUE);
+    CHECK_STATUS(tack_array_check_shape((tack_dtype)99, 2, shape, &nbytes), TACK_ETYPE);
+    CHECK_STATUS(tack_array_check_shape(TACK_F32, 2, shape, NULL), TACK_EVALUE);
+    CHECK(nbytes == 7); /* untouched by every refusal */
+    CHECK(tack_array_live_count() == arrays && tack_buffer_live_count() == buffers);
 }
 
 static void test_reshape_shares_buffer(void)
@@ -440,8 +488,10 @@ int main(void)
     RUN(test_status_names);
     RUN(test_device_registry);
     RUN(test_device_errors);
+    RUN(test_option_names_checked_without_opening);
     RUN(test_empty_is_zeroed);
     RUN(test_shape_validation);
+    RUN(test_check_shape_without_memory);
     RUN(test_reshape_shares_buffer);
     RUN(test_host_copies_and_readonly);
     RUN(test_wrap_release_runs_once);

@@ -98,12 +98,7 @@
 
 /* ---- shared helpers ------------------------------------------------------ */
 
-static inline uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static inline uint64_t now_ns(void) { return (uint64_t)tack_now_ns(); }
 
 static inline void cpu_relax(void)
 {
