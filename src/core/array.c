@@ -51,8 +51,9 @@ tack_status tack_shape_check(tack_dtype dtype, int ndim, const int64_t *shape, s
 
 tack_status tack_array_check_shape(tack_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
 {
+    TACK_PUBLIC_CALL();
     if (!nbytes)
-        return tack_error_set(TACK_EVALUE, "tack_array_check_shape: nbytes must not be NULL");
+        return tack_error_set(TACK_EVALUE, "nbytes must not be NULL");
     size_t size;
     return tack_shape_check(dtype, ndim, shape, &size, nbytes);
 }

@@ -167,13 +167,14 @@ tack_status tack_device_open(const char *name, const tack_option *options, size_
 
 tack_status tack_device_check_options(const char *name, const tack_option *options, size_t n_options)
 {
+    TACK_PUBLIC_CALL();
     const struct tack_backend_ops *ops;
     int ordinal;
     tack_status st = parse_name(name, &ops, &ordinal);
     if (st != TACK_OK)
         return st;
     if (n_options && !options)
-        return tack_error_set(TACK_EVALUE, "tack_device_check_options: %zu options given but the option array is NULL",
+        return tack_error_set(TACK_EVALUE, "%zu options given but the option array is NULL",
                               n_options);
     return check_options(ops, options, n_options);
 }
