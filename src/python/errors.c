@@ -61,7 +61,7 @@ static const struct call_name {
     {"tack_dtype_from_format", "tack.asarray"},
     {"tack_device_open", "tack.device"},
     {"tack_device_check_options", "tack.device"},
-    {"tack_array_check_shape", "pickle.loads"},
+    {"tack_array_check_shape", "Array.__reduce_ex__"},
     {"tack_device_synchronize", "Device.synchronize"},
     {"tack_memory_space", "tack.memory_space"},
     {"tack_kernel_create", "tack.Kernel"},

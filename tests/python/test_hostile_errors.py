@@ -85,7 +85,7 @@ class _Rebuild:
 @pytest.mark.parametrize("ndim", [65, 1000])
 def test_a_pickle_of_more_than_64_dimensions_is_refused_naming_the_limit(ndim):
     data = pickle.dumps(_Rebuild((1,) * ndim))
-    refused = f"cannot unpickle a tack.Array: ndim is {ndim}; Tack arrays have at most 64 dimensions"
+    refused = f"cannot unpickle a tack.Array: .*ndim is {ndim}; Tack arrays have at most 64 dimensions"
     with pytest.raises(ValueError, match=refused):
         pickle.loads(data)
 
