@@ -187,12 +187,14 @@ static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, 
 {
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PyObject *o = objs[i];
-        if (!is_tack_array(o) && self->is_array[i]) {
+        int array = is_tack_array(o);
+        if (!array && self->is_array[i]) {
             if (!(o = import_argument(self, (int)i, o)))
                 return -1;
             held[(*nheld)++] = o;
+            array = 1;
         }
-        if (is_tack_array(o)) {
+        if (array) {
             args[i].kind = TACK_ARG_ARRAY;
             args[i].dtype = TACK_NDTYPES;
             args[i].value.array = TACK_PY_ARRAY(o);
