@@ -142,6 +142,17 @@ def test_hist_of_values_and_bins_asks_for_the_domain():
     assert bins.tolist() == np.bincount(v, minlength=256).tolist()
 
 
+def test_hist_over_tack_arrays_no_longer_counts_the_bins_only():
+    # Once the domain was the first array the kernel may store through:
+    # 256 of the values counted, silently.
+    hist = tack.Kernel(HIST)
+    v = tack.array((np.arange(100_000) % 256).astype(np.int32))
+    bins = tack.zeros(256, tack.i32)
+    with pytest.raises(ValueError, match=r"'v' is \(100000,\), 'bins' is \(256,\)"):
+        hist(v, bins)
+    assert not bins.to_numpy().any(), "a refused call ran"
+
+
 def test_points_for_a_per_point_kernel_ask_for_the_domain():
     norm1 = tack.Kernel(PER_POINT)
     points = np.ones((3970, 3), np.float32)
