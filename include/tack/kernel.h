@@ -228,23 +228,27 @@ typedef struct tack_launch_hooks {
     void *context;
 } tack_launch_hooks;
 
-/* tack_kernel_launch_nd, or with `shape` NULL (ndim ignored)
- * tack_kernel_call's launch over the first array the kernel may store
- * through, calling `hooks` (NULL: none) around what may take long, as
- * tack_launch_hooks says. It decides that from the device and domain the
- * launch runs on, after the checks, so that a short launch costs the
- * caller no second look at its arguments. Errors as tack_kernel_launch_nd
- * (tack_kernel_call's, shape NULL); a launch its checks refuse, and an
- * empty one, call no hook. */
+/* tack_kernel_launch_nd, or with `shape` NULL (ndim ignored) over the
+ * domain tack_kernel_call takes from the arrays, calling `hooks` (NULL:
+ * none) around what may take long, as tack_launch_hooks says. It decides
+ * that from the device and domain the launch runs on, after the checks, so
+ * that a short launch costs the caller no second look at its arguments.
+ * Errors as tack_kernel_launch_nd (tack_kernel_call's, shape NULL); a
+ * launch its checks refuse, and an empty one, call no hook. */
 TACK_API tack_status tack_kernel_launch_hooked(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
                                                const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks);
 
-/* tack_kernel_launch_nd over the shape of the array bound to the first
- * parameter the kernel may store through: its size for a kernel of one
- * index, its shape for more. TACK_ETYPE when the kernel has no such
- * parameter; TACK_EVALUE, running nothing, when the kernel has more than
- * one index and the array's rank is not the kernel's number of indices;
- * otherwise errors as tack_kernel_launch_nd. */
+/* tack_kernel_launch_nd over the shape every array argument shares, when
+ * that shape can mean only one domain: for a kernel of one index a 1-D
+ * shape, whose size is n; for a kernel of two or three indices a shape of
+ * that rank. Anything else could mean two domains (hist(v, bins): the
+ * values or the bins; (N, 3) points: N points or 3N numbers) and runs
+ * nothing: TACK_EVALUE, the message naming each array's shape and the
+ * calls that take the domain (tack_kernel_launch, tack_kernel_launch_nd),
+ * when the arrays' shapes differ, their rank is not the kernel's number
+ * of indices, or the kernel has no array parameter. Otherwise errors as
+ * tack_kernel_launch_nd; a wrong argument count, a missing array or one
+ * of another dtype is reported as such, before the domain. */
 TACK_API tack_status tack_kernel_call(tack_kernel *kernel, const tack_arg *args, size_t nargs);
 
 /* Reference counting; both accept NULL. Thread-safe. */

@@ -104,7 +104,7 @@ def kernel_in_place():
     n = np.arange(6, dtype=np.float32)
     a = tack.from_dlpack(n)
     show("a = tack.from_dlpack(n)", n.ctypes.data, a.ptr)
-    scale(10.0, 1.0, a)  # over i in [0, a.size): the first array it stores to
+    scale(10.0, 1.0, a)  # over i in [0, a.size): the shape of its one array
     say("scale_add(10.0, 1.0, a); NumPy reads", n.tolist())
     frozen = np.ones(3, np.float32)
     frozen.flags.writeable = False

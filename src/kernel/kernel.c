@@ -810,7 +810,9 @@ tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
 {
     if (!k || (nargs && !args))
         return tack_error_set(TACK_EVALUE, "tack_kernel_call: kernel and args must not be NULL");
-    return launch(k, NULL, 0, NULL, args, nargs, NULL);
+    int64_t shape[TACK_KERNEL_MAX_DIMS];
+    tack_status st = tack_kernel_call_domain(k, args, nargs, shape);
+    return st != TACK_OK ? st : launch(k, NULL, k->sig.ndim, shape, args, nargs, NULL);
 }
 
 int tack_kernel_ndim(const tack_kernel *k) { return k->sig.ndim; }
@@ -834,5 +836,13 @@ tack_status tack_kernel_launch_hooked(tack_kernel *k, tack_device *device, int n
     if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
         return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, args and the hooks' functions "
                                            "must not be NULL");
+    int64_t own[TACK_KERNEL_MAX_DIMS];
+    if (!shape) {
+        tack_status st = tack_kernel_call_domain(k, args, nargs, own);
+        if (st != TACK_OK)
+            return st;
+        ndim = k->sig.ndim;
+        shape = own;
+    }
     return launch(k, device, ndim, shape, args, nargs, hooks);
 }

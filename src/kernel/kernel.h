@@ -72,6 +72,17 @@ struct tack_kernel {
     _Atomic(struct tack_loaded *) last;
 };
 
+/* The domain of a launch without one (domain.c): the shape every array
+ * argument shares, as k's number of extents in shape[] (a kernel of one
+ * index takes a 1-D shape's size). TACK_EVALUE, naming the arrays' shapes
+ * and the calls that take a domain, when the kernel has no array
+ * parameter, the arrays' shapes differ, or their rank is not the kernel's
+ * number of indices. Arguments the launch's binding checks refuse (a
+ * wrong count, a missing array, another dtype) are left to them: TACK_OK
+ * with extents of 0. */
+tack_status tack_kernel_call_domain(const tack_kernel *k, const tack_arg *args, size_t nargs,
+                                    int64_t shape[TACK_KERNEL_MAX_DIMS]);
+
 /* Compiles host source with the system C compiler into the cache and loads it
  * (cache.c). On success *handle is a dlopen handle and code's host,
  * host_restrict and host_plain its entries (host_restrict is host where

@@ -395,7 +395,7 @@ static void test_launch_checks(void)
     if (s) {
         expect_launch_error(s, only_scalar, 1, 4, TACK_EVALUE, "no array");
         CHECK_OK(tack_kernel_launch(s, cpu, 4, only_scalar, 1));
-        CHECK_STATUS(tack_kernel_call(s, only_scalar, 1), TACK_ETYPE);
+        CHECK_STATUS(tack_kernel_call(s, only_scalar, 1), TACK_EVALUE);
     }
     tack_kernel_release(s);
     tack_array_release(ro);
@@ -403,6 +403,134 @@ static void test_launch_checks(void)
     tack_array_release(y);
     tack_array_release(xi);
     tack_kernel_release(k);
+}
+
+/* ---- the domain of a call without one ---- */
+
+static tack_array *arr(tack_dtype dt, int ndim, const int64_t *shape)
+{
+    tack_array *a = NULL;
+    CHECK_OK(tack_array_empty(cpu, dt, ndim, shape, 0, &a));
+    return a;
+}
+
+/* tack_kernel_call fails with TACK_EVALUE, running nothing, and a message
+ * holding each fragment. */
+static void expect_call_refused(tack_kernel *k, const tack_arg *args, size_t nargs, const char *const *fragments)
+{
+    CHECK_STATUS(tack_kernel_call(k, args, nargs), TACK_EVALUE);
+    for (; *fragments; fragments++)
+        if (!contains(tack_last_error(), *fragments)) {
+            fprintf(stderr, "  the message lacks \"%s\": %s\n", *fragments, tack_last_error());
+            check_failures++;
+        }
+}
+
+/* A call without a domain runs over the shape every array shares, and only
+ * then: arrays that could mean two domains are refused, naming their
+ * shapes and the calls that take one. */
+static void test_call_domain(void)
+{
+    tack_kernel *hist = compile("void hist(tack_index i, const int32_t *v, int32_t *bins) "
+                                "{ tack_atomic_add(&bins[v[i]], 1); }",
+                                NULL);
+    tack_kernel *per_point = compile("void norm(tack_index i, const float *p, float *out) "
+                                     "{ out[i] = p[3 * i] + p[3 * i + 1] + p[3 * i + 2]; }",
+                                     NULL);
+    tack_kernel *fill2 = compile("void fill2(tack_index i, tack_index j, const float *c, float *y) "
+                                 "{ y[i * 3 + j] = c[j]; }",
+                                 NULL);
+    tack_kernel *sum = compile("void sum(tack_index i, const float *x, const float *y, float a) "
+                               "{ (void)x; (void)y; (void)a; }",
+                               NULL);
+    tack_kernel *none = compile("void none(tack_index i, float a) { (void)i; (void)a; }", NULL);
+    tack_array *v = arr(TACK_I32, 1, (int64_t[]){1000}), *bins = arr(TACK_I32, 1, (int64_t[]){16});
+    tack_array *points = arr(TACK_F32, 2, (int64_t[]){397, 3}), *out = arr(TACK_F32, 1, (int64_t[]){397});
+    tack_array *grid = arr(TACK_F32, 2, (int64_t[]){4, 3}), *coef = arr(TACK_F32, 1, (int64_t[]){3});
+    tack_array *grid2 = arr(TACK_F32, 2, (int64_t[]){4, 3});
+    if (!hist || !per_point || !fill2 || !sum || !none || !v || !bins || !points || !out || !grid || !coef ||
+        !grid2)
+        goto done;
+    int32_t *pv = tack_array_data(v), *pb = tack_array_data(bins);
+    for (int i = 0; i < 1000; i++)
+        pv[i] = i % 16;
+    memset(pb, 0, 16 * sizeof *pb);
+
+    /* hist(v, bins) once counted 16 of the 1000 values. */
+    tack_arg hist_args[] = {tack_arg_array(v), tack_arg_array(bins)};
+    expect_call_refused(hist, hist_args, 2,
+                        (const char *const[]){"kernel 'hist'", "'v' is (1000,)", "'bins' is (16,)",
+                                              ".launch(n, ...)", ".launch((h, w), ...)", "tack_kernel_launch", NULL});
+    for (int b = 0; b < 16; b++)
+        CHECK(pb[b] == 0);
+    CHECK_OK(tack_kernel_launch(hist, NULL, 1000, hist_args, 2));
+    long counted = 0;
+    for (int b = 0; b < 16; b++)
+        counted += pb[b];
+    CHECK(counted == 1000);
+
+    /* (N, 3) points for a kernel of one index: N points or 3N numbers. */
+    tack_arg point_args[] = {tack_arg_array(points), tack_arg_array(out)};
+    expect_call_refused(per_point, point_args, 2,
+                        (const char *const[]){"'p' is (397, 3)", "'out' is (397,)", ".launch(n, ...)", NULL});
+    tack_arg points_only[] = {tack_arg_array(points), tack_arg_array(points)};
+    tack_kernel *copy = compile("void copy(tack_index i, const float *x, float *y) { y[i] = x[i]; }", NULL);
+    if (copy) {
+        expect_call_refused(copy, points_only, 2,
+                            (const char *const[]){"takes 1 index", "(397, 3), 2-D", "397 rows", "1191 elements",
+                                                  NULL});
+        /* One 1-D shape: its size is the domain. */
+        tack_arg same[] = {tack_arg_array(out), tack_arg_array(out)};
+        CHECK_OK(tack_kernel_call(copy, same, 2));
+    }
+    tack_kernel_release(copy);
+
+    /* A 2-D kernel: arrays of its rank and one shape give the domain. */
+    float *pc = tack_array_data(coef), *py = tack_array_data(grid), *pg2 = tack_array_data(grid2);
+    for (int j = 0; j < 3; j++)
+        pc[j] = (float)(j + 1);
+    for (int e = 0; e < 12; e++)
+        pg2[e] = (float)(e % 3 + 1), py[e] = 0;
+    tack_arg coef_args[] = {tack_arg_array(coef), tack_arg_array(grid)};
+    expect_call_refused(fill2, coef_args, 2, (const char *const[]){"'c' is (3,)", "'y' is (4, 3)", NULL});
+    CHECK(py[11] == 0);
+    tack_arg grid_args[] = {tack_arg_array(grid2), tack_arg_array(grid)};
+    CHECK_OK(tack_kernel_call(fill2, grid_args, 2));
+    CHECK(py[0] == 1 && py[5] == 3 && py[11] == 3);
+    tack_arg flat_args[] = {tack_arg_array(out), tack_arg_array(out)};
+    expect_call_refused(fill2, flat_args, 2, (const char *const[]){"takes 2 indices", "(397,), 1-D", NULL});
+
+    /* Arrays the kernel only reads give the domain too. */
+    tack_arg read_args[] = {tack_arg_array(out), tack_arg_array(out), tack_arg_f32(1.0f)};
+    CHECK_OK(tack_kernel_call(sum, read_args, 3));
+    /* No array: nothing to take a domain from. */
+    tack_arg scalar_only[] = {tack_arg_f32(1.0f)};
+    expect_call_refused(none, scalar_only, 1, (const char *const[]){"no array parameter", NULL});
+
+    /* A wrong count or type is reported as such, not as a domain. */
+    CHECK_STATUS(tack_kernel_call(hist, hist_args, 1), TACK_ETYPE);
+    tack_arg wrong_type[] = {tack_arg_array(out), tack_arg_array(bins)};
+    CHECK_STATUS(tack_kernel_call(hist, wrong_type, 2), TACK_ETYPE);
+    CHECK(contains(tack_last_error(), "parameter 'v'"));
+    tack_arg scalar_for_array[] = {tack_arg_f32(1.0f), tack_arg_array(bins)};
+    CHECK_STATUS(tack_kernel_call(hist, scalar_for_array, 2), TACK_ETYPE);
+
+    /* tack_kernel_launch_hooked without a shape is the same call. */
+    CHECK_STATUS(tack_kernel_launch_hooked(hist, NULL, 0, NULL, hist_args, 2, NULL), TACK_EVALUE);
+    CHECK(contains(tack_last_error(), "'bins' is (16,)"));
+done:
+    tack_array_release(v);
+    tack_array_release(bins);
+    tack_array_release(points);
+    tack_array_release(out);
+    tack_array_release(grid);
+    tack_array_release(grid2);
+    tack_array_release(coef);
+    tack_kernel_release(hist);
+    tack_kernel_release(per_point);
+    tack_kernel_release(fill2);
+    tack_kernel_release(sum);
+    tack_kernel_release(none);
 }
 
 /* ---- hooks around what may take long ---- */
@@ -524,7 +652,7 @@ static void test_aliasing(void)
     for (int64_t i = 0; i < n; i++)
         px[i] = 2.0f;
     tack_arg views[] = {tack_arg_array(v1), tack_arg_array(v2)};
-    CHECK_OK(tack_kernel_call(k, views, 2));
+    CHECK_OK(tack_kernel_launch(k, NULL, n, views, 2));
     ok = 1;
     for (int64_t i = 0; i < n; i++)
         ok &= px[i] == 9.0f;
@@ -933,6 +1061,7 @@ int main(void)
     RUN(test_every_dtype);
     RUN(test_new_dtypes);
     RUN(test_launch_checks);
+    RUN(test_call_domain);
     RUN(test_launch_hooks);
     RUN(test_aliasing);
     RUN(test_parallel_coverage);

@@ -498,7 +498,7 @@ IMPORTER = """
     head = tack.import_memory(record, "uint8", (4 * cols,))
     head.fill(0xFF)
     assert (whole.to_numpy()[0] == -1).all(), whole.to_numpy()[0, :8]
-    launch("void twice(tack_index i, int32_t *y) { y[i] = 2 * y[i] + 1; }", whole)
+    launch("void twice(tack_index i, int32_t *y) { y[i] = 2 * y[i] + 1; }", whole.reshape(rows * cols))
     done()
     step()                                            # the exporter checked
     del whole, head

@@ -150,7 +150,7 @@ def test_aliasing_keeps_program_order():
     k(x, x)  # the same array twice
     np.testing.assert_array_equal(x.to_numpy(), (base + 1) * (base + 1))
     x.from_numpy(np.full(4096, 3, np.float32))
-    k(x.reshape(64, 64), x.reshape(4096))  # two views of one buffer
+    k.launch(4096, x.reshape(64, 64), x.reshape(4096))  # two views of one buffer
     np.testing.assert_array_equal(x.to_numpy(), np.full(4096, 16, np.float32))
 
 
@@ -248,8 +248,8 @@ def test_argument_kinds_name_the_parameter(saxpy):
         saxpy(x, x, y)
     with pytest.raises(TypeError, match="parameter 'a'"):
         saxpy("two", x, y)
-    with pytest.raises(TypeError, match="parameter 'y'.*numpy.ndarray.*from_dlpack"):
-        saxpy(2.0, x, np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="parameter 'y'.*list"):
+        saxpy(2.0, x, [0.0] * 4)
 
 
 def test_dtype_mismatch(saxpy):
@@ -323,11 +323,10 @@ def test_n(saxpy):
     assert y.to_numpy().tolist() == [1, 1, 0, 0]
 
 
-def test_call_needs_an_array_to_store_to():
-    k = tack.Kernel("void k(tack_index i, const float *x, float v) { (void)x; (void)v; }")
-    with pytest.raises(TypeError, match="no parameter it may store through"):
-        k(tack.zeros(3), 1.0)
-    k.launch(3, tack.zeros(3), 1.0)
+def test_call_needs_an_array_to_take_the_domain_from():
+    k = tack.Kernel("void k(tack_index i, float v) { (void)i; (void)v; }")
+    with pytest.raises(ValueError, match="no array parameter"):
+        k(1.0)
 
 
 def test_signature_errors():

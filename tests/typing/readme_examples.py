@@ -35,8 +35,10 @@ void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + 
 """)
 x, y = tack.array(np.ones(1000, np.float32)), tack.zeros(1000)
 saxpy.launch(1000, 2.0, x, y)  # over i in [0, 1000)
-saxpy(2.0, x, y)  # n = size of the first array it may store to
+saxpy(2.0, x, y)  # n = the size x and y share; shapes that differ: ValueError
 assert float(np.asarray(y)[0]) == 4.0
+saxpy(2.0, np.ones(1000, np.float32), y)  # NumPy, PyTorch, any tack.asarray input: no copy
+assert float(np.asarray(y)[0]) == 6.0
 
 # The buffer protocol and NumPy's view of a host array
 m: memoryview = memoryview(a)

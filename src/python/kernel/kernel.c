@@ -145,28 +145,60 @@ static int to_scalar(PyObject *o, tack_dtype dtype, tack_arg *out)
     return tack_py_to_element(o, dtype, &out->value);
 }
 
+/* Whether o is a Python value no array protocol could be spoken by, so
+ * that an array parameter given one is refused without asking it. */
+static int plainly_scalar(PyObject *o)
+{
+    return PyFloat_Check(o) || PyLong_Check(o) || PyComplex_Check(o) || PyUnicode_Check(o) || o == Py_None;
+}
+
+/* Shares the memory of `o`, given for array parameter i, as tack.asarray
+ * does (the same protocols, checks, read-only flag and device choice, no
+ * copy): a new reference, or NULL with an exception naming the parameter.
+ * The launch keeps it for the call only; the producer's memory outlives
+ * a launch that uses it, since an import's buffer is shared and so a
+ * launch on it is complete when it returns. */
+static PyObject *import_argument(KernelObject *self, int i, PyObject *o)
+{
+    if (plainly_scalar(o)) {
+        tack_kernel_param p;
+        tack_kernel_param_info(self->kernel, i, &p);
+        PyErr_Format(PyExc_TypeError,
+                     "parameter '%s' of kernel '%s' is an array (%s%s *); got %s. Pass a tack.Array or an array "
+                     "tack.asarray shares without a copy (NumPy, PyTorch, anything with __dlpack__, "
+                     "__cuda_array_interface__ or the buffer protocol)",
+                     p.name, tack_kernel_name(self->kernel), p.writable ? "" : "const ", tack_dtype_c_type(p.dtype),
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    PyObject *a = tack_py_asarray(NULL, &o, 1, NULL);
+    if (!a)
+        name_the_parameter(self, i);
+    return a;
+}
+
 /* Converts the Python arguments into args[]; -1 with an exception. A Tack
  * array given for a scalar (or the reverse) is passed through as what it
- * is, for the launch to refuse with its message. */
-static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, tack_arg *args)
+ * is, for the launch to refuse with its message. Arrays imported for array
+ * parameters are appended to held[] (*nheld of them, also on failure),
+ * for the caller to release after the launch. */
+static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, tack_arg *args, PyObject **held,
+                   int *nheld)
 {
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PyObject *o = objs[i];
-        if (is_tack_array(o)) {
+        int array = is_tack_array(o);
+        if (!array && self->is_array[i]) {
+            if (!(o = import_argument(self, (int)i, o)))
+                return -1;
+            held[(*nheld)++] = o;
+            array = 1;
+        }
+        if (array) {
             args[i].kind = TACK_ARG_ARRAY;
             args[i].dtype = TACK_NDTYPES;
             args[i].value.array = TACK_PY_ARRAY(o);
             continue;
-        }
-        if (self->is_array[i]) {
-            tack_kernel_param p;
-            tack_kernel_param_info(self->kernel, (int)i, &p);
-            PyErr_Format(PyExc_TypeError,
-                         "parameter '%s' of kernel '%s' is an array (%s%s *); got %s. Pass a tack.Array (NumPy "
-                         "and PyTorch arrays come in without a copy through tack.from_dlpack)",
-                         p.name, tack_kernel_name(self->kernel), p.writable ? "" : "const ",
-                         tack_dtype_c_type(p.dtype), Py_TYPE(o)->tp_name);
-            return -1;
         }
         if (to_scalar(o, (tack_dtype)self->dtype[i], &args[i]) < 0) {
             name_the_parameter(self, (int)i);
@@ -177,7 +209,7 @@ static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, 
 }
 
 /* Launches over `shape` (ndim extents), or, shape NULL, over the shape
- * the arguments give (the first array the kernel may store through). */
+ * every array argument shares (tack_kernel_call's rule). */
 static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, PyObject *const *objs, Py_ssize_t nargs)
 {
     tack_arg args[TACK_KERNEL_MAX_PARAMS];
@@ -187,8 +219,11 @@ static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, PyOb
         memset(&none, 0, sizeof none);
         return raise_status(tack_kernel_launch(self->kernel, NULL, 0, &none, (size_t)nargs));
     }
-    if (marshal(self, objs, nargs, args) < 0)
-        return NULL;
+    PyObject *held[TACK_KERNEL_MAX_PARAMS];
+    int nheld = 0;
+    PyObject *result = NULL;
+    if (marshal(self, objs, nargs, args, held, &nheld) < 0)
+        goto done;
     /* The GIL is let go around a build and a long launch, as the launch
      * finds them after its checks; released, Ctrl-C stops a compiler. */
     struct released released;
@@ -198,10 +233,17 @@ static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, PyOb
     /* What a signal handler raised meanwhile (KeyboardInterrupt stopping
      * a compile) is the launch's exception. */
     if (released.ran && PyErr_Occurred())
-        return NULL;
+        goto done;
     if (st != TACK_OK)
-        return raise_status(st);
-    Py_RETURN_NONE;
+        raise_status(st);
+    else
+        result = Py_NewRef(Py_None);
+done:
+    /* After the message is taken: releasing an import runs its
+     * producer's deleter. */
+    for (int i = 0; i < nheld; i++)
+        Py_DECREF(held[i]);
+    return result;
 }
 
 static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -516,8 +558,9 @@ static PyMethodDef kernel_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))kernel_launch, METH_FASTCALL,
      "launch($self, shape, /, *args)\n--\n\nRuns the kernel for every index in the domain: i in [0, n) for "
      "launch(n, ...), every (i, j) with i < h and j < w for launch((h, w), ...) (j fastest, as in C arrays), and "
-     "so on for three indices; one extent per index parameter. Arrays must be tack.Arrays on one device; scalars "
-     "are converted to the parameter's type. An empty domain runs nothing."},
+     "so on for three indices; one extent per index parameter. Arrays are tack.Arrays or anything tack.asarray "
+     "shares without a copy (NumPy, PyTorch, DLPack, the CUDA Array Interface, the buffer protocol), on one "
+     "device; scalars are converted to the parameter's type. An empty domain runs nothing."},
     {"generated_source", (PyCFunction)(void (*)(void))kernel_generated_source, METH_VARARGS | METH_KEYWORDS,
      "generated_source($self, /, backend='cpu')\n--\n\nThe source a backend compiles ('cpu', 'cuda', 'hip' or 'level_zero')."},
     {"ptx", (PyCFunction)(void (*)(void))kernel_ptx, METH_VARARGS | METH_KEYWORDS,
@@ -559,10 +602,11 @@ static PyTypeObject Kernel_Type = {
               "    saxpy = tack.Kernel('void saxpy(tack_index i, float a, const float *x, float *y) "
               "{ y[i] = a * x[i] + y[i]; }')\n"
               "    saxpy.launch(n, 2.0, x, y)  # i in [0, n)\n"
-              "    saxpy(2.0, x, y)            # n = size of the first array the kernel may store to\n\n"
+              "    saxpy(2.0, x, y)            # n = the size x and y share\n\n"
               "A kernel may take up to three leading tack_index parameters, launched over a shape, "
-              "launch((h, w), ...); called without one it takes the shape of the first array it may store "
-              "to.\n\n"
+              "launch((h, w), ...). Called without one, the domain is the shape every array argument shares "
+              "(1-D for one index, of the kernel's rank otherwise); arrays of different shapes raise ValueError: "
+              "launch over the domain meant.\n\n"
               "The last function in the source is the kernel unless name says which.",
     .tp_methods = kernel_methods,
     .tp_getset = kernel_getset,
