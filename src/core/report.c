@@ -49,7 +49,7 @@ tack_status tack_backend_describe(const char *backend, tack_backend_report *out)
         snprintf(r.devices[0], sizeof r.devices[0], "%s", ops->name);
     }
     if (ops->dialect && !ops->kernel_compile && ops->dialect->offline == TACK_CODE_HOST)
-        tack_host_compiler_describe(&r.compiler);
+        tack_c_compiler_describe(&r.compiler);
 
     tack_error_set(TACK_OK, "%s", saved);
     *out = r;

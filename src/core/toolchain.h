@@ -19,9 +19,11 @@
 #ifndef TACK_TOOLCHAIN_H
 #define TACK_TOOLCHAIN_H
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -325,5 +327,87 @@ struct tack_dialect {
      * TACK_ETYPE on the backend, with the reason. */
     const char *const *lacks;
 };
+
+/* ---- services of the kernel layer (src/kernel/) to backends ------------ */
+
+/* The thread's compile log (compile_log.c): `len` bytes of text, NULL to
+ * empty it. */
+void tack_compile_log_set(const char *text, size_t len);
+/* A failed compilation: the message formatted from `fmt`, then the
+ * compiler's log (`log_len` bytes, may be NULL), becomes the compile log and
+ * the error message. Returns TACK_ECOMPILE. Out of memory, the compile log is
+ * emptied and the message still carries both. */
+tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Running a program that may hang (run.c): against a deadline, in a
+ * process group of its own, stopped when the thread's interrupt check
+ * (tack_kernel_set_interrupt) says so. */
+
+/* The descriptor a program run with a directory reaches it by, as
+ * /proc/self/fd/TACK_STORE_CHILD_FD: the directory Tack checked, whatever
+ * its path names by then. */
+#define TACK_STORE_CHILD_FD 3
+
+/* How a tack_run ended. */
+enum tack_run_end { TACK_RUN_EXITED, TACK_RUN_NOT_STARTED, TACK_RUN_TIMED_OUT, TACK_RUN_INTERRUPTED };
+
+struct tack_run_result {
+    enum tack_run_end end;
+    int status;   /* TACK_RUN_EXITED: the exit status, 128 + the signal that ended it */
+    int err;      /* TACK_RUN_NOT_STARTED: why (an errno) */
+    char *output; /* standard output and error together, NUL-terminated, malloc'd; may be NULL */
+    size_t output_len;
+};
+
+/* Runs argv (argv[0] a path), collecting its standard output and error,
+ * for at most limit_ns (-1: no limit). A run past its limit, or whose wait
+ * the interrupt check stops, has its process group ended and reaped
+ * before this returns. A `dirfd` other than -1 (above TACK_STORE_CHILD_FD)
+ * is the program's TACK_STORE_CHILD_FD. Never fails: *r says how it went
+ * (r->output malloc'd, the caller's). */
+void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_result *r);
+/* The limit on one compile in ns, -1 for none (TACK_COMPILE_TIMEOUT).
+ * TACK_ERUNTIME for a value that is not a number of seconds. */
+tack_status tack_compile_limit(int64_t *ns);
+/* A question's limit (`--version`): 10 s or the compile limit if shorter. */
+int64_t tack_query_limit(void);
+/* "600 s": a limit as TACK_COMPILE_TIMEOUT would say it. */
+void tack_limit_text(int64_t ns, char *out, size_t cap);
+/* The first line of `text`, without surrounding blanks. */
+void tack_first_line(const char *text, char *out, size_t cap);
+/* Why a question (`asked`) put to a program got no answer. */
+void tack_run_trouble(const struct tack_run_result *r, const char *asked, char *out, size_t cap);
+
+/* The C compiler host code is built with (compilers.c). */
+struct tack_c_compiler {
+    char *spec;  /* TACK_CC as given (or a compiler's name), split in place into argv; malloc'd */
+    char **argv; /* argc words, then NULL; malloc'd */
+    int argc;
+    char path[4096]; /* argv[0] as run: found on PATH, or the interpreter that runs zig */
+    struct stat st;
+    /* What else tells this compiler from another that the key must: zig's
+     * version, run by an interpreter whose file says nothing of it. */
+    char identity[96];
+    const char *display; /* its name in messages */
+    char how[PATH_MAX + 160]; /* how it was chosen, for reports */
+};
+/* TACK_CC (every word of it), a system compiler on PATH, or zig's.
+ * TACK_ERUNTIME when there is none, saying what to install; TACK_ENOMEM.
+ * On error nothing is left to free; on success tack_c_compiler_free
+ * releases c. */
+tack_status tack_c_compiler_find(struct tack_c_compiler *c);
+void tack_c_compiler_free(struct tack_c_compiler *c);
+/* The compiler host kernels would be built with now, as
+ * tack_backend_describe reports it: its file, version and how it was
+ * chosen, or why there is none. Never fails. */
+void tack_c_compiler_describe(tack_component_report *out);
+/* The blank-separated words of `s`, and `s` split into them in place
+ * (words has tack_words_count(s) slots). */
+int tack_words_count(const char *s);
+int tack_words_split(char *s, char **words);
 
 #endif

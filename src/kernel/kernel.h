@@ -99,24 +99,6 @@ char *tack_cache_load(const char *path, size_t *size);
  * used), then holds the cache to TACK_CACHE_MAX. */
 tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
 
-/* The C compiler host kernels would be built with now, as
- * tack_backend_describe reports it: its file, version and how it was
- * chosen, or why there is none (cache.c). Sets the thread's message when
- * there is none. */
-void tack_host_compiler_describe(tack_component_report *out);
-
-/* Per-thread compile log (cache.c). */
-void tack_compile_log_set(const char *text, size_t len);
-/* A failed compilation: the message formatted from `fmt`, then the
- * compiler's log (`log_len` bytes, may be NULL), becomes the compile log and
- * the error message. Returns TACK_ERUNTIME. Out of memory, the compile log is
- * emptied and the message still carries both. */
-tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
 /* SHA-256 (sha256.c). */
 typedef struct tack_sha256 {
     uint32_t h[8];
