@@ -1,20 +1,23 @@
 /*
  * The kernel toolchain as the backend table carries it: what the kernel
- * layer (src/kernel/) hands a backend and what the backend hands back.
- * Not installed.
+ * layer (src/kernel/) hands a backend and what the backend hands back, and
+ * the services the kernel layer offers a backend's toolchain (the compile
+ * log, the process runner, C compiler discovery). Not installed.
  *
  * For a kernel on a device, the kernel layer
  *   1. generates source with the backend's dialect: a first line naming the
  *      kernel and backend, the dialect's prelude, the user's source, then
- *      the entry point the dialect's `entry` writes;
- *   2. compiles it with the backend's kernel_compile into code of a
- *      tack_code_kind, keeping code on disk and in memory under the text
- *      kernel_key gives (host code: the system C compiler and its cache,
- *      src/kernel/cache.c, when the backend has no kernel_compile);
+ *      the entry points the dialect's `entry` writes;
+ *   2. asks the backend's kernel_key what decides the code besides the
+ *      source, and keeps the code in its one trusted store on disk under a
+ *      digest of both (src/kernel/store.c), compiling it with the backend's
+ *      kernel_compile when the store has none: code of most kinds is bytes
+ *      the store reads back, host code a shared object the store checks
+ *      and loads (dlopen) itself;
  *   3. loads the code on the device (kernel_load), once per device, and
  *      launches it there (kernel_launch).
- * Each step is the backend's, so a backend is one file and names nothing
- * outside itself and its driver tables.
+ * Each step but the store is the backend's, in its own files, which name
+ * nothing outside themselves, this header and their driver tables.
  */
 #ifndef TACK_TOOLCHAIN_H
 #define TACK_TOOLCHAIN_H
@@ -64,6 +67,9 @@ struct tack_signature {
     int params_line, params_plain;
     int nparams;
     struct tack_param params[TACK_KERNEL_MAX_PARAMS];
+    /* The source names one of Tack's atomics: an identifier beginning
+     * tack_atomic_, anywhere in it (a helper's or a macro's included). */
+    int uses_atomics;
 };
 
 /* ---- generated source ------------------------------------------------- */
@@ -136,7 +142,7 @@ void tack_source_device_entry(struct tack_source *s, const struct tack_signature
 /* What a compile makes and a load takes. */
 enum tack_code_kind {
     TACK_CODE_NONE = 0,
-    TACK_CODE_HOST,       /* a host entry point (tack_host_entry) in a loaded shared object */
+    TACK_CODE_HOST,       /* a shared object of host code, kept as a file (tack_code_kind_is_file) */
     TACK_CODE_PTX,        /* NUL-terminated PTX text, for any GPU of its virtual architecture on */
     TACK_CODE_CUBIN,      /* a CUDA binary for one GPU architecture */
     TACK_CODE_SPIRV,      /* a SPIR-V module */
@@ -151,6 +157,10 @@ const char *tack_code_kind_name(enum tack_code_kind kind);
 const char *tack_code_kind_extension(enum tack_code_kind kind);
 /* Whether the kind's code is NUL-terminated text (its size counts the NUL). */
 int tack_code_kind_is_text(enum tack_code_kind kind);
+/* Whether the kind's code is a file the dynamic loader maps (a shared
+ * object): the store keeps and loads it as a file, and hands the backend
+ * the loaded object (tack_kernel_code.object), not its bytes. */
+int tack_code_kind_is_file(enum tack_code_kind kind);
 
 /* A host entry point: runs the kernel for every index in [begin, end) of
  * its domain of extents shape[0..ndim), flattened in row-major order (a
@@ -174,22 +184,22 @@ struct tack_launch {
      * private: tack_buffer_is_private), so that only this process's
      * launches can update it at the same time. */
     int private_memory;
-    /* Set only for a backend with kernel_expected_ns: the caller's hooks
-     * (tack_launch_hooks), which it calls around a run it expects to take
-     * longer than hooks->above_ns (UINT64_MAX: not measured yet). */
-    const tack_launch_hooks *hooks;
 };
 
 /* Code for one backend, as its kernel_compile makes it and its kernel_load
- * takes it. The entry point, called `entry`, takes (int64 n, the kernel's
- * parameters) and covers [0, n), except host code's, which is a
- * tack_host_entry. */
+ * takes it. Its entry points are named `entries` (TACK_ENTRY_NAME first,
+ * then the variants the dialect may write: a backend's load resolves each
+ * by name, and one the code lacks is not an error). The first, called
+ * `entry`, takes (int64 n, the kernel's parameters) and covers [0, n),
+ * except host code's, each a tack_host_entry. */
 struct tack_kernel_code {
     enum tack_code_kind kind;
     const void *data; /* `size` bytes (text: NUL-terminated, the NUL counted) */
     size_t size;
     const char *entry;
-    tack_host_entry host; /* TACK_CODE_HOST */
+    /* File code (tack_code_kind_is_file): the object as the store loaded
+     * it (a dlopen handle, the store's to close), in place of data. */
+    void *object;
     /* The kernel's parameters after the index, and each one's bytes. */
     int nargs;
     const size_t *arg_sizes;
@@ -212,14 +222,9 @@ struct tack_kernel_code {
      * tack_kernel_target says it ("cubin sm_90 (CUDA 13.5)"); left empty,
      * the kind's name says it. */
     char target[96];
-    /* TACK_CODE_HOST, optional: the same kernel with every array parameter
-     * restrict, for launches whose arrays are disjoint. */
-    tack_host_entry host_restrict;
-    /* TACK_CODE_HOST, present exactly when the kernel's source uses Tack's
-     * atomics: the same kernel with its atomics as plain loads and stores,
-     * for a launch that runs on one thread while no other launch with
-     * atomics runs (see the cpu backend). */
-    tack_host_entry host_plain;
+    /* The entry points' names, `entry` first (the dialect's `entries`). */
+    const char *const *entries;
+    int nentries;
 };
 
 /* One compile, as the kernel layer asks a backend for it. */
@@ -243,6 +248,15 @@ struct tack_compile {
      * compilers makes the code (the backend's own numbering), so that the
      * compile is the one the key describes. */
     int compiler;
+    /* Filled by the kernel layer for file code (tack_code_kind_is_file),
+     * which kernel_compile writes into the store rather than returning it:
+     * the store's directory, open as `dirfd` (a program that tack_run
+     * gives it reaches it as /proc/self/fd/TACK_STORE_CHILD_FD), the name
+     * there of the generated source, written already, and the name of the
+     * file to write. The store seals and publishes that file once
+     * kernel_compile returns TACK_OK; on an error it removes it. */
+    int dirfd;
+    const char *source_file, *output;
 };
 
 /* The blocks (work-groups) a GPU launch of `l` runs as: `threads` per
@@ -317,10 +331,11 @@ struct tack_dialect {
     void (*entry)(struct tack_source *out, const struct tack_signature *sig, const char *source);
     /* The kind of code the backend compiles with no device (for a target
      * named by the caller, or the compiler's oldest), TACK_CODE_NONE if it
-     * compiles only for a device. TACK_CODE_HOST: the generated source is
-     * host C, which the kernel layer builds itself when the backend has no
-     * kernel_compile. */
+     * compiles only for a device. */
     enum tack_code_kind offline;
+    /* Optional (NULL: TACK_ENTRY_NAME alone): the names of the entry
+     * points `entry` may write, TACK_ENTRY_NAME first, NULL-terminated. */
+    const char *const *entries;
     /* Optional (NULL: the dialect has a type for every dtype). Indexed by
      * dtype: why the backend's compiler has no type for that dtype's
      * parameters, NULL where it has one. A kernel with such a parameter is
@@ -381,6 +396,24 @@ void tack_limit_text(int64_t ns, char *out, size_t cap);
 void tack_first_line(const char *text, char *out, size_t cap);
 /* Why a question (`asked`) put to a program got no answer. */
 void tack_run_trouble(const struct tack_run_result *r, const char *asked, char *out, size_t cap);
+
+/* SHA-256 (sha256.c), for keys. */
+typedef struct tack_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t used;
+} tack_sha256;
+void tack_sha256_init(tack_sha256 *s);
+void tack_sha256_update(tack_sha256 *s, const void *data, size_t len);
+/* Hashes a string and its terminating NUL, so that fields cannot run together. */
+void tack_sha256_field(tack_sha256 *s, const char *text);
+void tack_sha256_hex(tack_sha256 *s, char out[65]);
+
+/* The advice that goes with a file operation of the store that failed
+ * with `err` (store.c): a process out of descriptors or a full disk is not
+ * helped by another cache directory. Never fails. */
+const char *tack_store_advice(int err);
 
 /* The C compiler host code is built with (compilers.c). */
 struct tack_c_compiler {

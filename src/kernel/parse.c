@@ -1048,6 +1048,20 @@ static tack_status conditionals_check(struct scan *s, const struct def *d, const
     return TACK_OK;
 }
 
+/* Whether the source names one of Tack's atomics: an identifier that
+ * begins tack_atomic_, wherever it is (in a helper the kernel calls, or a
+ * macro, it still makes the kernel's updates atomic ones). Comments and
+ * strings are not identifiers. */
+static int names_atomics(const struct toks *t)
+{
+    static const char prefix[] = "tack_atomic_";
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].kind == T_IDENT && t->v[i].len >= (int)sizeof prefix - 1 &&
+            !strncmp(t->v[i].s, prefix, sizeof prefix - 1))
+            return 1;
+    return 0;
+}
+
 tack_status tack_signature_parse(const char *source, const char *name, struct tack_signature *out)
 {
     if (!source)
@@ -1098,6 +1112,8 @@ tack_status tack_signature_parse(const char *source, const char *name, struct ta
         st = read_signature(&s, found, out);
     if (st == TACK_OK && s.uncertain_alias)
         st = uncertain_error(s.t.v[found->name].line, out->name, s.uncertain_alias);
+    if (st == TACK_OK)
+        out->uses_atomics = names_atomics(&s.t);
 done:
     free(s.t.v);
     free(s.aliases);

@@ -43,14 +43,5 @@ int tack_store_seal(int dirfd, const char *tmp, const char *name);
 /* TACK_ERUNTIME for a file of the store that cannot be written, with the
  * advice that goes with `err`. */
 tack_status tack_store_cannot_write(const char *dir, const char *name, int err);
-/* The advice that goes with a file operation that failed with `err`. */
-const char *tack_store_advice(int err);
-
-/* Loads the stored object `name` after checking it is trusted, whole and
- * made for its key, from the one descriptor that is then loaded.
- * TACK_ERUNTIME when it is missing or unfit (to be rebuilt) or cannot be
- * loaded (store_dlopen.c). */
-tack_status tack_store_load_object(int dirfd, const char *dir, const char *name, void **handle,
-                                   struct tack_kernel_code *code);
 
 #endif

@@ -796,14 +796,15 @@ static void test_kernel_load_errors(void)
     sim_open();
     tack_device *d = open_device("cuda");
     void *k = NULL;
-    struct tack_kernel_code host = {TACK_CODE_HOST, NULL, 0, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code host = {.kind = TACK_CODE_HOST, .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &host, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "PTX"));
     static const char bad[] = "// tack-sim: invalid\n";
-    struct tack_kernel_code broken = {TACK_CODE_PTX, bad, sizeof bad, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code broken = {.kind = TACK_CODE_PTX, .data = bad, .size = sizeof bad, .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &broken, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_INVALID_PTX"));
-    struct tack_kernel_code missing = {TACK_CODE_PTX, fake_ptx, sizeof fake_ptx, "no_such_entry", NULL, 0, NULL};
+    struct tack_kernel_code missing = {
+        .kind = TACK_CODE_PTX, .data = fake_ptx, .size = sizeof fake_ptx, .entry = "no_such_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &missing, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NOT_FOUND"));
     CHECK(k == NULL);
@@ -822,7 +823,7 @@ static void test_kernel_load_of_cubins(void)
     size_t size = 0;
     unsigned char *image = cubin(90, 135, 8, 1, &size);
     bail_if(!image);
-    struct tack_kernel_code code = {TACK_CODE_CUBIN, image, size, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code code = {.kind = TACK_CODE_CUBIN, .data = image, .size = size, .entry = "tack_kernel_entry"};
     CHECK_OK(d->ops->kernel_load(d, &code, &k));
     CHECK(sim_stat("modules_cubin") == 1 && sim_stat("modules_ptx") == 0);
     CHECK(!strcmp(code.target, "cubin sm_90 (CUDA 13.5)"));
@@ -862,7 +863,7 @@ static void test_kernel_load_of_cubins(void)
 
     /* Another architecture: the driver refuses it, for what it is. */
     bail_if(!(image = cubin(80, 130, 8, 1, &size)));
-    struct tack_kernel_code other = {TACK_CODE_CUBIN, image, size, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code other = {.kind = TACK_CODE_CUBIN, .data = image, .size = size, .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &other, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NO_BINARY_FOR_GPU"));
     CHECK(contains(tack_last_error(), "cubin sm_80 (CUDA 13.0)"));
@@ -872,7 +873,7 @@ static void test_kernel_load_of_cubins(void)
     /* PTX newer than the driver: refused, and nothing else to try. */
     static const char newer[] = "// Cuda compilation tools, release 13.5, V13.5.37\n.version 9.5\n.target sm_90\n"
                                 ".visible .entry tack_kernel_entry()\n";
-    struct tack_kernel_code ptx = {TACK_CODE_PTX, newer, sizeof newer, "tack_kernel_entry", NULL, 0, NULL};
+    struct tack_kernel_code ptx = {.kind = TACK_CODE_PTX, .data = newer, .size = sizeof newer, .entry = "tack_kernel_entry"};
     CHECK_STATUS(d->ops->kernel_load(d, &ptx, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"));
     CHECK(contains(tack_last_error(), "ptx compute_90 (PTX ISA 9.5, CUDA 13.5)"));

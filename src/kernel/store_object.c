@@ -1,5 +1,6 @@
-/* Loading a shared object from the store: the file checked is the file
- * the dynamic loader maps. */
+/* File code in the store: built into it through a backend's compile,
+ * sealed, published, and loaded so that the file checked is the file the
+ * dynamic loader maps. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -194,7 +195,7 @@ static void *dlopen_fd(int fd, const struct stat *st, void **entry, const char *
  * made for this key, from the one descriptor that is then loaded: what is
  * checked is what runs. TACK_ERUNTIME when it is missing or unfit (to be
  * rebuilt) or cannot be loaded. */
-tack_status tack_store_load_object(int dirfd, const char *dir, const char *name, void **handle, struct tack_kernel_code *code)
+static tack_status load_object(int dirfd, const char *dir, const char *name, void **handle)
 {
     struct stat st;
     int fd = tack_store_open_trusted(dirfd, name, &st);
@@ -224,15 +225,96 @@ tack_status tack_store_load_object(int dirfd, const char *dir, const char *name,
     if (!h)
         return tack_error_set(TACK_ERUNTIME, "cannot load the compiled kernel %s/%s: %s", dir, name,
                               why ? why : "?");
-    /* The restrict variant is there only where restrict can matter, the
-     * plain one only for a kernel with atomics. */
-    void *rsym = dlsym(h, TACK_ENTRY_NAME "_restrict"), *psym = dlsym(h, TACK_ENTRY_NAME "_plain");
     *handle = h;
-    /* dlsym returns an object pointer; POSIX guarantees the conversion. */
-    memcpy(&code->host, &sym, sizeof sym);
-    if (!rsym)
-        rsym = sym;
-    memcpy(&code->host_restrict, &rsym, sizeof rsym);
-    memcpy(&code->host_plain, &psym, sizeof psym);
     return TACK_OK;
+}
+
+/* Writes the kernel's source as `name` in the cache directory.
+ * TACK_ERUNTIME, saying why, when it cannot; nothing is then left. */
+static tack_status write_source(int dirfd, const char *dir, const char *name, const char *source)
+{
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return tack_store_cannot_write(dir, name, errno);
+    int ok = tack_store_write_all(fd, source, strlen(source));
+    int err = errno;
+    ok = (close(fd) == 0) && ok;
+    if (!ok) {
+        unlinkat(dirfd, name, 0);
+        return tack_store_cannot_write(dir, name, err);
+    }
+    return TACK_OK;
+}
+
+/* Seals the compile's output `obj` with its trailer for `final` and
+ * publishes it under that name. */
+static tack_status publish(int dirfd, const char *dir, const char *obj, const char *final)
+{
+    if (!tack_store_seal(dirfd, obj, final)) {
+        int err = errno;
+        return tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel %s/%s: %s; %s", dir, obj,
+                              strerror(err), tack_store_advice(err));
+    }
+    if (renameat(dirfd, obj, dirfd, final) != 0) {
+        int err = errno;
+        return tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel as %s/%s: %s; %s", dir, final,
+                              strerror(err), tack_store_advice(err));
+    }
+    return TACK_OK;
+}
+
+/* Compiles job's source into the store as `final` (the backend's compile
+ * writes a temporary file there, sealed with its trailer, then renamed),
+ * and holds the store to its bound. On error nothing new is left in the
+ * directory. */
+static tack_status build_object(int dirfd, const char *dir, const char *final, struct tack_compile *job,
+                                tack_status (*compile)(const struct tack_compile *, struct tack_kernel_code *),
+                                struct tack_kernel_code *code)
+{
+    char src[96], obj[96], kept[160];
+    tack_store_temp_name(src, sizeof src, ".c");
+    char ext[16];
+    snprintf(ext, sizeof ext, ".%s", tack_code_kind_extension(job->kind));
+    tack_store_temp_name(obj, sizeof obj, ext);
+    /* The generated source is kept beside its object, as
+     * "<backend>-<hex>.c", for whoever wonders what was compiled. */
+    snprintf(kept, sizeof kept, "%.*s.c", (int)(strrchr(final, '.') - final), final);
+    tack_status st = write_source(dirfd, dir, src, job->source);
+    if (st != TACK_OK)
+        return st;
+    job->dirfd = dirfd;
+    job->source_file = src;
+    job->output = obj;
+    st = compile(job, code);
+    if (st == TACK_OK)
+        st = publish(dirfd, dir, obj, final);
+    unlinkat(dirfd, obj, 0);
+    if (st != TACK_OK || renameat(dirfd, src, dirfd, kept) != 0)
+        unlinkat(dirfd, src, 0);
+    if (st == TACK_OK) {
+        uint64_t max;
+        if (tack_store_max(&max) == TACK_OK)
+            tack_store_evict(dirfd, final, max);
+    }
+    return st;
+}
+
+tack_status tack_store_object(const char *dir, const char *name, struct tack_compile *job,
+                              tack_status (*compile)(const struct tack_compile *, struct tack_kernel_code *),
+                              struct tack_kernel_code *code)
+{
+    /* The one descriptor every file of this build is reached through. */
+    int dirfd = tack_store_open_dir(dir);
+    if (dirfd < 0)
+        return TACK_ERUNTIME;
+    tack_status st = load_object(dirfd, dir, name, &code->object);
+    if (st != TACK_OK) {
+        /* Missing, damaged, built for another key, or not this user's:
+         * built again, and the rename replaces what was there. */
+        st = build_object(dirfd, dir, name, job, compile, code);
+        if (st == TACK_OK)
+            st = load_object(dirfd, dir, name, &code->object);
+    }
+    close(dirfd);
+    return st;
 }
