@@ -2,7 +2,6 @@
  * The warm launch is the path that matters for small arrays: binding checks
  * over the argument list, one atomic load to find the loaded code, and the
  * backend's launch; no lock, no allocation. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,46 +259,37 @@ static tack_status domain_size(const tack_kernel *k, int ndim, const int64_t *sh
     return TACK_OK;
 }
 
-/* Launches over `shape`, or, shape NULL, over the shape of the first array
- * the kernel may store through (tack_kernel_call). */
-static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
-                          size_t nargs, const tack_launch_hooks *hooks)
+/* One launch, its arguments bound: what the checks found and the backend
+ * is handed. */
+struct bound {
+    void *vals[TACK_KERNEL_MAX_PARAMS]; /* vals[i] points at parameter i's value */
+    tack_buffer *bufs[TACK_KERNEL_MAX_PARAMS]; /* the arrays' buffers, for the queue */
+    size_t nbufs;
+    tack_device *device; /* the launch's: the one given, else the arrays' */
+    int ndim;
+    const int64_t *shape;
+    int64_t n; /* the domain's size; the extent itself for a domain of one index */
+};
+
+/* Binds args to the kernel's parameters: their number, each one's kind
+ * and dtype, a writable array where the kernel may store, and one memory
+ * domain for all arrays and `device` (NULL: the arrays'). TACK_ETYPE or
+ * TACK_EVALUE naming the parameter. */
+static tack_status bind(const tack_kernel *k, tack_device *device, const tack_arg *args, size_t nargs,
+                        struct bound *b)
 {
-    const int from_args = !shape;
-    if (from_args) {
-        if (k->first_writable < 0)
-            return tack_error_set(TACK_ETYPE,
-                                  "kernel '%s' has no parameter it may store through, so no array gives the "
-                                  "launch's size; launch it with an explicit n",
-                                  k->sig.name);
-        ndim = k->sig.ndim;
-        if (ndim > 1) {
-            /* The array's rank is named before the other arguments; a
-             * missing or wrong array there is left to the checks below. */
-            int w = k->first_writable;
-            const tack_array *a = (size_t)w < nargs && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
-            if (a && a->dtype == k->sig.params[w].dtype && a->ndim != ndim)
-                return tack_error_set(TACK_EVALUE,
-                                      "kernel '%s' takes %d indices, but '%s', the first array it may store "
-                                      "through, is %d-D; launch it over a shape: launch((h, w), ...) or "
-                                      "tack_kernel_launch_nd",
-                                      k->sig.name, ndim, k->sig.params[w].name, a->ndim);
-        }
-    }
     const int np = k->sig.nparams;
     if (nargs != (size_t)np)
         return count_error(k, nargs);
-    void *vals[TACK_KERNEL_MAX_PARAMS];
-    tack_buffer *bufs[TACK_KERNEL_MAX_PARAMS];
-    size_t nbufs = 0;
-    tack_device *d = device;
+    b->nbufs = 0;
+    b->device = device;
     for (int i = 0; i < np; i++) {
         const struct tack_param *p = &k->sig.params[i];
         const tack_arg *a = &args[i];
         if (!p->is_array) {
             if (a->kind != TACK_ARG_SCALAR || a->dtype != p->dtype)
                 return bind_error(k, i, a);
-            vals[i] = (void *)&a->value;
+            b->vals[i] = (void *)&a->value;
             continue;
         }
         tack_array *arr = a->value.array;
@@ -313,67 +303,77 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
                                   p->name, k->sig.name, tack_dtype_c_type(p->dtype), tack_dtype_c_type(p->dtype));
         tack_buffer *buf = arr->buffer;
         tack_device *ad = buf->device;
-        if (ad != d) {
-            if (!d)
-                d = ad;
-            else if (ad->domain != d->domain)
-                return domain_error(k, i, ad, d);
+        if (ad != b->device) {
+            if (!b->device)
+                b->device = ad;
+            else if (ad->domain != b->device->domain)
+                return domain_error(k, i, ad, b->device);
         }
         /* The array's own data pointer, as an argument value: it never
          * changes, and the backend reads the values before returning. */
-        vals[i] = &arr->data;
-        bufs[nbufs++] = buf;
+        b->vals[i] = &arr->data;
+        b->bufs[b->nbufs++] = buf;
     }
-    if (ndim != k->sig.ndim)
+    return TACK_OK;
+}
+
+/* Checks the bound launch's domain (b->ndim extents at b->shape, b->n the
+ * first) and its device, and sizes it. TACK_EVALUE for a domain of another
+ * rank than the kernel's, a negative extent, more than 2^63 - 1 indices,
+ * or no device. */
+static tack_status check(const tack_kernel *k, struct bound *b)
+{
+    if (b->ndim != k->sig.ndim)
         return tack_error_set(TACK_EVALUE, "kernel '%s' takes %d ind%s; launch it over a shape of %d extent%s, not %d",
                               k->sig.name, k->sig.ndim, k->sig.ndim == 1 ? "ex" : "ices", k->sig.ndim,
-                              k->sig.ndim == 1 ? "" : "s", ndim);
-    int64_t n;
-    if (from_args) {
-        /* Checked above: an array of the parameter's dtype and rank. */
-        const tack_array *a = args[k->first_writable].value.array;
-        n = (int64_t)a->size;
-        shape = ndim > 1 ? a->shape : &n;
-    } else {
-        /* One extent, the common case, is its own product. */
-        n = shape[0];
-    }
-    if (ndim > 1 || n < 0) {
-        tack_status st = domain_size(k, ndim, shape, &n);
+                              k->sig.ndim == 1 ? "" : "s", b->ndim);
+    /* One extent, the common case, is its own product. */
+    if (b->ndim > 1 || b->n < 0) {
+        tack_status st = domain_size(k, b->ndim, b->shape, &b->n);
         if (st != TACK_OK)
             return st;
     }
-    if (!d)
+    if (!b->device)
         return tack_error_set(TACK_EVALUE, "kernel '%s' has no array argument to take a device from; pass the "
                                            "device to launch on",
                               k->sig.name);
-    if (n == 0)
-        return TACK_OK;
+    return TACK_OK;
+}
 
+/* The kernel loaded on d: the last one used, found without a lock, or
+ * built (a compiler, a driver's JIT, a disk), with the hooks begun around
+ * it (*begun). */
+static tack_status build(tack_kernel *k, tack_device *d, const tack_launch_hooks *hooks, struct tack_loaded **out,
+                         int *begun)
+{
     struct tack_loaded *l = atomic_load_explicit(&k->last, memory_order_acquire);
-    int begun = 0;
+    *begun = 0;
     if (!l || l->device != d) {
-        /* Possibly a build: a compiler, a driver's JIT, a disk. */
         if (hooks) {
             hooks->begin(hooks->context);
-            begun = 1;
+            *begun = 1;
         }
         pthread_mutex_lock(&k->lock);
         tack_status st = tack_kernel_build_locked(k, d, &l);
         pthread_mutex_unlock(&k->lock);
-        if (st != TACK_OK) {
-            if (begun)
-                hooks->end(hooks->context);
+        if (st != TACK_OK)
             return st;
-        }
         atomic_store_explicit(&k->last, l, memory_order_release);
     }
-    /* Past a build the hooks have begun. Otherwise they are called around
-     * a run the backend expects to take longer than they say, and around
-     * every run on a backend that does not measure its launches. */
+    *out = l;
+    return TACK_OK;
+}
+
+/* Runs the bound launch of loaded kernel l, its hooks called around a run
+ * the backend expects to take longer than they say (around every run of a
+ * backend that does not measure), unless a build has begun them. */
+static tack_status run(const tack_kernel *k, const struct tack_loaded *l, const struct bound *b, const tack_arg *args,
+                       const tack_launch_hooks *hooks, int begun)
+{
+    tack_device *d = b->device;
     if (hooks && !begun) {
         const struct tack_backend_ops *ops = d->ops;
-        if (!ops->kernel_expected_ns || ops->kernel_expected_ns(l->handle, n) > hooks->above_ns) {
+        if (!ops->kernel_expected_ns || ops->kernel_expected_ns(l->handle, b->n) > hooks->above_ns) {
             hooks->begin(hooks->context);
             begun = 1;
         }
@@ -385,13 +385,89 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
      * twice (an import of this process's own export) has two. Private
      * memory has one mapping, so for it the address check is the whole
      * answer; any other written array is assumed to alias. */
-    const int written_private = (n > 1 || k->uses_atomics) && private_written(k, args);
-    struct tack_launch run = {ndim, shape, n, vals, n > 1 && written_private && !overlapping(k, args),
-                              k->uses_atomics && written_private};
-    tack_status st = tack_queue_launch(d, l->handle, &run, bufs, nbufs);
+    const int written_private = (b->n > 1 || k->uses_atomics) && private_written(k, args);
+    struct tack_launch launch = {.ndim = b->ndim,
+                                 .shape = b->shape,
+                                 .n = b->n,
+                                 .args = b->vals,
+                                 .disjoint = b->n > 1 && written_private && !overlapping(k, args),
+                                 .private_memory = k->uses_atomics && written_private};
+    tack_status st = tack_queue_launch(d, l->handle, &launch, b->bufs, b->nbufs);
     if (begun)
         hooks->end(hooks->context);
     return st;
+}
+
+/* A launch, its arguments bound (bind): checked, built, run. */
+static tack_status launch_bound(tack_kernel *k, struct bound *b, const tack_arg *args,
+                                const tack_launch_hooks *hooks)
+{
+    tack_status st = check(k, b);
+    if (st != TACK_OK || b->n == 0)
+        return st;
+    struct tack_loaded *l;
+    int begun;
+    st = build(k, b->device, hooks, &l, &begun);
+    if (st != TACK_OK) {
+        if (begun)
+            hooks->end(hooks->context);
+        return st;
+    }
+    return run(k, l, b, args, hooks, begun);
+}
+
+/* Launches over the domain of ndim extents `shape`. */
+static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
+                          size_t nargs, const tack_launch_hooks *hooks)
+{
+    struct bound b;
+    tack_status st = bind(k, device, args, nargs, &b);
+    if (st != TACK_OK)
+        return st;
+    b.ndim = ndim;
+    b.shape = shape;
+    b.n = ndim >= 1 ? shape[0] : 0; /* another rank than the kernel's is refused */
+    return launch_bound(k, &b, args, hooks);
+}
+
+/* The domain of a call without one: the shape of the array bound to the
+ * first parameter the kernel may store through (its size for one index).
+ * TACK_ETYPE for a kernel without such a parameter; TACK_EVALUE for an
+ * array of another rank than the kernel's number of indices, named before
+ * the other arguments; a missing or wrong array there is left to bind. */
+static tack_status call_domain(const tack_kernel *k, const tack_arg *args, size_t nargs)
+{
+    if (k->first_writable < 0)
+        return tack_error_set(TACK_ETYPE,
+                              "kernel '%s' has no parameter it may store through, so no array gives the "
+                              "launch's size; launch it with an explicit n",
+                              k->sig.name);
+    int w = k->first_writable, ndim = k->sig.ndim;
+    const tack_array *a = (size_t)w < nargs && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
+    if (ndim > 1 && a && a->dtype == k->sig.params[w].dtype && a->ndim != ndim)
+        return tack_error_set(TACK_EVALUE,
+                              "kernel '%s' takes %d indices, but '%s', the first array it may store "
+                              "through, is %d-D; launch it over a shape: launch((h, w), ...) or "
+                              "tack_kernel_launch_nd",
+                              k->sig.name, ndim, k->sig.params[w].name, a->ndim);
+    return TACK_OK;
+}
+
+/* Launches a call without a domain over the one call_domain gives. */
+static tack_status call(tack_kernel *k, const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
+{
+    tack_status st = call_domain(k, args, nargs);
+    struct bound b;
+    if (st == TACK_OK)
+        st = bind(k, NULL, args, nargs, &b);
+    if (st != TACK_OK)
+        return st;
+    /* Bound: an array of the parameter's dtype, of the kernel's rank. */
+    const tack_array *a = args[k->first_writable].value.array;
+    b.ndim = k->sig.ndim;
+    b.n = (int64_t)a->size;
+    b.shape = b.ndim > 1 ? a->shape : &b.n;
+    return launch_bound(k, &b, args, hooks);
 }
 
 tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, const tack_arg *args, size_t nargs)
@@ -417,7 +493,15 @@ tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
 {
     if (!k || (nargs && !args))
         return tack_error_set(TACK_EVALUE, "tack_kernel_call: kernel and args must not be NULL");
-    return launch(k, NULL, 0, NULL, args, nargs, NULL);
+    return call(k, args, nargs, NULL);
+}
+
+tack_status tack_kernel_call_hooked(tack_kernel *k, const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
+{
+    if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
+        return tack_error_set(TACK_EVALUE, "tack_kernel_call_hooked: kernel, args and the hooks' functions must "
+                                           "not be NULL");
+    return call(k, args, nargs, hooks);
 }
 
 int tack_kernel_ndim(const tack_kernel *k) { return k->sig.ndim; }
@@ -438,8 +522,9 @@ tack_status tack_kernel_launch_nd(tack_kernel *k, tack_device *device, int ndim,
 tack_status tack_kernel_launch_hooked(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
                                       const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
 {
-    if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, args and the hooks' functions "
-                                           "must not be NULL");
+    if (!k || !shape || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
+        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, shape, args and the hooks' "
+                                           "functions must not be NULL (tack_kernel_call_hooked launches over "
+                                           "the arguments' shape)");
     return launch(k, device, ndim, shape, args, nargs, hooks);
 }

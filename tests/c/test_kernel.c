@@ -455,8 +455,12 @@ static void test_launch_hooks(void)
     CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 3, &hooks));
     CHECK(h.begun == 1 && py[0] == 1.0f);
     /* No shape: over y, as tack_kernel_call. */
-    CHECK_OK(tack_kernel_launch_hooked(k, NULL, 0, NULL, args, 3, &hooks));
+    CHECK_OK(tack_kernel_call_hooked(k, args, 3, &hooks));
     CHECK(h.begun == 1 && py[0] == 1.0f && py[7] == 15.0f);
+    /* A launch names its domain: a call is the other entry, not a NULL shape. */
+    CHECK_STATUS(tack_kernel_launch_hooked(k, NULL, 1, NULL, args, 3, &hooks), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "tack_kernel_call_hooked") != NULL);
+    CHECK(h.begun == 1 && py[7] == 15.0f);
     CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, &none, args, 3, &hooks));
     CHECK_STATUS(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 2, &hooks), TACK_ETYPE);
     CHECK(h.begun == 1 && h.ended == 1);
