@@ -179,15 +179,15 @@ static int take_output(int fd, struct tack_run_result *r, size_t *cap)
  * left running, and none is left unreaped. A `dirfd` other than -1 (above
  * CHILD_DIR_FD) is the program's CHILD_DIR_FD, and stays open for what it
  * starts. */
-void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_result *r)
+/* Starts argv in a process group of its own, its standard output and
+ * error into a pipe whose reading end goes to *out (non-blocking), `dirfd`
+ * (unless -1) its TACK_STORE_CHILD_FD. 0, or the errno that kept it from
+ * starting. */
+static int spawn(char *const *argv, int dirfd, pid_t *pid, int *out)
 {
-    memset(r, 0, sizeof *r);
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        r->end = TACK_RUN_NOT_STARTED;
-        r->err = errno;
-        return;
-    }
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return errno;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -211,18 +211,24 @@ void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_re
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid;
-    int e = posix_spawn(&pid, argv[0], &fa, &attr, argv, environ);
+    int e = posix_spawn(pid, argv[0], &fa, &attr, argv, environ);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     if (e != 0) {
         close(fds[0]);
-        r->end = TACK_RUN_NOT_STARTED;
-        r->err = e;
-        return;
+        return e;
     }
     (void)fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    *out = fds[0];
+    return 0;
+}
+
+/* Collects `pid`'s output from `fd` until it exits, its deadline passes
+ * (TACK_RUN_TIMED_OUT) or the interrupt check stops the wait
+ * (TACK_RUN_INTERRUPTED), into r. */
+static void wait_for(pid_t pid, int fd, int64_t limit_ns, struct tack_run_result *r)
+{
     int64_t deadline = limit_ns < 0 ? -1 : now_ns() + limit_ns, next_check = now_ns() + (int64_t)TICK_MS * 1000000;
     size_t cap = 0;
     int reading = 1, pause = 1;
@@ -232,7 +238,7 @@ void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_re
          * started holds its output open, which the wait need not outlast. */
         if (has_exited(pid)) {
             if (reading)
-                (void)take_output(fds[0], r, &cap);
+                (void)take_output(fd, r, &cap);
             break;
         }
         int ms = TICK_MS;
@@ -248,7 +254,7 @@ void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_re
         }
         if (deadline >= 0 && deadline - now < (int64_t)ms * 1000000)
             ms = (int)((deadline - now + 999999) / 1000000);
-        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        struct pollfd p = {.fd = fd, .events = POLLIN};
         int n = reading ? poll(&p, 1, ms) : poll(NULL, 0, ms);
         int signalled = n < 0 && errno == EINTR;
         if (n < 0 && !signalled)
@@ -261,9 +267,23 @@ void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_re
             }
         }
         if (n > 0 && reading)
-            reading = take_output(fds[0], r, &cap);
+            reading = take_output(fd, r, &cap);
     }
-    close(fds[0]);
+}
+
+void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_result *r)
+{
+    memset(r, 0, sizeof *r);
+    pid_t pid;
+    int fd = -1;
+    int e = spawn(argv, dirfd, &pid, &fd);
+    if (e != 0) {
+        r->end = TACK_RUN_NOT_STARTED;
+        r->err = e;
+        return;
+    }
+    wait_for(pid, fd, limit_ns, r);
+    close(fd);
     if (r->end != TACK_RUN_EXITED)
         stop_group(pid);
     r->status = reap(pid);
