@@ -228,15 +228,18 @@ typedef struct tack_launch_hooks {
     void *context;
 } tack_launch_hooks;
 
-/* tack_kernel_launch_nd, or with `shape` NULL (ndim ignored) over the
- * domain tack_kernel_call takes from the arrays, calling `hooks` (NULL:
- * none) around what may take long, as tack_launch_hooks says. It decides
- * that from the device and domain the launch runs on, after the checks, so
- * that a short launch costs the caller no second look at its arguments.
- * Errors as tack_kernel_launch_nd (tack_kernel_call's, shape NULL); a
- * launch its checks refuse, and an empty one, call no hook. */
+/* tack_kernel_launch_nd, calling `hooks` (NULL: none) around what may
+ * take long, as tack_launch_hooks says. It decides that from the device
+ * and domain the launch runs on, after the checks, so that a short launch
+ * costs the caller no second look at its arguments. Errors as
+ * tack_kernel_launch_nd; a launch its checks refuse, and an empty one,
+ * call no hook. */
 TACK_API tack_status tack_kernel_launch_hooked(tack_kernel *kernel, tack_device *device, int ndim, const int64_t *shape,
                                                const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks);
+/* tack_kernel_call, calling `hooks` (NULL: none) as
+ * tack_kernel_launch_hooked does. Errors as tack_kernel_call. */
+TACK_API tack_status tack_kernel_call_hooked(tack_kernel *kernel, const tack_arg *args, size_t nargs,
+                                             const tack_launch_hooks *hooks);
 
 /* tack_kernel_launch_nd over the shape every array argument shares, when
  * that shape can mean only one domain: for a kernel of one index a 1-D

@@ -18,6 +18,7 @@
 #include "../core/internal.h"
 #include "../core/toolchain.h"
 #include "cpu/cpu.h"
+#include "cpu/toolchain.h"
 
 static tack_status cpu_open(tack_device *device, const tack_option *options, size_t n_options)
 {
@@ -190,9 +191,9 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     tack_source_put(b, "    }\n}\n");
 }
 
-/* The entry points are host C that the system compiler builds (the kernel
- * layer does, into the shared cache: the dialect's code is offline host
- * code and there is no kernel_compile): TACK_ENTRY_NAME; where restrict
+/* The entry points are host C that the system compiler builds
+ * (cpu/toolchain.c), named as tack_cpu_entry_names lists them:
+ * TACK_ENTRY_NAME; where restrict
  * can matter, TACK_ENTRY_NAME "_restrict" over the restrict copy; and for
  * a kernel whose source uses Tack's atomics, TACK_ENTRY_NAME "_plain"
  * over the plain copy. Each unpacks the argument array into typed locals
@@ -211,7 +212,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     int variant = arrays > 1 && written;
     /* Atomics in a helper the kernel calls stay locked in the plain copy
      * too (only the kernel's own body is copied): slower, still right. */
-    int atomics = strstr(source, "tack_atomic_") != NULL;
+    int atomics = sig->uses_atomics;
     tack_source_signature_check(b, sig, source, TACK_CHECK_C);
     if (variant)
         cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ");
@@ -273,6 +274,7 @@ static const struct tack_dialect cpu_dialect = {
                "typedef double _Complex tack_c128;\n" CPU_ATOMICS,
     .entry = cpu_entry,
     .offline = TACK_CODE_HOST,
+    .entries = tack_cpu_entry_names,
 };
 
 /* A loaded kernel: its entries, and its measured cost of one index. */
@@ -284,15 +286,17 @@ struct cpu_kernel {
 
 static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out)
 {
-    if (code->kind != TACK_CODE_HOST || !code->host)
+    tack_host_entry e[TACK_CPU_ENTRIES];
+    tack_cpu_entries(code, e);
+    if (code->kind != TACK_CODE_HOST || !e[TACK_CPU_ENTRY])
         return tack_error_set(TACK_ERUNTIME, "%s runs host code; it was given %s code", device->name,
                               tack_code_kind_name(code->kind));
     struct cpu_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
-    k->entry = code->host;
-    k->entry_restrict = code->host_restrict ? code->host_restrict : code->host;
-    k->entry_plain = code->host_plain;
+    k->entry = e[TACK_CPU_ENTRY];
+    k->entry_restrict = e[TACK_CPU_ENTRY_RESTRICT] ? e[TACK_CPU_ENTRY_RESTRICT] : e[TACK_CPU_ENTRY];
+    k->entry_plain = e[TACK_CPU_ENTRY_PLAIN];
     if (k->entry_plain)
         pthread_once(&atomics_once, atomics_register_fork);
     atomic_init(&k->costs.cost_ps, 0);
@@ -325,10 +329,6 @@ __attribute__((noinline))
 #endif
 static void run_launch(struct cpu_kernel *k, tack_host_entry e, uint64_t ps, const struct tack_launch *l)
 {
-    const tack_launch_hooks *h = l->hooks;
-    int begun = h && expected_ns(ps, l->n) > h->above_ns;
-    if (begun)
-        h->begin(h->context);
     if (l->n < 2 && ps) {
         /* One index: plain atomics would save nothing; a kernel with
          * atomics keeps out of a plain run's way. */
@@ -342,21 +342,16 @@ static void run_launch(struct cpu_kernel *k, tack_host_entry e, uint64_t ps, con
                         &k->costs};
         pool_run(&j, l->n);
     }
-    if (begun)
-        h->end(h->context);
 }
 
-/* Complete on return: the backend has no queue. The launch's hooks are
- * called around a run expected to take longer than they say, from the
- * cost the launch reads anyway. */
+/* Complete on return: the backend has no queue. */
 static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l)
 {
     (void)device;
     struct cpu_kernel *k = kernel;
     tack_host_entry e = l->disjoint ? k->entry_restrict : k->entry;
     uint64_t ps = atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed);
-    const tack_launch_hooks *h = l->hooks;
-    if (l->n < 2 && ps && !k->entry_plain && (!h || ps / 1000 <= h->above_ns))
+    if (l->n < 2 && ps && !k->entry_plain)
         e(0, l->n, l->shape, l->args);
     else
         run_launch(k, e, ps, l);
@@ -402,6 +397,7 @@ static void cpu_describe(tack_backend_report *out)
     int threads = cpu_pool_threads();
     snprintf(out->devices[0], sizeof out->devices[0], "%s%s%d thread%s", model, model[0] ? ", " : "", threads,
              threads == 1 ? "" : "s");
+    tack_c_compiler_describe(&out->compiler);
 }
 
 const struct tack_backend_ops tack_cpu_backend = {
@@ -415,6 +411,8 @@ const struct tack_backend_ops tack_cpu_backend = {
     .export_memory = cpu_export_memory,
     .import_memory = cpu_import_memory,
     .dialect = &cpu_dialect,
+    .kernel_key = tack_cpu_kernel_key,
+    .kernel_compile = tack_cpu_kernel_compile,
     .kernel_load = cpu_kernel_load,
     .kernel_launch = cpu_kernel_launch,
     .kernel_expected_ns = cpu_kernel_expected_ns,

@@ -192,11 +192,11 @@ struct tack_backend_ops {
      * target first (TACK_EVALUE), then loads the compiler: otherwise errors
      * as kernel_compile. */
     tack_status (*kernel_key)(struct tack_compile *job);
-    /* optional when the dialect's offline code is TACK_CODE_HOST: the
-     * kernel layer builds the host C with the system C compiler, into the
-     * shared cache. Compiles job->source into out->kind, out->data
-     * (malloc'd, the kernel layer's from then on) and out->size, of the
-     * kind kernel_key chose when there is one. On error nothing is kept:
+    /* optional: the backend has no compiler for its kernels. Compiles
+     * job->source into out->kind, out->data (malloc'd, the kernel layer's
+     * from then on) and out->size, of the kind kernel_key chose when there
+     * is one; file code (tack_code_kind_is_file) into the store's file
+     * job->output instead, which the kernel layer then loads (out->object). On error nothing is kept:
      * TACK_ERUNTIME for a missing compiler (the message says what to
      * install) or for source that does not compile (out->failed set, the
      * compiler's log in out->log), TACK_EVALUE for a target it has no such
@@ -214,10 +214,10 @@ struct tack_backend_ops {
     tack_status (*kernel_launch)(tack_device *device, void *kernel, const struct tack_launch *launch);
     /* optional: UINT64_MAX, not known. How long a launch of `kernel` over
      * n > 0 indices is expected to take, in nanoseconds, from what the
-     * backend measured of its earlier launches; UINT64_MAX before any. A
-     * backend that has it calls a launch's hooks (tack_launch.hooks)
-     * itself, from the same measure, where it reads it anyway; the kernel
-     * layer calls them around the launches of one without. */
+     * backend measured of its earlier launches; UINT64_MAX before any. The
+     * kernel layer calls a launch's hooks around a launch expected to take
+     * longer than they say, and around every launch of a backend without
+     * it. */
     uint64_t (*kernel_expected_ns)(void *kernel, int64_t n);
     /* optional: nothing to free. Frees what kernel_load made; the kernel
      * layer has waited for the launches of it. */

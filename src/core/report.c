@@ -1,11 +1,9 @@
 /* What this machine offers each backend, for bug reports. Each backend
- * describes its own driver and devices (describe in its table); the
- * compiler of host kernels is the kernel layer's, as the kernel layer
- * chooses it for a backend that compiles none itself. */
+ * describes its own driver, devices and compiler (describe in its
+ * table). */
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernel/kernel.h"
 #include "internal.h"
 #include "toolchain.h"
 
@@ -48,8 +46,6 @@ tack_status tack_backend_describe(const char *backend, tack_backend_report *out)
         r.device_count = 1;
         snprintf(r.devices[0], sizeof r.devices[0], "%s", ops->name);
     }
-    if (ops->dialect && !ops->kernel_compile && ops->dialect->offline == TACK_CODE_HOST)
-        tack_host_compiler_describe(&r.compiler);
 
     tack_error_set(TACK_OK, "%s", saved);
     *out = r;

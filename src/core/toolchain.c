@@ -283,3 +283,4 @@ const char *tack_code_kind_name(enum tack_code_kind kind) { return kinds[known(k
 const char *tack_code_kind_extension(enum tack_code_kind kind) { return kinds[known(kind) ? kind : 0].extension; }
 
 int tack_code_kind_is_text(enum tack_code_kind kind) { return known(kind) && kinds[kind].text; }
+int tack_code_kind_is_file(enum tack_code_kind kind) { return kind == TACK_CODE_HOST; }

@@ -1,27 +1,32 @@
 /*
  * The kernel toolchain as the backend table carries it: what the kernel
- * layer (src/kernel/) hands a backend and what the backend hands back.
- * Not installed.
+ * layer (src/kernel/) hands a backend and what the backend hands back, and
+ * the services the kernel layer offers a backend's toolchain (the compile
+ * log, the process runner, C compiler discovery). Not installed.
  *
  * For a kernel on a device, the kernel layer
  *   1. generates source with the backend's dialect: a first line naming the
  *      kernel and backend, the dialect's prelude, the user's source, then
- *      the entry point the dialect's `entry` writes;
- *   2. compiles it with the backend's kernel_compile into code of a
- *      tack_code_kind, keeping code on disk and in memory under the text
- *      kernel_key gives (host code: the system C compiler and its cache,
- *      src/kernel/cache.c, when the backend has no kernel_compile);
+ *      the entry points the dialect's `entry` writes;
+ *   2. asks the backend's kernel_key what decides the code besides the
+ *      source, and keeps the code in its one trusted store on disk under a
+ *      digest of both (src/kernel/store.c), compiling it with the backend's
+ *      kernel_compile when the store has none: code of most kinds is bytes
+ *      the store reads back, host code a shared object the store checks
+ *      and loads (dlopen) itself;
  *   3. loads the code on the device (kernel_load), once per device, and
  *      launches it there (kernel_launch).
- * Each step is the backend's, so a backend is one file and names nothing
- * outside itself and its driver tables.
+ * Each step but the store is the backend's, in its own files, which name
+ * nothing outside themselves, this header and their driver tables.
  */
 #ifndef TACK_TOOLCHAIN_H
 #define TACK_TOOLCHAIN_H
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -62,6 +67,9 @@ struct tack_signature {
     int params_line, params_plain;
     int nparams;
     struct tack_param params[TACK_KERNEL_MAX_PARAMS];
+    /* The source names one of Tack's atomics: an identifier beginning
+     * tack_atomic_, anywhere in it (a helper's or a macro's included). */
+    int uses_atomics;
 };
 
 /* ---- generated source ------------------------------------------------- */
@@ -134,7 +142,7 @@ void tack_source_device_entry(struct tack_source *s, const struct tack_signature
 /* What a compile makes and a load takes. */
 enum tack_code_kind {
     TACK_CODE_NONE = 0,
-    TACK_CODE_HOST,       /* a host entry point (tack_host_entry) in a loaded shared object */
+    TACK_CODE_HOST,       /* a shared object of host code, kept as a file (tack_code_kind_is_file) */
     TACK_CODE_PTX,        /* NUL-terminated PTX text, for any GPU of its virtual architecture on */
     TACK_CODE_CUBIN,      /* a CUDA binary for one GPU architecture */
     TACK_CODE_SPIRV,      /* a SPIR-V module */
@@ -149,6 +157,10 @@ const char *tack_code_kind_name(enum tack_code_kind kind);
 const char *tack_code_kind_extension(enum tack_code_kind kind);
 /* Whether the kind's code is NUL-terminated text (its size counts the NUL). */
 int tack_code_kind_is_text(enum tack_code_kind kind);
+/* Whether the kind's code is a file the dynamic loader maps (a shared
+ * object): the store keeps and loads it as a file, and hands the backend
+ * the loaded object (tack_kernel_code.object), not its bytes. */
+int tack_code_kind_is_file(enum tack_code_kind kind);
 
 /* A host entry point: runs the kernel for every index in [begin, end) of
  * its domain of extents shape[0..ndim), flattened in row-major order (a
@@ -172,22 +184,22 @@ struct tack_launch {
      * private: tack_buffer_is_private), so that only this process's
      * launches can update it at the same time. */
     int private_memory;
-    /* Set only for a backend with kernel_expected_ns: the caller's hooks
-     * (tack_launch_hooks), which it calls around a run it expects to take
-     * longer than hooks->above_ns (UINT64_MAX: not measured yet). */
-    const tack_launch_hooks *hooks;
 };
 
 /* Code for one backend, as its kernel_compile makes it and its kernel_load
- * takes it. The entry point, called `entry`, takes (int64 n, the kernel's
- * parameters) and covers [0, n), except host code's, which is a
- * tack_host_entry. */
+ * takes it. Its entry points are named `entries` (TACK_ENTRY_NAME first,
+ * then the variants the dialect may write: a backend's load resolves each
+ * by name, and one the code lacks is not an error). The first, called
+ * `entry`, takes (int64 n, the kernel's parameters) and covers [0, n),
+ * except host code's, each a tack_host_entry. */
 struct tack_kernel_code {
     enum tack_code_kind kind;
     const void *data; /* `size` bytes (text: NUL-terminated, the NUL counted) */
     size_t size;
     const char *entry;
-    tack_host_entry host; /* TACK_CODE_HOST */
+    /* File code (tack_code_kind_is_file): the object as the store loaded
+     * it (a dlopen handle, the store's to close), in place of data. */
+    void *object;
     /* The kernel's parameters after the index, and each one's bytes. */
     int nargs;
     const size_t *arg_sizes;
@@ -210,14 +222,9 @@ struct tack_kernel_code {
      * tack_kernel_target says it ("cubin sm_90 (CUDA 13.5)"); left empty,
      * the kind's name says it. */
     char target[96];
-    /* TACK_CODE_HOST, optional: the same kernel with every array parameter
-     * restrict, for launches whose arrays are disjoint. */
-    tack_host_entry host_restrict;
-    /* TACK_CODE_HOST, present exactly when the kernel's source uses Tack's
-     * atomics: the same kernel with its atomics as plain loads and stores,
-     * for a launch that runs on one thread while no other launch with
-     * atomics runs (see the cpu backend). */
-    tack_host_entry host_plain;
+    /* The entry points' names, `entry` first (the dialect's `entries`). */
+    const char *const *entries;
+    int nentries;
 };
 
 /* One compile, as the kernel layer asks a backend for it. */
@@ -241,6 +248,15 @@ struct tack_compile {
      * compilers makes the code (the backend's own numbering), so that the
      * compile is the one the key describes. */
     int compiler;
+    /* Filled by the kernel layer for file code (tack_code_kind_is_file),
+     * which kernel_compile writes into the store rather than returning it:
+     * the store's directory, open as `dirfd` (a program that tack_run
+     * gives it reaches it as /proc/self/fd/TACK_STORE_CHILD_FD), the name
+     * there of the generated source, written already, and the name of the
+     * file to write. The store seals and publishes that file once
+     * kernel_compile returns TACK_OK; on an error it removes it. */
+    int dirfd;
+    const char *source_file, *output;
 };
 
 /* The blocks (work-groups) a GPU launch of `l` runs as: `threads` per
@@ -315,15 +331,116 @@ struct tack_dialect {
     void (*entry)(struct tack_source *out, const struct tack_signature *sig, const char *source);
     /* The kind of code the backend compiles with no device (for a target
      * named by the caller, or the compiler's oldest), TACK_CODE_NONE if it
-     * compiles only for a device. TACK_CODE_HOST: the generated source is
-     * host C, which the kernel layer builds itself when the backend has no
-     * kernel_compile. */
+     * compiles only for a device. */
     enum tack_code_kind offline;
+    /* Optional (NULL: TACK_ENTRY_NAME alone): the names of the entry
+     * points `entry` may write, TACK_ENTRY_NAME first, NULL-terminated. */
+    const char *const *entries;
     /* Optional (NULL: the dialect has a type for every dtype). Indexed by
      * dtype: why the backend's compiler has no type for that dtype's
      * parameters, NULL where it has one. A kernel with such a parameter is
      * TACK_ETYPE on the backend, with the reason. */
     const char *const *lacks;
 };
+
+/* ---- services of the kernel layer (src/kernel/) to backends ------------ */
+
+/* The thread's compile log (compile_log.c): `len` bytes of text, NULL to
+ * empty it. */
+void tack_compile_log_set(const char *text, size_t len);
+/* A failed compilation: the message formatted from `fmt`, then the
+ * compiler's log (`log_len` bytes, may be NULL), becomes the compile log and
+ * the error message. Returns TACK_ECOMPILE. Out of memory, the compile log is
+ * emptied and the message still carries both. */
+tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Running a program that may hang (run.c): against a deadline, in a
+ * process group of its own, stopped when the thread's interrupt check
+ * (tack_kernel_set_interrupt) says so. */
+
+/* The descriptor a program run with a directory reaches it by, as
+ * /proc/self/fd/TACK_STORE_CHILD_FD: the directory Tack checked, whatever
+ * its path names by then. */
+#define TACK_STORE_CHILD_FD 3
+
+/* How a tack_run ended. */
+enum tack_run_end { TACK_RUN_EXITED, TACK_RUN_NOT_STARTED, TACK_RUN_TIMED_OUT, TACK_RUN_INTERRUPTED };
+
+struct tack_run_result {
+    enum tack_run_end end;
+    int status;   /* TACK_RUN_EXITED: the exit status, 128 + the signal that ended it */
+    int err;      /* TACK_RUN_NOT_STARTED: why (an errno) */
+    char *output; /* standard output and error together, NUL-terminated, malloc'd; may be NULL */
+    size_t output_len;
+};
+
+/* Runs argv (argv[0] a path), collecting its standard output and error,
+ * for at most limit_ns (-1: no limit). A run past its limit, or whose wait
+ * the interrupt check stops, has its process group ended and reaped
+ * before this returns. A `dirfd` other than -1 (above TACK_STORE_CHILD_FD)
+ * is the program's TACK_STORE_CHILD_FD. Never fails: *r says how it went
+ * (r->output malloc'd, the caller's). */
+void tack_run(char *const *argv, int64_t limit_ns, int dirfd, struct tack_run_result *r);
+/* The limit on one compile in ns, -1 for none (TACK_COMPILE_TIMEOUT).
+ * TACK_ERUNTIME for a value that is not a number of seconds. */
+tack_status tack_compile_limit(int64_t *ns);
+/* A question's limit (`--version`): 10 s or the compile limit if shorter. */
+int64_t tack_query_limit(void);
+/* "600 s": a limit as TACK_COMPILE_TIMEOUT would say it. */
+void tack_limit_text(int64_t ns, char *out, size_t cap);
+/* The first line of `text`, without surrounding blanks. */
+void tack_first_line(const char *text, char *out, size_t cap);
+/* Why a question (`asked`) put to a program got no answer. */
+void tack_run_trouble(const struct tack_run_result *r, const char *asked, char *out, size_t cap);
+
+/* SHA-256 (sha256.c), for keys. */
+typedef struct tack_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t used;
+} tack_sha256;
+void tack_sha256_init(tack_sha256 *s);
+void tack_sha256_update(tack_sha256 *s, const void *data, size_t len);
+/* Hashes a string and its terminating NUL, so that fields cannot run together. */
+void tack_sha256_field(tack_sha256 *s, const char *text);
+void tack_sha256_hex(tack_sha256 *s, char out[65]);
+
+/* The advice that goes with a file operation of the store that failed
+ * with `err` (store.c): a process out of descriptors or a full disk is not
+ * helped by another cache directory. Never fails. */
+const char *tack_store_advice(int err);
+
+/* The C compiler host code is built with (compilers.c). */
+struct tack_c_compiler {
+    char *spec;  /* TACK_CC as given (or a compiler's name), split in place into argv; malloc'd */
+    char **argv; /* argc words, then NULL; malloc'd */
+    int argc;
+    char path[4096]; /* argv[0] as run: found on PATH, or the interpreter that runs zig */
+    struct stat st;
+    /* What else tells this compiler from another that the key must: zig's
+     * version, run by an interpreter whose file says nothing of it. */
+    char identity[96];
+    const char *display; /* its name in messages */
+    char how[PATH_MAX + 160]; /* how it was chosen, for reports */
+};
+/* TACK_CC (every word of it), a system compiler on PATH, or zig's.
+ * TACK_ERUNTIME when there is none, saying what to install; TACK_ENOMEM.
+ * On error nothing is left to free; on success tack_c_compiler_free
+ * releases c. */
+tack_status tack_c_compiler_find(struct tack_c_compiler *c);
+void tack_c_compiler_free(struct tack_c_compiler *c);
+/* The compiler host kernels would be built with now, as
+ * tack_backend_describe reports it: its file, version and how it was
+ * chosen, or why there is none. Never fails. */
+void tack_c_compiler_describe(tack_component_report *out);
+/* The blank-separated words of `s`, and `s` split into them in place
+ * (words has tack_words_count(s) slots). */
+int tack_words_count(const char *s);
+int tack_words_split(char *s, char **words);
 
 #endif

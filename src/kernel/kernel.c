@@ -2,7 +2,6 @@
  * The warm launch is the path that matters for small arrays: binding checks
  * over the argument list, one atomic load to find the loaded code, and the
  * backend's launch; no lock, no allocation. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +28,7 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
     }
     atomic_init(&k->refs, 1);
     k->first_writable = -1;
-    k->uses_atomics = strstr(source, "tack_atomic_") != NULL;
+    k->uses_atomics = k->sig.uses_atomics;
     for (int i = 0; i < k->sig.nparams; i++) {
         const struct tack_param *p = &k->sig.params[i];
         k->arg_sizes[i] = p->is_array ? sizeof(void *) : tack_dtype_size(p->dtype);
@@ -57,16 +56,6 @@ tack_kernel *tack_kernel_retain(tack_kernel *k)
     return k;
 }
 
-static void built_free(struct tack_built *b)
-{
-    if (b->code.kind == TACK_CODE_HOST)
-        dlclose(b->handle);
-    else
-        free((void *)b->code.data);
-    free(b->key);
-    free(b);
-}
-
 void tack_kernel_release(tack_kernel *k)
 {
     if (!k)
@@ -87,7 +76,7 @@ void tack_kernel_release(tack_kernel *k)
     }
     for (struct tack_built *b = k->built, *next; b; b = next) {
         next = b->next;
-        built_free(b);
+        tack_built_free(b);
     }
     for (struct tack_generated *g = k->generated, *next; g; g = next) {
         next = g->next;
@@ -117,376 +106,6 @@ tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_para
     return TACK_OK;
 }
 
-/* ---- generated source ---------------------------------------------------- */
-
-static void describe(const struct tack_param *p, char *out, size_t cap);
-
-/* TACK_ETYPE when a parameter has a dtype the dialect has no type for. */
-static tack_status check_dtypes(const tack_kernel *k, const struct tack_dialect *d)
-{
-    for (int i = 0; d->lacks && i < k->sig.nparams; i++) {
-        const struct tack_param *p = &k->sig.params[i];
-        if (!d->lacks[p->dtype])
-            continue;
-        char t[64];
-        describe(p, t, sizeof t);
-        return tack_error_set(TACK_ETYPE,
-                              "parameter '%s' of kernel '%s' is %s (%s), which kernels on the %s backend cannot "
-                              "take: %s",
-                              p->name, k->sig.name, t, tack_dtype_name(p->dtype), d->name, d->lacks[p->dtype]);
-    }
-    return TACK_OK;
-}
-
-static tack_status generated_locked(tack_kernel *k, const struct tack_dialect *d, const char **out)
-{
-    tack_status st = check_dtypes(k, d);
-    if (st != TACK_OK)
-        return st;
-    struct tack_generated *g;
-    for (g = k->generated; g; g = g->next)
-        if (g->dialect == d)
-            break;
-    if (!g) {
-        g = calloc(1, sizeof *g);
-        if (g && !(g->text = tack_generate(d, &k->sig, k->source))) {
-            free(g);
-            g = NULL;
-        }
-        if (!g)
-            return tack_error_set(TACK_ENOMEM, "out of memory generating the source of kernel '%s'", k->sig.name);
-        g->dialect = d;
-        g->next = k->generated;
-        k->generated = g;
-    }
-    *out = g->text;
-    return TACK_OK;
-}
-
-tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, const char **out)
-{
-    if (!k || !backend || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_generated_source: arguments must not be NULL");
-    const struct tack_backend_ops *ops = tack_backend_find(backend, strlen(backend));
-    if (!ops || !ops->dialect) {
-        char list[256];
-        size_t used = 0;
-        int n = 0, shown = 0;
-        list[0] = 0;
-        for (int i = 0; tack_backends[i]; i++)
-            n += tack_backends[i]->dialect != NULL;
-        for (int i = 0; tack_backends[i] && used < sizeof list; i++) {
-            if (!tack_backends[i]->dialect)
-                continue;
-            shown++;
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'",
-                                     shown == 1 ? "" : shown == n ? " and " : ", ", tack_backends[i]->name);
-        }
-        return tack_error_set(TACK_EVALUE, "no generated source for backend '%s'; Tack generates %s", backend, list);
-    }
-    pthread_mutex_lock(&k->lock);
-    tack_status st = generated_locked(k, ops->dialect, out);
-    pthread_mutex_unlock(&k->lock);
-    return st;
-}
-
-/* ---- compiled code -------------------------------------------------------- */
-
-/* A compile or load that failed for the source's sake: the backend's
- * message and the compiler's log become the message and the thread's
- * compile log. The status stays the backend's. Frees the log. */
-static tack_status report(tack_status st, struct tack_kernel_code *code)
-{
-    if (st != TACK_OK && code->failed)
-        (void)tack_compile_failed(code->log, code->log_size, "%s", tack_last_error());
-    free(code->log);
-    code->log = NULL;
-    code->log_size = 0;
-    code->failed = 0;
-    return st;
-}
-
-/* Where code under `job`'s key lies in the cache directory: a hash of
- * everything that decided it. 0 when there is no usable directory: the
- * cache only saves time, so then the code is compiled; but a directory
- * others could write into is refused (*refused), as for host code. */
-static int cache_path(const struct tack_dialect *d, const struct tack_compile *job, char *dir, size_t dir_cap,
-                      char *path, size_t path_cap, tack_status *refused)
-{
-    int unsafe;
-    *refused = TACK_OK;
-    if (tack_cache_dir(dir, dir_cap, &unsafe) != TACK_OK) {
-        if (unsafe)
-            *refused = TACK_ERUNTIME;
-        return 0;
-    }
-    tack_sha256 h;
-    tack_sha256_init(&h);
-    tack_sha256_field(&h, "tack " TACK_VERSION_STRING);
-    tack_sha256_field(&h, d->name);
-    tack_sha256_field(&h, tack_code_kind_name(job->kind));
-    tack_sha256_field(&h, job->key);
-    tack_sha256_field(&h, job->source);
-    char hex[65];
-    tack_sha256_hex(&h, hex);
-    int n = snprintf(path, path_cap, "%s/%s-%s.%s", dir, d->name, hex, tack_code_kind_extension(job->kind));
-    return n > 0 && (size_t)n < path_cap;
-}
-
-/* The backend's compile, through the disk cache when it keys its code. */
-static tack_status compile_kept(const struct tack_backend_ops *ops, const struct tack_compile *job,
-                                struct tack_kernel_code *code)
-{
-    char dir[4096], path[4400];
-    tack_status refused = TACK_OK;
-    int cached = ops->kernel_key && cache_path(ops->dialect, job, dir, sizeof dir, path, sizeof path, &refused);
-    if (refused != TACK_OK)
-        return refused;
-    int text = tack_code_kind_is_text(job->kind);
-    if (cached) {
-        /* Checked: whole, and this user's to trust; else compiled again. */
-        size_t n = 0;
-        char *data = tack_cache_load(path, &n);
-        if (data && n > 0) {
-            code->kind = job->kind;
-            code->data = data;
-            /* Text is kept without its NUL, which the read adds back. */
-            code->size = text ? strlen(data) + 1 : n;
-            return TACK_OK;
-        }
-        free(data);
-    }
-    tack_status st = report(ops->kernel_compile(job, code), code);
-    if (st == TACK_OK && cached)
-        (void)tack_cache_store(dir, path, code->data, text ? code->size - 1 : code->size);
-    return st;
-}
-
-static tack_status unsupported(const tack_device *d)
-{
-    return tack_error_set(TACK_ERUNTIME, "kernels cannot be launched on the %s backend yet (device %s)",
-                          d->ops->name, d->name);
-}
-
-/* A compile that failed on the generated signature check
- * (tack_source_signature_check) is the user's type error, not the
- * compiler's: TACK_ETYPE naming the parameter whose type the compiler read
- * otherwise. The compile log stays for the details. Else `st` unchanged. */
-static tack_status signature_mismatch(const tack_kernel *k, tack_status st)
-{
-    if (st != TACK_ECOMPILE && st != TACK_ERUNTIME)
-        return st;
-    const char *log = tack_kernel_compile_log();
-    const char *at = log ? strstr(log, TACK_SIGNATURE_MARKER) : NULL;
-    if (!at)
-        return st;
-    /* A parameter's own assertion names it; prefer it to the whole
-     * function's, which may come first in the log. */
-    for (const char *m = at; m; m = strstr(m + 1, TACK_SIGNATURE_MARKER)) {
-        const char *num = m + strlen(TACK_SIGNATURE_MARKER);
-        if (*num < '0' || *num > '9')
-            continue;
-        int pos = atoi(num);
-        const struct tack_signature *sig = &k->sig;
-        if (pos < 0 || pos >= sig->ndim + sig->nparams)
-            break;
-        if (pos < sig->ndim)
-            return tack_error_set(TACK_ETYPE,
-                                  "index parameter '%s' of kernel '%s': the compiler reads another type than the "
-                                  "tack_index Tack read; declare it `tack_index %s`",
-                                  sig->index_names[pos], sig->name, sig->index_names[pos]);
-        char t[64];
-        describe(&sig->params[pos - sig->ndim], t, sizeof t);
-        return tack_error_set(TACK_ETYPE,
-                              "parameter '%s' of kernel '%s': the compiler reads another type than the %s Tack "
-                              "read from the source (a macro, a conditional directive or a -D flag in TACK_CFLAGS "
-                              "changes it for the compiler); write the type plainly, so that both read the same",
-                              sig->params[pos - sig->ndim].name, sig->name, t);
-    }
-    return tack_error_set(TACK_ETYPE,
-                          "kernel '%s': the compiler reads other parameter types than Tack read from the source (a "
-                          "macro, a conditional directive or a -D flag in TACK_CFLAGS changes them for the "
-                          "compiler); write the signature plainly, so that both read the same",
-                          k->sig.name);
-}
-
-/* Code for `ops` on `device`, or for `target` without one: kept from an
- * earlier build, found on disk, or compiled. */
-static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *ops, tack_device *device,
-                               const char *target, struct tack_built **out)
-{
-    const struct tack_dialect *d = ops->dialect;
-    if (!ops->kernel_compile && d->offline != TACK_CODE_HOST)
-        return tack_error_set(TACK_ERUNTIME, "the %s backend has no compiler for its kernels", ops->name);
-    struct tack_compile job = {
-        .name = k->sig.name, .uses_f64 = k->uses_f64, .dtypes = k->dtypes, .device = device, .target = target};
-    tack_status st = generated_locked(k, d, &job.source);
-    if (st == TACK_OK && ops->kernel_key)
-        st = ops->kernel_key(&job);
-    if (st != TACK_OK)
-        return st;
-    /* Host code is one per source; other code is one per key. */
-    for (struct tack_built *b = k->built; b; b = b->next) {
-        if (b->dialect != d || b->compile != ops->kernel_compile)
-            continue;
-        if (!b->compile || (b->key && b->code.kind == job.kind && !strcmp(b->key, job.key))) {
-            *out = b;
-            return TACK_OK;
-        }
-    }
-    struct tack_built *b = calloc(1, sizeof *b);
-    if (!b || (ops->kernel_key && !(b->key = strdup(job.key)))) {
-        free(b);
-        return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", k->sig.name);
-    }
-    if (!ops->kernel_compile) {
-        /* Host C: the system C compiler builds it into the shared cache. */
-        st = tack_host_compile(k->sig.name, job.source, &b->handle, &b->code);
-        b->code.kind = TACK_CODE_HOST;
-    } else {
-        st = compile_kept(ops, &job, &b->code);
-    }
-    st = signature_mismatch(k, st);
-    if (st != TACK_OK) {
-        free(b->key);
-        free(b);
-        return st;
-    }
-    b->dialect = d;
-    b->compile = ops->kernel_compile;
-    b->next = k->built;
-    k->built = b;
-    *out = b;
-    return TACK_OK;
-}
-
-/* Code without a key serves only the load it was compiled for. */
-static void drop_unkept(tack_kernel *k, struct tack_built *b)
-{
-    if (b->key || !b->compile)
-        return;
-    for (struct tack_built **p = &k->built; *p; p = &(*p)->next) {
-        if (*p == b) {
-            *p = b->next;
-            built_free(b);
-            return;
-        }
-    }
-}
-
-/* Compiles for the device's backend and loads the code there, once per
- * device. A load the driver refuses for what the code is (code->refused)
- * is tried once more with the code the backend chooses instead. */
-static tack_status build_locked(tack_kernel *k, tack_device *d, struct tack_loaded **loaded)
-{
-    *loaded = NULL;
-    const struct tack_backend_ops *ops = d->ops;
-    if (!ops->dialect || !ops->kernel_load || !ops->kernel_launch)
-        return unsupported(d);
-    for (struct tack_loaded *l = k->loaded; l; l = l->next) {
-        if (l->device == d) {
-            *loaded = l;
-            return TACK_OK;
-        }
-    }
-    struct tack_loaded *l = calloc(1, sizeof *l);
-    if (!l)
-        return tack_error_set(TACK_ENOMEM, "out of memory loading kernel '%s'", k->sig.name);
-    struct tack_built *b;
-    struct tack_kernel_code code;
-    char *refused = NULL; /* the key of the code the driver refused */
-    tack_status st;
-    for (;;) {
-        st = code_locked(k, ops, d, NULL, &b);
-        if (st != TACK_OK)
-            break;
-        if (refused && b->key && !strcmp(b->key, refused)) {
-            st = tack_error_set(TACK_ERUNTIME, "%s refused the code of kernel '%s', and the %s backend has no other",
-                                d->name, k->sig.name, ops->name);
-            break;
-        }
-        code = b->code;
-        code.entry = TACK_ENTRY_NAME;
-        code.nargs = k->sig.nparams;
-        code.arg_sizes = k->arg_sizes;
-        code.name = k->sig.name;
-        code.uses_f64 = k->uses_f64;
-        code.refused = 0;
-        code.target[0] = 0;
-        st = report(ops->kernel_load(d, &code, &l->handle), &code);
-        int again = st != TACK_OK && code.refused && !refused;
-        if (again && !(refused = strdup(b->key ? b->key : ""))) {
-            st = tack_error_set(TACK_ENOMEM, "out of memory loading kernel '%s'", k->sig.name);
-            again = 0;
-        }
-        drop_unkept(k, b);
-        if (!again)
-            break;
-    }
-    free(refused);
-    if (st != TACK_OK) {
-        free(l);
-        return st;
-    }
-    snprintf(l->target, sizeof l->target, "%s", code.target[0] ? code.target : tack_code_kind_name(code.kind));
-    l->device = tack_device_retain(d);
-    l->next = k->loaded;
-    k->loaded = l;
-    *loaded = l;
-    return TACK_OK;
-}
-
-tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
-{
-    if (!k || !d)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_build: kernel and device must not be NULL");
-    struct tack_loaded *l;
-    pthread_mutex_lock(&k->lock);
-    tack_status st = build_locked(k, d, &l);
-    pthread_mutex_unlock(&k->lock);
-    if (st == TACK_OK)
-        atomic_store_explicit(&k->last, l, memory_order_release);
-    return st;
-}
-
-tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
-{
-    if (!k || !d || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_target: kernel, device and out must not be NULL");
-    struct tack_loaded *l;
-    pthread_mutex_lock(&k->lock);
-    tack_status st = build_locked(k, d, &l);
-    pthread_mutex_unlock(&k->lock);
-    if (st == TACK_OK) {
-        atomic_store_explicit(&k->last, l, memory_order_release);
-        *out = l->target;
-    }
-    return st;
-}
-
-tack_status tack_kernel_ptx(tack_kernel *k, const char *arch, const char **ptx, size_t *size)
-{
-    if (!k || !ptx || !size)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_ptx: kernel, ptx and size must not be NULL");
-    /* The backend whose code without a device is PTX. */
-    const struct tack_backend_ops *ops = NULL;
-    for (int i = 0; tack_backends[i] && !ops; i++)
-        if (tack_backends[i]->dialect && tack_backends[i]->dialect->offline == TACK_CODE_PTX &&
-            tack_backends[i]->kernel_compile)
-            ops = tack_backends[i];
-    if (!ops)
-        return tack_error_set(TACK_ERUNTIME, "no backend of this Tack compiles kernels to PTX");
-    struct tack_built *b;
-    pthread_mutex_lock(&k->lock);
-    tack_status st = code_locked(k, ops, NULL, arch, &b);
-    pthread_mutex_unlock(&k->lock);
-    if (st == TACK_OK) {
-        *ptx = b->code.data;
-        *size = b->code.size;
-    }
-    return st;
-}
-
 tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out)
 {
     if (!device || !out)
@@ -504,17 +123,6 @@ tack_status tack_kernel_compile(const char *source, const char *name, tack_devic
     return TACK_OK;
 }
 
-static void describe(const struct tack_param *p, char *out, size_t cap)
-{
-    if (p->is_array)
-        snprintf(out, cap, "%s%s *", p->writable ? "" : "const ", tack_dtype_c_type(p->dtype));
-    else
-        snprintf(out, cap, "%s", tack_dtype_c_type(p->dtype));
-}
-
-/* A device as a domain-mismatch message names it. A device that adopted
- * another library's context has the same name as the plain one on the same
- * GPU, so the context tells them apart. */
 static void domain_name(const tack_device *d, const tack_device *other, char *out, size_t cap)
 {
     if (tack_device_shares_external_context(d))
@@ -532,7 +140,7 @@ static tack_status count_error(const tack_kernel *k, size_t nargs)
     list[0] = 0;
     for (int i = 0; i < k->sig.nparams && used < sizeof list; i++) {
         char t[64];
-        describe(&k->sig.params[i], t, sizeof t);
+        tack_param_describe(&k->sig.params[i], t, sizeof t);
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s%s%s", i ? ", " : "", t,
                                  k->sig.params[i].is_array ? "" : " ", k->sig.params[i].name);
     }
@@ -544,7 +152,7 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
 {
     const struct tack_param *p = &k->sig.params[i];
     char t[64];
-    describe(p, t, sizeof t);
+    tack_param_describe(p, t, sizeof t);
     if (p->is_array && (a->kind != TACK_ARG_ARRAY || !a->value.array))
         return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is an array (%s); got a scalar", p->name,
                               k->sig.name, t);
@@ -651,46 +259,37 @@ static tack_status domain_size(const tack_kernel *k, int ndim, const int64_t *sh
     return TACK_OK;
 }
 
-/* Launches over `shape`, or, shape NULL, over the shape of the first array
- * the kernel may store through (tack_kernel_call). */
-static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
-                          size_t nargs, const tack_launch_hooks *hooks)
+/* One launch, its arguments bound: what the checks found and the backend
+ * is handed. */
+struct bound {
+    void *vals[TACK_KERNEL_MAX_PARAMS]; /* vals[i] points at parameter i's value */
+    tack_buffer *bufs[TACK_KERNEL_MAX_PARAMS]; /* the arrays' buffers, for the queue */
+    size_t nbufs;
+    tack_device *device; /* the launch's: the one given, else the arrays' */
+    int ndim;
+    const int64_t *shape;
+    int64_t n; /* the domain's size; the extent itself for a domain of one index */
+};
+
+/* Binds args to the kernel's parameters: their number, each one's kind
+ * and dtype, a writable array where the kernel may store, and one memory
+ * domain for all arrays and `device` (NULL: the arrays'). TACK_ETYPE or
+ * TACK_EVALUE naming the parameter. */
+static tack_status bind(const tack_kernel *k, tack_device *device, const tack_arg *args, size_t nargs,
+                        struct bound *b)
 {
-    const int from_args = !shape;
-    if (from_args) {
-        if (k->first_writable < 0)
-            return tack_error_set(TACK_ETYPE,
-                                  "kernel '%s' has no parameter it may store through, so no array gives the "
-                                  "launch's size; launch it with an explicit n",
-                                  k->sig.name);
-        ndim = k->sig.ndim;
-        if (ndim > 1) {
-            /* The array's rank is named before the other arguments; a
-             * missing or wrong array there is left to the checks below. */
-            int w = k->first_writable;
-            const tack_array *a = (size_t)w < nargs && args[w].kind == TACK_ARG_ARRAY ? args[w].value.array : NULL;
-            if (a && a->dtype == k->sig.params[w].dtype && a->ndim != ndim)
-                return tack_error_set(TACK_EVALUE,
-                                      "kernel '%s' takes %d indices, but '%s', the first array it may store "
-                                      "through, is %d-D; launch it over a shape: launch((h, w), ...) or "
-                                      "tack_kernel_launch_nd",
-                                      k->sig.name, ndim, k->sig.params[w].name, a->ndim);
-        }
-    }
     const int np = k->sig.nparams;
     if (nargs != (size_t)np)
         return count_error(k, nargs);
-    void *vals[TACK_KERNEL_MAX_PARAMS];
-    tack_buffer *bufs[TACK_KERNEL_MAX_PARAMS];
-    size_t nbufs = 0;
-    tack_device *d = device;
+    b->nbufs = 0;
+    b->device = device;
     for (int i = 0; i < np; i++) {
         const struct tack_param *p = &k->sig.params[i];
         const tack_arg *a = &args[i];
         if (!p->is_array) {
             if (a->kind != TACK_ARG_SCALAR || a->dtype != p->dtype)
                 return bind_error(k, i, a);
-            vals[i] = (void *)&a->value;
+            b->vals[i] = (void *)&a->value;
             continue;
         }
         tack_array *arr = a->value.array;
@@ -704,69 +303,77 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
                                   p->name, k->sig.name, tack_dtype_c_type(p->dtype), tack_dtype_c_type(p->dtype));
         tack_buffer *buf = arr->buffer;
         tack_device *ad = buf->device;
-        if (ad != d) {
-            if (!d)
-                d = ad;
-            else if (ad->domain != d->domain)
-                return domain_error(k, i, ad, d);
+        if (ad != b->device) {
+            if (!b->device)
+                b->device = ad;
+            else if (ad->domain != b->device->domain)
+                return domain_error(k, i, ad, b->device);
         }
         /* The array's own data pointer, as an argument value: it never
          * changes, and the backend reads the values before returning. */
-        vals[i] = &arr->data;
-        bufs[nbufs++] = buf;
+        b->vals[i] = &arr->data;
+        b->bufs[b->nbufs++] = buf;
     }
-    if (ndim != k->sig.ndim)
+    return TACK_OK;
+}
+
+/* Checks the bound launch's domain (b->ndim extents at b->shape, b->n the
+ * first) and its device, and sizes it. TACK_EVALUE for a domain of another
+ * rank than the kernel's, a negative extent, more than 2^63 - 1 indices,
+ * or no device. */
+static tack_status check(const tack_kernel *k, struct bound *b)
+{
+    if (b->ndim != k->sig.ndim)
         return tack_error_set(TACK_EVALUE, "kernel '%s' takes %d ind%s; launch it over a shape of %d extent%s, not %d",
                               k->sig.name, k->sig.ndim, k->sig.ndim == 1 ? "ex" : "ices", k->sig.ndim,
-                              k->sig.ndim == 1 ? "" : "s", ndim);
-    int64_t n;
-    if (from_args) {
-        /* Checked above: an array of the parameter's dtype and rank. */
-        const tack_array *a = args[k->first_writable].value.array;
-        n = (int64_t)a->size;
-        shape = ndim > 1 ? a->shape : &n;
-    } else {
-        /* One extent, the common case, is its own product. */
-        n = shape[0];
-    }
-    if (ndim > 1 || n < 0) {
-        tack_status st = domain_size(k, ndim, shape, &n);
+                              k->sig.ndim == 1 ? "" : "s", b->ndim);
+    /* One extent, the common case, is its own product. */
+    if (b->ndim > 1 || b->n < 0) {
+        tack_status st = domain_size(k, b->ndim, b->shape, &b->n);
         if (st != TACK_OK)
             return st;
     }
-    if (!d)
+    if (!b->device)
         return tack_error_set(TACK_EVALUE, "kernel '%s' has no array argument to take a device from; pass the "
                                            "device to launch on",
                               k->sig.name);
-    if (n == 0)
-        return TACK_OK;
+    return TACK_OK;
+}
 
+/* The kernel loaded on d: the last one used, found without a lock, or
+ * built (a compiler, a driver's JIT, a disk), with the hooks begun around
+ * it (*begun). */
+static tack_status build(tack_kernel *k, tack_device *d, const tack_launch_hooks *hooks, struct tack_loaded **out,
+                         int *begun)
+{
     struct tack_loaded *l = atomic_load_explicit(&k->last, memory_order_acquire);
-    int begun = 0;
+    *begun = 0;
     if (!l || l->device != d) {
-        /* Possibly a build: a compiler, a driver's JIT, a disk. */
         if (hooks) {
             hooks->begin(hooks->context);
-            begun = 1;
+            *begun = 1;
         }
         pthread_mutex_lock(&k->lock);
-        tack_status st = build_locked(k, d, &l);
+        tack_status st = tack_kernel_build_locked(k, d, &l);
         pthread_mutex_unlock(&k->lock);
-        if (st != TACK_OK) {
-            if (begun)
-                hooks->end(hooks->context);
+        if (st != TACK_OK)
             return st;
-        }
         atomic_store_explicit(&k->last, l, memory_order_release);
     }
-    /* Past a build the hooks have begun. Otherwise a backend that measures
-     * its launches calls them itself, and one that does not has them
-     * called around every launch. */
-    const tack_launch_hooks *backend_hooks = NULL;
+    *out = l;
+    return TACK_OK;
+}
+
+/* Runs the bound launch of loaded kernel l, its hooks called around a run
+ * the backend expects to take longer than they say (around every run of a
+ * backend that does not measure), unless a build has begun them. */
+static tack_status run(const tack_kernel *k, const struct tack_loaded *l, const struct bound *b, const tack_arg *args,
+                       const tack_launch_hooks *hooks, int begun)
+{
+    tack_device *d = b->device;
     if (hooks && !begun) {
-        if (d->ops->kernel_expected_ns) {
-            backend_hooks = hooks;
-        } else {
+        const struct tack_backend_ops *ops = d->ops;
+        if (!ops->kernel_expected_ns || ops->kernel_expected_ns(l->handle, b->n) > hooks->above_ns) {
             hooks->begin(hooks->context);
             begun = 1;
         }
@@ -778,13 +385,58 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
      * twice (an import of this process's own export) has two. Private
      * memory has one mapping, so for it the address check is the whole
      * answer; any other written array is assumed to alias. */
-    const int written_private = (n > 1 || k->uses_atomics) && private_written(k, args);
-    struct tack_launch run = {ndim, shape, n, vals, n > 1 && written_private && !overlapping(k, args),
-                              k->uses_atomics && written_private, backend_hooks};
-    tack_status st = tack_queue_launch(d, l->handle, &run, bufs, nbufs);
+    const int written_private = (b->n > 1 || k->uses_atomics) && private_written(k, args);
+    struct tack_launch launch = {.ndim = b->ndim,
+                                 .shape = b->shape,
+                                 .n = b->n,
+                                 .args = b->vals,
+                                 .disjoint = b->n > 1 && written_private && !overlapping(k, args),
+                                 .private_memory = k->uses_atomics && written_private};
+    tack_status st = tack_queue_launch(d, l->handle, &launch, b->bufs, b->nbufs);
     if (begun)
         hooks->end(hooks->context);
     return st;
+}
+
+/* A launch, its arguments bound (bind): checked, built, run. */
+static tack_status launch_bound(tack_kernel *k, struct bound *b, const tack_arg *args,
+                                const tack_launch_hooks *hooks)
+{
+    tack_status st = check(k, b);
+    if (st != TACK_OK || b->n == 0)
+        return st;
+    struct tack_loaded *l;
+    int begun;
+    st = build(k, b->device, hooks, &l, &begun);
+    if (st != TACK_OK) {
+        if (begun)
+            hooks->end(hooks->context);
+        return st;
+    }
+    return run(k, l, b, args, hooks, begun);
+}
+
+/* Launches over the domain of ndim extents `shape`. */
+static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
+                          size_t nargs, const tack_launch_hooks *hooks)
+{
+    struct bound b;
+    tack_status st = bind(k, device, args, nargs, &b);
+    if (st != TACK_OK)
+        return st;
+    b.ndim = ndim;
+    b.shape = shape;
+    b.n = ndim >= 1 ? shape[0] : 0; /* another rank than the kernel's is refused */
+    return launch_bound(k, &b, args, hooks);
+}
+
+/* Launches a call without a domain over the one its arrays' shared shape
+ * gives (domain.c says when that is unambiguous). */
+static tack_status call(tack_kernel *k, const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
+{
+    int64_t shape[TACK_KERNEL_MAX_DIMS];
+    tack_status st = tack_kernel_call_domain(k, args, nargs, shape);
+    return st != TACK_OK ? st : launch(k, NULL, k->sig.ndim, shape, args, nargs, hooks);
 }
 
 tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, const tack_arg *args, size_t nargs)
@@ -810,9 +462,15 @@ tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
 {
     if (!k || (nargs && !args))
         return tack_error_set(TACK_EVALUE, "tack_kernel_call: kernel and args must not be NULL");
-    int64_t shape[TACK_KERNEL_MAX_DIMS];
-    tack_status st = tack_kernel_call_domain(k, args, nargs, shape);
-    return st != TACK_OK ? st : launch(k, NULL, k->sig.ndim, shape, args, nargs, NULL);
+    return call(k, args, nargs, NULL);
+}
+
+tack_status tack_kernel_call_hooked(tack_kernel *k, const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
+{
+    if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
+        return tack_error_set(TACK_EVALUE, "tack_kernel_call_hooked: kernel, args and the hooks' functions must "
+                                           "not be NULL");
+    return call(k, args, nargs, hooks);
 }
 
 int tack_kernel_ndim(const tack_kernel *k) { return k->sig.ndim; }
@@ -833,16 +491,9 @@ tack_status tack_kernel_launch_nd(tack_kernel *k, tack_device *device, int ndim,
 tack_status tack_kernel_launch_hooked(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
                                       const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
 {
-    if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, args and the hooks' functions "
-                                           "must not be NULL");
-    int64_t own[TACK_KERNEL_MAX_DIMS];
-    if (!shape) {
-        tack_status st = tack_kernel_call_domain(k, args, nargs, own);
-        if (st != TACK_OK)
-            return st;
-        ndim = k->sig.ndim;
-        shape = own;
-    }
+    if (!k || !shape || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
+        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, shape, args and the hooks' "
+                                           "functions must not be NULL (tack_kernel_call_hooked launches over "
+                                           "the arguments' shape)");
     return launch(k, device, ndim, shape, args, nargs, hooks);
 }

@@ -35,8 +35,8 @@ struct tack_built {
      * backend keeps none, and then the code serves only the load it was
      * compiled for. */
     char *key;
+    /* File code's object (code.object) is closed with it. */
     struct tack_kernel_code code;
-    void *handle; /* host code: the shared object its entry lies in */
     struct tack_built *next;
 };
 
@@ -83,14 +83,32 @@ struct tack_kernel {
 tack_status tack_kernel_call_domain(const tack_kernel *k, const tack_arg *args, size_t nargs,
                                     int64_t shape[TACK_KERNEL_MAX_DIMS]);
 
-/* Compiles host source with the system C compiler into the cache and loads it
- * (cache.c). On success *handle is a dlopen handle and code's host,
- * host_restrict and host_plain its entries (host_restrict is host where
- * the object has no restrict variant; host_plain NULL where it has no
- * plain one). Sets the thread's compile log on a compile error. */
-tack_status tack_host_compile(const char *name, const char *source, void **handle, struct tack_kernel_code *code);
+/* Builds kernel k for device d (build.c): the code compiled, or kept from
+ * an earlier build or the store, then loaded on d once; *loaded is d's.
+ * Called with k->lock held. Errors as tack_kernel_build. */
+tack_status tack_kernel_build_locked(tack_kernel *k, tack_device *d, struct tack_loaded **loaded);
+/* Frees built code, closing a file code's object (build.c). */
+void tack_built_free(struct tack_built *b);
+/* A parameter's C type as messages name it ("const float *"). */
+void tack_param_describe(const struct tack_param *p, char *out, size_t cap);
 
-/* The cache directory, created when missing (cache.c). TACK_ERUNTIME when
+/* The store's name for code of `backend` under job's key and source
+ * ("<backend>-<64 hex digits>.<extension>"), into out (at least 96 bytes;
+ * store.c). Never fails. */
+void tack_store_name(const char *backend, const struct tack_compile *job, char *out, size_t cap);
+/* File code (tack_code_kind_is_file) from the store directory `dir`:
+ * the object stored under `name` loaded when it is there, trusted, whole
+ * and made for its name; else compiled by `compile` into the store
+ * (job's dirfd, source_file and output filled for it), sealed, published
+ * and loaded. On success code->object is the loaded object (dlclose it).
+ * A failed compile's status as `compile` returned it; TACK_ERUNTIME when
+ * the file cannot be written, loaded, or is refused after it was rebuilt
+ * (store_object.c). Leaves no temporary file. */
+tack_status tack_store_object(const char *dir, const char *name, struct tack_compile *job,
+                              tack_status (*compile)(const struct tack_compile *, struct tack_kernel_code *),
+                              struct tack_kernel_code *code);
+
+/* The cache directory, created when missing (store.c). TACK_ERUNTIME when
  * it cannot be made or is not private (owned by another user, writable by
  * others, or below a directory through which others could replace it), or
  * TACK_CACHE_MAX is not a size; *unsafe says which: an unusable directory
@@ -109,36 +127,5 @@ char *tack_cache_load(const char *path, size_t *size);
  * descriptor of path's directory opened and checked here (`dir` is not
  * used), then holds the cache to TACK_CACHE_MAX. */
 tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
-
-/* The C compiler host kernels would be built with now, as
- * tack_backend_describe reports it: its file, version and how it was
- * chosen, or why there is none (cache.c). Sets the thread's message when
- * there is none. */
-void tack_host_compiler_describe(tack_component_report *out);
-
-/* Per-thread compile log (cache.c). */
-void tack_compile_log_set(const char *text, size_t len);
-/* A failed compilation: the message formatted from `fmt`, then the
- * compiler's log (`log_len` bytes, may be NULL), becomes the compile log and
- * the error message. Returns TACK_ERUNTIME. Out of memory, the compile log is
- * emptied and the message still carries both. */
-tack_status tack_compile_failed(const char *log, size_t log_len, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-/* SHA-256 (sha256.c). */
-typedef struct tack_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t used;
-} tack_sha256;
-void tack_sha256_init(tack_sha256 *s);
-void tack_sha256_update(tack_sha256 *s, const void *data, size_t len);
-/* Hashes a string and its terminating NUL, so that fields cannot run together. */
-void tack_sha256_field(tack_sha256 *s, const char *text);
-void tack_sha256_hex(tack_sha256 *s, char out[65]);
 
 #endif

@@ -63,7 +63,7 @@ static inline void fill_run(void *p)
 static inline void *cuda_fill_load(const char *file, int line, tack_device *d)
 {
     static const size_t sizes[2] = {sizeof(void *), sizeof(float)};
-    struct tack_kernel_code code = {TACK_CODE_PTX, fake_ptx, sizeof fake_ptx, "tack_kernel_entry", NULL, 2, sizes};
+    struct tack_kernel_code code = {.kind = TACK_CODE_PTX, .data = fake_ptx, .size = sizeof fake_ptx, .entry = "tack_kernel_entry", .nargs = 2, .arg_sizes = sizes};
     void *k = NULL;
     CHECK_OK_AT(file, line, d->ops->kernel_load(d, &code, &k));
     bail_if(!k);

@@ -515,8 +515,8 @@ static void test_call_domain(void)
     tack_arg scalar_for_array[] = {tack_arg_f32(1.0f), tack_arg_array(bins)};
     CHECK_STATUS(tack_kernel_call(hist, scalar_for_array, 2), TACK_ETYPE);
 
-    /* tack_kernel_launch_hooked without a shape is the same call. */
-    CHECK_STATUS(tack_kernel_launch_hooked(hist, NULL, 0, NULL, hist_args, 2, NULL), TACK_EVALUE);
+    /* tack_kernel_call_hooked is the same call. */
+    CHECK_STATUS(tack_kernel_call_hooked(hist, hist_args, 2, NULL), TACK_EVALUE);
     CHECK(contains(tack_last_error(), "'bins' is (16,)"));
 done:
     tack_array_release(v);
@@ -583,8 +583,12 @@ static void test_launch_hooks(void)
     CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 3, &hooks));
     CHECK(h.begun == 1 && py[0] == 1.0f);
     /* No shape: over y, as tack_kernel_call. */
-    CHECK_OK(tack_kernel_launch_hooked(k, NULL, 0, NULL, args, 3, &hooks));
+    CHECK_OK(tack_kernel_call_hooked(k, args, 3, &hooks));
     CHECK(h.begun == 1 && py[0] == 1.0f && py[7] == 15.0f);
+    /* A launch names its domain: a call is the other entry, not a NULL shape. */
+    CHECK_STATUS(tack_kernel_launch_hooked(k, NULL, 1, NULL, args, 3, &hooks), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "tack_kernel_call_hooked") != NULL);
+    CHECK(h.begun == 1 && py[7] == 15.0f);
     CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, &none, args, 3, &hooks));
     CHECK_STATUS(tack_kernel_launch_hooked(k, NULL, 1, &one, args, 2, &hooks), TACK_ETYPE);
     CHECK(h.begun == 1 && h.ended == 1);
@@ -1037,6 +1041,34 @@ static void test_conditionals_and_budget(void)
     free(src);
 }
 
+/* Tack's atomics are read from the source's tokens: a kernel that names
+ * tack_atomic_ only in a comment or a string has no atomics (no plain
+ * entry is generated for it, and its launches are not treated as ones with
+ * atomics); one whose helper calls them, or whose macro names them, has. */
+static int has_plain_entry(const char *src)
+{
+    tack_kernel *k = NULL;
+    const char *generated = NULL;
+    int has = -1;
+    if (tack_kernel_create(src, NULL, &k) == TACK_OK && tack_kernel_generated_source(k, "cpu", &generated) == TACK_OK)
+        has = strstr(generated, "tack_kernel_entry_plain") != NULL;
+    tack_kernel_release(k);
+    return has;
+}
+
+static void test_atomics_are_read_from_tokens(void)
+{
+    CHECK(has_plain_entry("/* no tack_atomic_add here */\n"
+                          "void one(tack_index i, int32_t *y) { y[i] = 1; }\n") == 0);
+    CHECK(has_plain_entry("static const char *note = \"tack_atomic_add\";\n"
+                          "void two(tack_index i, int32_t *y) { y[i] = note[0]; }\n") == 0);
+    CHECK(has_plain_entry("static void bump(int32_t *c) { tack_atomic_add(c, 1); }\n"
+                          "void three(tack_index i, int32_t *c) { (void)i; bump(c); }\n") == 1);
+    CHECK(has_plain_entry("#define ADD tack_atomic_add\n"
+                          "void four(tack_index i, int32_t *c) { (void)i; ADD(c, 1); }\n") == 1);
+    CHECK(has_plain_entry("void five(tack_index i, int32_t *c) { (void)i; tack_atomic_add(c, 1); }\n") == 1);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-XXXXXX");
@@ -1068,6 +1100,7 @@ int main(void)
     RUN(test_threads);
     RUN(test_cache);
     RUN(test_generated_source);
+    RUN(test_atomics_are_read_from_tokens);
     RUN(test_a_threads_compile_log_goes_with_it);
     RUN(test_a_spoiled_cached_object_is_rebuilt);
     RUN(test_a_cache_directory_others_can_write_is_refused);

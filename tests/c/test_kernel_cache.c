@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "internal.h"
 #include "kernels.h"
 #include "tack/tack.h"
+#include "toolchain.h"
 
 static tack_device *cpu;
 static char cache[256];
@@ -104,6 +106,74 @@ static void test_a_tack_cache_max_that_is_not_a_size_is_refused(void)
     CHECK(run_value(value_source) == 1);
 }
 
+/* Files in the cache directory whose names end in `suffix`; the last
+ * one's name into last. */
+static int count_files(const char *suffix, char *last, size_t cap)
+{
+    DIR *d = opendir(cache);
+    int n = 0;
+    size_t sl = strlen(suffix);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len > sl && !strcmp(e->d_name + len - sl, suffix) && strncmp(e->d_name, "tmp-", 4)) {
+            n++;
+            snprintf(last, cap, "%s", e->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The cpu backend builds through the toolchain slots of its table, as
+ * every backend does: its kernel_key gives host code a key, and the object
+ * lands in the store once, under the name the kernel layer gives every
+ * backend's code (a digest of Tack's version, the backend, the kind, the
+ * key and the generated source). A second kernel of the same source finds
+ * it there: nothing is compiled again. */
+static void test_the_cpu_backend_builds_through_its_table(void)
+{
+    remove_tree(cache);
+    CHECK(mkdir(cache, 0700) == 0);
+    const struct tack_backend_ops *ops = tack_backend_find("cpu", 3);
+    CHECK(ops && ops->kernel_key && ops->kernel_compile && ops->kernel_load);
+    if (!ops || !ops->kernel_key)
+        return;
+    tack_kernel *k = NULL;
+    const char *generated = NULL;
+    CHECK_OK(tack_kernel_create(value_source, NULL, &k));
+    CHECK_OK(tack_kernel_generated_source(k, "cpu", &generated));
+    struct tack_compile job = {.name = "value", .source = generated};
+    CHECK_OK(ops->kernel_key(&job));
+    CHECK(job.kind == TACK_CODE_HOST && job.key[0]);
+
+    CHECK(run_value(value_source) == 1);
+    char name[256] = "", want[256];
+    CHECK(count_files(".so", name, sizeof name) == 1);
+    tack_sha256 h;
+    char hex[65];
+    tack_sha256_init(&h);
+    tack_sha256_field(&h, "tack " TACK_VERSION_STRING);
+    tack_sha256_field(&h, "cpu");
+    tack_sha256_field(&h, tack_code_kind_name(TACK_CODE_HOST));
+    tack_sha256_field(&h, job.key);
+    tack_sha256_field(&h, generated);
+    tack_sha256_hex(&h, hex);
+    snprintf(want, sizeof want, "cpu-%s.so", hex);
+    CHECK(!strcmp(name, want));
+
+    /* Found again, not rebuilt: the object keeps its inode. */
+    char path[PATH_MAX];
+    struct stat before, after;
+    snprintf(path, sizeof path, "%s/%s", cache, want);
+    CHECK(stat(path, &before) == 0);
+    CHECK(run_value(value_source) == 1);
+    CHECK(stat(path, &after) == 0);
+    CHECK(before.st_ino == after.st_ino);
+    CHECK(count_files(".so", name, sizeof name) == 1);
+    tack_kernel_release(k);
+}
+
 int main(void)
 {
     snprintf(cache, sizeof cache, "/tmp/tack-test-kernel-cache-XXXXXX");
@@ -121,6 +191,7 @@ int main(void)
     RUN(test_a_long_command_line_reaches_the_compiler_whole);
     RUN(test_the_cache_is_held_to_tack_cache_max);
     RUN(test_a_tack_cache_max_that_is_not_a_size_is_refused);
+    RUN(test_the_cpu_backend_builds_through_its_table);
     tack_device_release(cpu);
     remove_tree(cache);
     CHECK_DONE();

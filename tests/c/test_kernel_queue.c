@@ -2,6 +2,7 @@
  * list of pending launches that runs only when synchronised: a launch that
  * should have completed before returning, and did not, shows up here as
  * memory that was not yet written. */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,13 +86,17 @@ static tack_status q_synchronize(tack_device *d)
 static tack_status q_kernel_load(tack_device *d, struct tack_kernel_code *code, void **out)
 {
     struct qstream *s = d->impl;
-    if (code->kind != TACK_CODE_HOST || !code->host)
+    /* The entry points by the names the code lists: the first, then the
+     * cpu dialect's restrict variant where it wrote one. */
+    void *entry = code->object && code->nentries > 1 ? dlsym(code->object, code->entries[0]) : NULL;
+    void *restricted = entry ? dlsym(code->object, code->entries[1]) : NULL;
+    if (code->kind != TACK_CODE_HOST || !entry)
         return tack_error_set(TACK_ERUNTIME, "test backend loads host code only");
     struct qkernel *k = calloc(1, sizeof *k);
     if (!k)
         return TACK_ENOMEM;
-    k->entry = code->host;
-    k->entry_restrict = code->host_restrict;
+    memcpy(&k->entry, &entry, sizeof entry);
+    memcpy(&k->entry_restrict, restricted ? &restricted : &entry, sizeof entry);
     k->nargs = code->nargs;
     memcpy(k->sizes, code->arg_sizes, (size_t)code->nargs * sizeof *k->sizes);
     s->loads++;
@@ -132,8 +137,8 @@ static void q_close(tack_device *d) { free(d->impl); }
 
 static const DLDeviceType q_wraps[] = {kDLCPU, 0};
 
-/* Its dialect is the cpu backend's (set in main): host code, built by the
- * kernel layer, which this backend queues instead of running at once. */
+/* Its dialect and toolchain are the cpu backend's (set in main): host
+ * code, which this backend queues instead of running at once. */
 static struct tack_backend_ops queue_backend = {
     .name = "queue",
     .dl_type = kDLCPU,
@@ -489,7 +494,11 @@ int main(void)
     unsetenv("TACK_CC");
     if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK)
         return 1;
-    queue_backend.dialect = tack_backend_find("cpu", 3)->dialect;
+    /* The cpu backend's dialect and toolchain slots, through its table. */
+    const struct tack_backend_ops *cpu_ops = tack_backend_find("cpu", 3);
+    queue_backend.dialect = cpu_ops->dialect;
+    queue_backend.kernel_key = cpu_ops->kernel_key;
+    queue_backend.kernel_compile = cpu_ops->kernel_compile;
     qdev = make_queue_device();
     qs = qdev->impl;
     RUN(test_launch_is_queued);

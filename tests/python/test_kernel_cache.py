@@ -101,7 +101,7 @@ def cached_object(cache):
 
 def trailer(name, body):
     """The trailer the cache writes after a file's bytes (see
-    src/kernel/cache.c): their size, the SHA-256 of the file's name (the
+    src/kernel/store.c): their size, the SHA-256 of the file's name (the
     digest of its whole key) and their SHA-256."""
     return b"tack-cache-2 %020d %s %s\n" % (len(body), hashlib.sha256(name.encode()).hexdigest().encode(),
                                              hashlib.sha256(body).hexdigest().encode())

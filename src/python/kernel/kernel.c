@@ -229,7 +229,8 @@ static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, PyOb
     struct released released;
     released.ran = 0;
     const tack_launch_hooks hooks = {RELEASE_GIL_NS, release_gil, reacquire_gil, &released};
-    tack_status st = tack_kernel_launch_hooked(self->kernel, NULL, ndim, shape, args, (size_t)nargs, &hooks);
+    tack_status st = shape ? tack_kernel_launch_hooked(self->kernel, NULL, ndim, shape, args, (size_t)nargs, &hooks)
+                           : tack_kernel_call_hooked(self->kernel, args, (size_t)nargs, &hooks);
     /* What a signal handler raised meanwhile (KeyboardInterrupt stopping
      * a compile) is the launch's exception. */
     if (released.ran && PyErr_Occurred())
