@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../kernel/kernel.h"
+#include "backend.h"
 #include "internal.h"
 #include "toolchain.h"
 
@@ -40,14 +41,7 @@ tack_status tack_backend_describe(const char *backend, tack_backend_report *out)
     memset(&r, 0, sizeof r);
     snprintf(r.backend, sizeof r.backend, "%s", ops->name);
     snprintf(r.driver.name, sizeof r.driver.name, "driver");
-    if (ops->describe) {
-        ops->describe(&r);
-    } else {
-        r.driver.found = 1;
-        snprintf(r.driver.note, sizeof r.driver.note, "none needed");
-        r.device_count = 1;
-        snprintf(r.devices[0], sizeof r.devices[0], "%s", ops->name);
-    }
+    tack_backend_report_fill(ops, &r);
     if (ops->dialect && !ops->kernel_compile && ops->dialect->offline == TACK_CODE_HOST)
         tack_host_compiler_describe(&r.compiler);
 
