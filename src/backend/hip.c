@@ -540,6 +540,20 @@ static void hip_kernel_unload(tack_device *device, void *kernel)
 /* kDLROCMHost (pinned host memory) is host-addressable and stays with cpu. */
 static const DLDeviceType hip_wraps[] = {kDLROCM, 0};
 
+static const struct tack_backend_memory hip_memory = {
+    .alloc = hip_alloc,
+    .free = hip_free,
+    .check_pointer = hip_check_pointer,
+    .copy_to_host = hip_copy_to_host,
+    .copy_from_host = hip_copy_from_host,
+    .memory_space = hip_memory_space,
+};
+
+/* No stream slots: a consumer's reads are ordered by a host wait. */
+static const struct tack_backend_queue hip_queue = {
+    .synchronize = hip_synchronize,
+};
+
 const struct tack_backend_ops tack_hip_backend = {
     .name = "hip",
     .dl_type = kDLROCM,
@@ -547,13 +561,8 @@ const struct tack_backend_ops tack_hip_backend = {
     .describe = hip_describe,
     .open = hip_open,
     .close = hip_close,
-    .alloc = hip_alloc,
-    .free = hip_free,
-    .memory_space = hip_memory_space,
-    .check_pointer = hip_check_pointer,
-    .copy_to_host = hip_copy_to_host,
-    .copy_from_host = hip_copy_from_host,
-    .synchronize = hip_synchronize,
+    .memory = &hip_memory,
+    .queue = &hip_queue,
     .dialect = &hip_dialect,
     .kernel_compile = hip_kernel_compile,
     .kernel_load = hip_kernel_load,

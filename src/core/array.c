@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "internal.h"
 
 
@@ -277,10 +278,7 @@ tack_status tack_array_copy_to_host(const tack_array *a, void *dst, size_t nbyte
     if (st != TACK_OK)
         return st;
     tack_device *d = a->buffer->device;
-    if (d->ops->copy_to_host)
-        return d->ops->copy_to_host(d, dst, a->data, nbytes);
-    memcpy(dst, a->data, nbytes);
-    return TACK_OK;
+    return tack_backend_copy_to_host(d, dst, a->data, nbytes);
 }
 
 static tack_status require_writable(const tack_array *a, const char *what)
@@ -312,10 +310,7 @@ tack_status tack_array_copy_from_host(tack_array *a, const void *src, size_t nby
     if (st != TACK_OK)
         return st;
     tack_device *d = a->buffer->device;
-    if (d->ops->copy_from_host)
-        return d->ops->copy_from_host(d, a->data, src, nbytes);
-    memcpy(a->data, src, nbytes);
-    return TACK_OK;
+    return tack_backend_copy_from_host(d, a->data, src, nbytes);
 }
 
 tack_status tack_array_fill(tack_array *a, const void *value)
@@ -331,7 +326,7 @@ tack_status tack_array_fill(tack_array *a, const void *value)
         return st;
     size_t item = tack_dtype_size(a->dtype);
     tack_device *d = a->buffer->device;
-    if (!d->ops->copy_from_host) {
+    if (tack_backend_host_addressable(d)) {
         st = tack_buffer_wait(a->buffer);
         if (st != TACK_OK)
             return st;
@@ -382,12 +377,9 @@ tack_status tack_array_export_memory(tack_array *a, tack_exported_memory *out)
     TACK_PUBLIC_CALL();
     if (!a || !out)
         return tack_error_set(TACK_EVALUE, "array and out must not be NULL");
-    tack_device *d = a->buffer->device;
-    if (!d->ops->export_memory)
-        return tack_error_set(TACK_ERUNTIME, "Backend %s does not support memory export", d->ops->name);
     tack_exported_memory rec;
     memset(&rec, 0, sizeof rec);
-    tack_status st = d->ops->export_memory(a->buffer, &rec);
+    tack_status st = tack_backend_export_memory(a->buffer, &rec);
     if (st != TACK_OK)
         return st;
     rec.size = a->nbytes;

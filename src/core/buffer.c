@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "internal.h"
 
 
@@ -10,7 +11,7 @@ long tack_buffer_live_count(void) { return tack_count_total(TACK_COUNT_BUFFERS);
  * made it; memory someone else owns is never freed here, and an importer's
  * deleter runs instead where there is one. Exportable memory is owned like
  * any other, but another process may map it. */
-static void free_backend_memory(tack_buffer *b) { b->device->ops->free(b->device, b->data, b->alloc_ctx); }
+static void free_backend_memory(tack_buffer *b) { tack_backend_free(b->device, b->data, b->alloc_ctx); }
 static void call_deleter(tack_buffer *b) { b->release(b->release_ctx); }
 
 static const struct tack_buffer_kind owned = {
@@ -63,7 +64,7 @@ tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
     /* Zero-size arrays still get a distinct, valid address to export. */
-    tack_status st = device->ops->alloc(device, nbytes ? nbytes : 1, exportable, &b->data, &b->alloc_ctx);
+    tack_status st = tack_backend_alloc(device, nbytes ? nbytes : 1, exportable, &b->data, &b->alloc_ctx);
     if (st != TACK_OK) {
         buffer_discard(b);
         return st;
@@ -77,11 +78,9 @@ tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable
 static tack_status wrap_new(tack_device *device, const struct tack_buffer_kind *kind, void *data, size_t nbytes,
                             size_t extra, tack_buffer **out)
 {
-    if (device->ops->check_pointer) {
-        tack_status st = device->ops->check_pointer(device, (uint64_t)(uintptr_t)data);
-        if (st != TACK_OK)
-            return st;
-    }
+    tack_status st = tack_backend_check_pointer(device, (uint64_t)(uintptr_t)data);
+    if (st != TACK_OK)
+        return st;
     tack_buffer *b = buffer_new(device, kind, data, nbytes, extra);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
@@ -141,8 +140,8 @@ void tack_buffer_release(tack_buffer *b)
         return;
     }
     tack_device *d = b->device;
-    if (b->export_ctx && d->ops->release_export)
-        d->ops->release_export(b);
+    if (b->export_ctx)
+        tack_backend_release_export(b);
     if (b->kind->free)
         b->kind->free(b);
     tack_count_add(TACK_COUNT_BUFFERS, -1);
@@ -190,18 +189,9 @@ tack_status tack_buffer_share_with_stream(tack_buffer *b, int64_t stream)
                               "stream=%lld is not a stream value: pass None, -1 (no synchronisation), or the "
                               "consumer's stream",
                               (long long)stream);
-    tack_device *d = b->device;
-    tack_status st = TACK_OK;
-    if (!d->ops->order_stream) {
-        /* No stream a consumer could name or wait on (the host, Level
-         * Zero's queue): only a host wait orders its reads, -1 included. */
-        return tack_buffer_share(b);
-    } else if (stream == -1) {
-        /* The consumer orders its own work after Tack's; later launches
-         * still need the mark, which the consumer cannot know about. */
-    } else {
-        st = d->ops->order_stream(b, (uint64_t)stream);
-    }
+    /* Even a consumer that orders its own work (-1) gets the mark: later
+     * launches need it, which the consumer cannot know about. */
+    tack_status st = tack_backend_order_stream(b, stream);
     if (st != TACK_OK)
         return st;
     if (!atomic_load_explicit(&b->shared, memory_order_acquire))

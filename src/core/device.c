@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "internal.h"
 
 /* Process-wide devices, one per (backend, ordinal), made on first use and
@@ -214,8 +215,7 @@ void tack_device_release(tack_device *d)
         return;
     if (left < 0)
         tack_refcount_underflow("device");
-    if (d->ops->close)
-        d->ops->close(d);
+    tack_backend_close(d);
     free(d);
 }
 
@@ -229,19 +229,17 @@ tack_status tack_device_wait_stream(tack_device *d, uint64_t stream)
     TACK_PUBLIC_CALL();
     if (!d)
         return tack_error_set(TACK_EVALUE, "device is NULL");
-    if (!d->ops->wait_stream)
-        return TACK_OK;
-    return d->ops->wait_stream(d, stream);
+    return tack_backend_wait_stream(d, stream);
 }
 
 uint64_t tack_device_stream_handle(const tack_device *d)
 {
-    return d->ops->stream_handle ? d->ops->stream_handle(d) : 0;
+    return tack_backend_stream_handle(d);
 }
 
 uint64_t tack_device_context_handle(const tack_device *d)
 {
-    return d->ops->context_handle ? d->ops->context_handle(d) : 0;
+    return tack_backend_context_handle(d);
 }
 
 DLDevice tack_device_dl_device(const tack_device *d)
@@ -269,10 +267,8 @@ tack_status tack_device_synchronize(tack_device *d)
     TACK_PUBLIC_CALL();
     if (!d)
         return tack_error_set(TACK_EVALUE, "device is NULL");
-    if (!d->ops->synchronize)
-        return TACK_OK;
     uint64_t target = atomic_load(&d->submitted);
-    tack_status st = d->ops->synchronize(d);
+    tack_status st = tack_backend_synchronize(d);
     if (st == TACK_OK) {
         uint64_t done = atomic_load(&d->completed);
         while (done < target && !atomic_compare_exchange_weak(&d->completed, &done, target)) {
@@ -287,7 +283,7 @@ tack_status tack_memory_space(uint64_t address, const char **out)
     if (!out)
         return tack_error_set(TACK_EVALUE, "out is NULL");
     for (int i = 0; tack_backends[i]; i++) {
-        if (!tack_backends[i]->memory_space)
+        if (!tack_backend_has_memory_space(tack_backends[i]))
             continue;
         tack_device *d;
         /* A backend that cannot open (no driver, no device) holds no
@@ -295,7 +291,7 @@ tack_status tack_memory_space(uint64_t address, const char **out)
         if (registry_get(tack_backends[i], 0, &d) != TACK_OK)
             continue;
         const char *space = NULL;
-        tack_status st = d->ops->memory_space(d, address, &space);
+        tack_status st = tack_backend_memory_space(d, address, &space);
         tack_device_release(d);
         if (st != TACK_OK)
             return st;

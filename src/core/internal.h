@@ -121,9 +121,86 @@ struct tack_kernel_code;
 struct tack_launch;
 
 /*
- * One table per backend (src/backend/<name>.c). Slots marked "optional"
- * may be NULL; the comment gives the default the core applies.
+ * One table per backend (src/backend/<name>.c), pointing at a memory table
+ * and, where the backend queues work, a queue table, each defined in the
+ * backend's file of that topic. Slots marked "optional" may be NULL; the
+ * comment gives the default, which the wrappers in src/core/backend.c
+ * apply: the core calls a slot only through them.
  */
+
+/* The memory a backend's devices allocate, wrap, copy and exchange. */
+struct tack_backend_memory {
+    /* Zeroed memory of at least `nbytes` (> 0). *alloc_ctx is the backend's
+     * record, handed back to free. */
+    tack_status (*alloc)(tack_device *device, size_t nbytes, int exportable, void **data, void **alloc_ctx);
+    void (*free)(tack_device *device, void *data, void *alloc_ctx);
+
+    /* optional: every address accepted. TACK_EVALUE for memory of the wrong
+     * kind, TACK_ERUNTIME for a failed query where the backend treats that
+     * as a fault. */
+    tack_status (*check_pointer)(tack_device *device, uint64_t address);
+
+    /* optional: memcpy (the host addresses the memory). */
+    tack_status (*copy_to_host)(tack_device *device, void *dst, const void *src, size_t nbytes);
+    /* optional: memcpy (the host addresses the memory). */
+    tack_status (*copy_from_host)(tack_device *device, void *dst, const void *src, size_t nbytes);
+
+    /* optional: TACK_ERUNTIME "Backend <name> does not support memory export". */
+    tack_status (*export_memory)(tack_buffer *buffer, tack_exported_memory *out);
+    /* optional: nothing; releases what export_memory kept (descriptors). */
+    void (*release_export)(tack_buffer *buffer);
+    /* optional: TACK_ERUNTIME "Backend <name> does not support memory import".
+     * Maps the allocation an export describes (made in this or another
+     * process; exported->handle stays the caller's) as alloc would: *data
+     * and *alloc_ctx go to free. Clears *writable when the handle allows
+     * reading only; sets *foreign along with TACK_EVALUE when the memory
+     * belongs to another device of this backend (its device_uuid), so that
+     * the caller may try the next one. On error nothing is kept. */
+    tack_status (*import_memory)(tack_device *device, const tack_exported_memory *exported, void **data,
+                                 void **alloc_ctx, int *writable, int *foreign);
+
+    /* optional: the backend has no driver to ask (the cpu); its devices are
+     * not opened for tack_memory_space. Sets *out to what the driver
+     * reports `address` to be, a static name of tack_memory_space's
+     * ("cuda", "cuda_pinned", ...), or to NULL when the driver does not
+     * know the address. TACK_ERUNTIME for a query that failed as a fault;
+     * *out is then untouched. */
+    tack_status (*memory_space)(tack_device *device, uint64_t address, const char **out);
+};
+
+/* The queue a backend's launches and copies run on. A backend without one
+ * (its launches complete on return) has no queue table. */
+struct tack_backend_queue {
+    /* Waits for everything queued on the device. */
+    tack_status (*synchronize)(tack_device *device);
+    /* optional: 0. The native handle of the context the device allocates
+     * in (a CUcontext, a ze_context_handle_t), for guards that compare it
+     * with another library's. */
+    uint64_t (*context_handle)(const tack_device *device);
+    /* optional: 0, no stream. The native handle of the stream Tack's
+     * launches and copies run on (a CUstream, a hipStream_t), passed to a
+     * DLPack producer as stream= so its pending writes come before Tack's
+     * reads. */
+    uint64_t (*stream_handle)(const tack_device *device);
+    /* optional: wait on the host (share()). Orders `consumer_stream` (a
+     * stream value of the array API's __dlpack__: 1 legacy default stream,
+     * 2 per-thread default stream, else a native stream handle; never -1)
+     * after the launches queued on `buffer`, without waiting on the host.
+     * TACK_EVALUE for a value that is no stream of the buffer's device,
+     * TACK_ERUNTIME for a driver failure; the core sets the shared mark
+     * only after success. */
+    tack_status (*order_stream)(tack_buffer *buffer, uint64_t consumer_stream);
+    /* optional: nothing to wait for. Makes Tack's stream wait, on the
+     * device, for the work queued so far on a producer's stream (1 legacy
+     * default, 2 per-thread default, else a native handle), so that memory
+     * the producer hands over is complete before Tack's next use of it.
+     * TACK_EVALUE for a value that is no stream, TACK_ERUNTIME for a
+     * driver failure. */
+    tack_status (*wait_stream)(tack_device *device, uint64_t producer_stream);
+};
+
+/* The backend itself: what it is called and wraps, how a device of it is
+ * opened, its memory and queue, and its kernel toolchain. */
 struct tack_backend_ops {
     const char *name;
     /* DLPack device type exports are labelled with. */
@@ -148,36 +225,11 @@ struct tack_backend_ops {
     /* optional: nothing to do. Must not destroy objects Tack did not create. */
     void (*close)(tack_device *device);
 
-    /* Zeroed memory of at least `nbytes` (> 0). *alloc_ctx is the backend's
-     * record, handed back to free. */
-    tack_status (*alloc)(tack_device *device, size_t nbytes, int exportable, void **data, void **alloc_ctx);
-    void (*free)(tack_device *device, void *data, void *alloc_ctx);
-
-    /* optional: every address accepted. TACK_EVALUE for memory of the wrong
-     * kind, TACK_ERUNTIME for a failed query where the backend treats that
-     * as a fault. */
-    tack_status (*check_pointer)(tack_device *device, uint64_t address);
-
-    /* optional: memcpy. */
-    tack_status (*copy_to_host)(tack_device *device, void *dst, const void *src, size_t nbytes);
-    /* optional: memcpy. */
-    tack_status (*copy_from_host)(tack_device *device, void *dst, const void *src, size_t nbytes);
-    /* optional: nothing queued, so nothing to wait for. */
-    tack_status (*synchronize)(tack_device *device);
-
-    /* optional: TACK_ERUNTIME "Backend <name> does not support memory export". */
-    tack_status (*export_memory)(tack_buffer *buffer, tack_exported_memory *out);
-    /* optional: nothing; releases what export_memory kept (descriptors). */
-    void (*release_export)(tack_buffer *buffer);
-    /* optional: 0. The native handle of the context the device allocates
-     * in (a CUcontext, a ze_context_handle_t), for guards that compare it
-     * with another library's. */
-    uint64_t (*context_handle)(const tack_device *device);
-    /* optional: 0, no queue. The native handle of the stream Tack's
-     * launches and copies run on (a CUstream, a hipStream_t), passed to a
-     * DLPack producer as stream= so its pending writes come before Tack's
-     * reads. */
-    uint64_t (*stream_handle)(const tack_device *device);
+    /* The device's memory (src/core/backend.h wraps its slots). */
+    const struct tack_backend_memory *memory;
+    /* optional: no queue; launches complete on return, nothing to wait
+     * for, no stream or context handle to give. */
+    const struct tack_backend_queue *queue;
 
     /* ---- kernels: the backend's toolchain (src/core/toolchain.h says how
      * the kernel layer uses it). optional: no kernels; a build or launch on
@@ -222,40 +274,6 @@ struct tack_backend_ops {
     /* optional: nothing to free. Frees what kernel_load made; the kernel
      * layer has waited for the launches of it. */
     void (*kernel_unload)(tack_device *device, void *kernel);
-
-    /* optional: wait on the host (share()). Orders `consumer_stream` (a
-     * stream value of the array API's __dlpack__: 1 legacy default stream,
-     * 2 per-thread default stream, else a native stream handle; never -1)
-     * after the launches queued on `buffer`, without waiting on the host.
-     * TACK_EVALUE for a value that is no stream of the buffer's device,
-     * TACK_ERUNTIME for a driver failure; the core sets the shared mark
-     * only after success. */
-    tack_status (*order_stream)(tack_buffer *buffer, uint64_t consumer_stream);
-
-    /* optional: TACK_ERUNTIME "Backend <name> does not support memory import".
-     * Maps the allocation an export describes (made in this or another
-     * process; exported->handle stays the caller's) as alloc would: *data
-     * and *alloc_ctx go to free. Clears *writable when the handle allows
-     * reading only; sets *foreign along with TACK_EVALUE when the memory
-     * belongs to another device of this backend (its device_uuid), so that
-     * the caller may try the next one. On error nothing is kept. */
-    tack_status (*import_memory)(tack_device *device, const tack_exported_memory *exported, void **data,
-                                 void **alloc_ctx, int *writable, int *foreign);
-
-    /* optional: nothing to wait for (no queue). Makes Tack's stream wait,
-     * on the device, for the work queued so far on a producer's stream
-     * (1 legacy default, 2 per-thread default, else a native handle), so
-     * that memory the producer hands over is complete before Tack's next
-     * use of it. TACK_EVALUE for a value that is no stream, TACK_ERUNTIME
-     * for a driver failure. */
-    tack_status (*wait_stream)(tack_device *device, uint64_t producer_stream);
-
-    /* optional: the backend has no driver to ask (the cpu). Sets *out to
-     * what the driver reports `address` to be, a static name of
-     * tack_memory_space's ("cuda", "cuda_pinned", ...), or to NULL when the
-     * driver does not know the address. TACK_ERUNTIME for a query that
-     * failed as a fault; *out is then untouched. */
-    tack_status (*memory_space)(tack_device *device, uint64_t address, const char **out);
 };
 
 struct tack_device {
@@ -311,7 +329,7 @@ struct tack_buffer {
     tack_release_fn release;
     void *release_ctx;
     /* Backend's export record (an exported descriptor, a lazily made
-     * exportable copy); released by ops->release_export. */
+     * exportable copy); released by the memory table's release_export. */
     void *export_ctx;
 };
 

@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "internal.h"
 
 _Static_assert(sizeof(tack_ipc_header) == 608, "tack_ipc_header version 1 is 608 bytes");
@@ -58,11 +59,9 @@ static tack_status import_on(tack_device *d, const tack_exported_memory *e, tack
     if (strcmp(ops->name, e->backend) != 0)
         return tack_error_set(TACK_EVALUE, "memory exported by the %s backend cannot be imported on %s", e->backend,
                               d->name);
-    if (!ops->import_memory)
-        return tack_error_set(TACK_ERUNTIME, "Backend %s does not support memory import", ops->name);
     void *data = NULL, *ctx = NULL;
     int writable = !read_only;
-    tack_status st = ops->import_memory(d, e, &data, &ctx, &writable, foreign);
+    tack_status st = tack_backend_import_memory(d, e, &data, &ctx, &writable, foreign);
     if (st != TACK_OK)
         return st;
     tack_buffer *b;
@@ -70,7 +69,7 @@ static tack_status import_on(tack_device *d, const tack_exported_memory *e, tack
      * the memory at any moment, so it is shared from the start. */
     st = tack_buffer_map(d, data, e->size, ctx, &b);
     if (st != TACK_OK) {
-        ops->free(d, data, ctx);
+        tack_backend_free(d, data, ctx);
         return st;
     }
     return tack_array_adopt_buffer(b, dtype, ndim, shape, size, nbytes, writable, out);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "internal.h"
 
 /* The parts of tack_queue_launch that are not on every launch's path. */
@@ -27,7 +28,7 @@ static inline tack_status tack_queue_launch(tack_device *device, void *kernel, c
     if (!ops->kernel_launch)
         return tack_queue_unlaunchable(device);
     tack_status st = ops->kernel_launch(device, kernel, launch);
-    if (st != TACK_OK || !ops->synchronize)
+    if (st != TACK_OK || !tack_backend_has_queue(device))
         return st;
     return tack_queue_record(device, buffers, nbuffers);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
 #include "internal.h"
 #include "toolchain.h"
 
@@ -38,14 +39,7 @@ tack_status tack_backend_describe(const char *backend, tack_backend_report *out)
     memset(&r, 0, sizeof r);
     snprintf(r.backend, sizeof r.backend, "%s", ops->name);
     snprintf(r.driver.name, sizeof r.driver.name, "driver");
-    if (ops->describe) {
-        ops->describe(&r);
-    } else {
-        r.driver.found = 1;
-        snprintf(r.driver.note, sizeof r.driver.note, "none needed");
-        r.device_count = 1;
-        snprintf(r.devices[0], sizeof r.devices[0], "%s", ops->name);
-    }
+    tack_backend_report_fill(ops, &r);
 
     tack_error_set(TACK_OK, "%s", saved);
     *out = r;

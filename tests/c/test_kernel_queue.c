@@ -139,15 +139,17 @@ static const DLDeviceType q_wraps[] = {kDLCPU, 0};
 
 /* Its dialect and toolchain are the cpu backend's (set in main): host
  * code, which this backend queues instead of running at once. */
+static const struct tack_backend_memory q_memory = {.alloc = q_alloc, .free = q_free};
+static const struct tack_backend_queue q_queue = {.synchronize = q_synchronize};
+
 static struct tack_backend_ops queue_backend = {
     .name = "queue",
     .dl_type = kDLCPU,
     .wraps = q_wraps,
     .open = q_open,
     .close = q_close,
-    .alloc = q_alloc,
-    .free = q_free,
-    .synchronize = q_synchronize,
+    .memory = &q_memory,
+    .queue = &q_queue,
     .kernel_load = q_kernel_load,
     .kernel_launch = q_kernel_launch,
     .kernel_unload = q_kernel_unload,
@@ -371,7 +373,7 @@ static void test_two_devices(void)
 static void test_backend_without_toolchain_runs_none(void)
 {
     static const struct tack_backend_ops bare = {
-        .name = "bare", .dl_type = kDLCPU, .wraps = q_wraps, .open = q_open, .alloc = q_alloc, .free = q_free};
+        .name = "bare", .dl_type = kDLCPU, .wraps = q_wraps, .open = q_open, .memory = &q_memory};
     tack_device *d = make_queue_device();
     free(d->impl);
     d->impl = NULL;

@@ -116,6 +116,8 @@ void cpu_free(tack_device *device, void *data, void *ctx);
 tack_status cpu_export_memory(tack_buffer *b, tack_exported_memory *out);
 tack_status cpu_import_memory(tack_device *device, const tack_exported_memory *e, void **data, void **ctx,
                               int *writable, int *foreign);
+/* The memory table: no copies, no pointer checks (the host addresses it). */
+extern const struct tack_backend_memory tack_cpu_memory;
 
 /* ---- the thread pool (pool.c) -------------------------------------------- */
 

@@ -278,3 +278,10 @@ tack_status cpu_import_memory(tack_device *device, const tack_exported_memory *e
         *writable = 0;
     return TACK_OK;
 }
+
+const struct tack_backend_memory tack_cpu_memory = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .export_memory = cpu_export_memory,
+    .import_memory = cpu_import_memory,
+};

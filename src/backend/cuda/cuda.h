@@ -101,6 +101,8 @@ tack_status cuda_check_pointer(tack_device *d, uint64_t address);
 tack_status cuda_memory_space(tack_device *d, uint64_t address, const char **out);
 tack_status cuda_copy_to_host(tack_device *d, void *dst, const void *src, size_t nbytes);
 tack_status cuda_copy_from_host(tack_device *d, void *dst, const void *src, size_t nbytes);
+/* The memory table, with export.c's slots. */
+extern const struct tack_backend_memory tack_cuda_memory;
 
 /* ---- export and import (export.c) --------------------------------------- */
 
@@ -116,6 +118,7 @@ uint64_t cuda_context_handle(const tack_device *d);
 uint64_t cuda_stream_handle(const tack_device *d);
 tack_status cuda_order_stream(tack_buffer *b, uint64_t value);
 tack_status cuda_wait_stream(tack_device *d, uint64_t value);
+extern const struct tack_backend_queue tack_cuda_queue;
 
 /* ---- kernels: the dialect (dialect.c), NVRTC (toolchain.c), modules
  * (module.c) --------------------------------------------------------------- */

@@ -298,3 +298,15 @@ tack_status cuda_copy_from_host(tack_device *d, void *dst, const void *src, size
     cuda_pop_context(cd->cu, pushed);
     return r == CUDA_SUCCESS ? TACK_OK : cuda_driver_error(TACK_ERUNTIME, r, "copying from the host", d);
 }
+
+const struct tack_backend_memory tack_cuda_memory = {
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .check_pointer = cuda_check_pointer,
+    .copy_to_host = cuda_copy_to_host,
+    .copy_from_host = cuda_copy_from_host,
+    .export_memory = cuda_export_memory,
+    .release_export = cuda_release_export,
+    .import_memory = cuda_import_memory,
+    .memory_space = cuda_memory_space,
+};

@@ -182,3 +182,11 @@ done:
     cuda_pop_context(cd->cu, pushed);
     return st;
 }
+
+const struct tack_backend_queue tack_cuda_queue = {
+    .synchronize = cuda_synchronize,
+    .context_handle = cuda_context_handle,
+    .stream_handle = cuda_stream_handle,
+    .order_stream = cuda_order_stream,
+    .wait_stream = cuda_wait_stream,
+};

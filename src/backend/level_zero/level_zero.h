@@ -87,6 +87,8 @@ tack_status ze_check_pointer(tack_device *device, uint64_t address);
 tack_status ze_memory_space(tack_device *device, uint64_t address, const char **out);
 tack_status ze_copy_to_host(tack_device *device, void *dst, const void *src, size_t nbytes);
 tack_status ze_copy_from_host(tack_device *device, void *dst, const void *src, size_t nbytes);
+/* The memory table: no export or import. */
+extern const struct tack_backend_memory tack_level_zero_memory;
 
 /* ---- the queue and the launch ring (queue.c) ---------------------------- */
 
@@ -94,6 +96,8 @@ tack_status ze_copy_from_host(tack_device *device, void *dst, const void *src, s
  * (Tack destroys no Level Zero object). */
 tack_status ze_create_queues(struct ze_device_state *s);
 tack_status ze_synchronize(tack_device *device);
+/* The queue table: no stream a consumer could name, so no stream slots. */
+extern const struct tack_backend_queue tack_level_zero_queue;
 /* The ring's next slot ready to record, under s->lock; on failure the
  * driver's result, *call naming the failing call. */
 tack_ze_result ze_slot_take(struct ze_device_state *s, struct launch_slot **out, const char **call);

@@ -139,3 +139,12 @@ tack_status ze_copy_from_host(tack_device *device, void *dst, const void *src, s
 {
     return ze_copy(device, dst, src, nbytes, "from the host");
 }
+
+const struct tack_backend_memory tack_level_zero_memory = {
+    .alloc = ze_alloc,
+    .free = ze_free,
+    .check_pointer = ze_check_pointer,
+    .copy_to_host = ze_copy_to_host,
+    .copy_from_host = ze_copy_from_host,
+    .memory_space = ze_memory_space,
+};

@@ -81,3 +81,8 @@ tack_ze_result ze_slot_take(struct ze_device_state *s, struct launch_slot **out,
     }
     return r;
 }
+
+const struct tack_backend_queue tack_level_zero_queue = {
+    .synchronize = ze_synchronize,
+    .context_handle = ze_context_handle,
+};
