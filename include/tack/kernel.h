@@ -120,6 +120,33 @@ typedef struct tack_arg {
  * one of the dtypes' C types or a pointer to one; TACK_ENOMEM. */
 TACK_API tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out);
 
+/* A kernel's own build options (tack_kernel_create_with); a zeroed struct
+ * is the default. Each list holds `n...` strings, never split on spaces:
+ * one entry is one word for the compiler. Copied by the call. */
+typedef struct tack_kernel_options {
+    /* Preprocessor definitions: "NAME" or "NAME=VALUE". */
+    const char *const *defines;
+    size_t ndefines;
+    /* Directories the source's #include "..." searches, in order. */
+    const char *const *include_dirs;
+    size_t ninclude_dirs;
+    /* Further words for the backend's compiler, after TACK_CFLAGS's. */
+    const char *const *options;
+    size_t noptions;
+    /* Nonzero: a checked build, in which every subscript of an array
+     * parameter is checked against its extent. TACK_CHECKED=1 in the
+     * environment makes every kernel checked. */
+    int checked;
+} tack_kernel_options;
+
+/* tack_kernel_create with build options (NULL: none), which become part of
+ * the key the kernel's code is kept under. Errors as tack_kernel_create;
+ * TACK_EVALUE, naming the entry, for a list given as NULL with a nonzero
+ * count, a NULL or empty entry, one with a line break, or a definition
+ * whose name is not an identifier. */
+TACK_API tack_status tack_kernel_create_with(const char *source, const char *name, const tack_kernel_options *options,
+                                             tack_kernel **out);
+
 /* Compiles the kernel for `device`'s backend, if not done yet, and loads it
  * there; a launch does this on first use, so calling it is only a way to
  * pay (and see the errors of) compilation early.

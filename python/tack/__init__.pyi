@@ -1,5 +1,6 @@
+import os
 from types import EllipsisType, TracebackType
-from typing import Any, Final, Literal, NoReturn, Protocol, Sequence, SupportsIndex, Union, final
+from typing import Any, Final, Iterable, Literal, Mapping, NoReturn, Protocol, Sequence, SupportsIndex, Union, final
 
 from builtins import bool as _bool
 
@@ -190,7 +191,17 @@ def get_library_dir() -> str: ...
 
 @final
 class Kernel:
-    def __new__(cls, source: str, name: str | None = None, *, device: Device | str | None = None) -> Kernel: ...
+    def __new__(
+        cls,
+        source: str,
+        name: str | None = None,
+        *,
+        device: Device | str | None = None,
+        checked: _bool = False,
+        defines: Mapping[str, str | int | float | _bool | None] | Iterable[str] | None = None,
+        include_dirs: Iterable[str | os.PathLike[str]] | None = None,
+        options: Iterable[str] | None = None,
+    ) -> Kernel: ...
     @property
     def name(self) -> str: ...
     @property

@@ -233,7 +233,12 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
     if (!ops->kernel_compile)
         return tack_error_set(TACK_ERUNTIME, "the %s backend has no compiler for its kernels", ops->name);
     struct tack_compile job = {
-        .name = k->sig.name, .uses_f64 = k->uses_f64, .dtypes = k->dtypes, .device = device, .target = target};
+        .name = k->sig.name,
+        .uses_f64 = k->uses_f64,
+        .dtypes = k->dtypes,
+        .options = &k->options,
+        .device = device,
+        .target = target};
     tack_status st = generated_locked(k, d, &job.source);
     if (st == TACK_OK && ops->kernel_key)
         st = ops->kernel_key(&job);

@@ -11,18 +11,27 @@
 
 tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out)
 {
+    return tack_kernel_create_with(source, name, NULL, out);
+}
+
+tack_status tack_kernel_create_with(const char *source, const char *name, const tack_kernel_options *options,
+                                    tack_kernel **out)
+{
     if (!source || !out)
         return tack_error_set(TACK_EVALUE, "tack_kernel_create: source and out must not be NULL");
     tack_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory creating a kernel");
     tack_status st = tack_signature_parse(source, name, &k->sig);
+    if (st == TACK_OK)
+        st = tack_build_options_copy(options, &k->options);
     if (st != TACK_OK) {
         free(k);
         return st;
     }
     k->source = strdup(source);
     if (!k->source) {
+        tack_build_options_free(&k->options);
         free(k);
         return tack_error_set(TACK_ENOMEM, "out of memory creating a kernel");
     }
@@ -84,6 +93,7 @@ void tack_kernel_release(tack_kernel *k)
         free(g);
     }
     pthread_mutex_destroy(&k->lock);
+    tack_build_options_free(&k->options);
     free(k->source);
     free(k);
 }

@@ -56,6 +56,7 @@ struct tack_kernel {
     int uses_f64;
     uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
     int uses_atomics; /* the source names tack_atomic_ */
+    struct tack_build_options options;
     size_t arg_sizes[TACK_KERNEL_MAX_PARAMS];
     /* The array parameters, those the kernel may store through first
      * (nwritten of narrays), so that a launch's overlap check compares
@@ -82,6 +83,13 @@ struct tack_kernel {
  * with extents of 0. */
 tack_status tack_kernel_call_domain(const tack_kernel *k, const tack_arg *args, size_t nargs,
                                     int64_t shape[TACK_KERNEL_MAX_DIMS]);
+
+/* Copies and checks `in` (NULL: none) into `out`; TACK_CHECKED=1 in the
+ * environment sets out->checked. TACK_EVALUE naming the entry, or
+ * TACK_ENOMEM; on error `out` holds nothing (options.c). */
+tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_build_options *out);
+/* Frees what tack_build_options_copy made. */
+void tack_build_options_free(struct tack_build_options *o);
 
 /* Builds kernel k for device d (build.c): the code compiled, or kept from
  * an earlier build or the store, then loaded on d once; *loaded is d's.

@@ -89,6 +89,7 @@ void tack_store_name(const char *backend, const struct tack_compile *job, char *
     tack_sha256_field(&h, backend);
     tack_sha256_field(&h, tack_code_kind_name(job->kind));
     tack_sha256_field(&h, job->key);
+    tack_sha256_field(&h, job->options ? job->options->text : "");
     /* All but the source, digested: what a remembered name was for. */
     char prefix[65], hex[65];
     tack_sha256 all_but_source = h;

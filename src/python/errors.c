@@ -65,6 +65,7 @@ static const struct call_name {
     {"tack_device_synchronize", "Device.synchronize"},
     {"tack_memory_space", "tack.memory_space"},
     {"tack_kernel_create", "tack.Kernel"},
+    {"tack_kernel_create_with", "tack.Kernel"},
     {"tack_kernel_build", "Kernel.build"},
     {"tack_kernel_launch", "Kernel.launch"},
     {"tack_kernel_launch_nd", "Kernel.launch"},

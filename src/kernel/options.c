@@ -1,0 +1,115 @@
+/* A kernel's own build options: checked once, copied, and written as one
+ * text that keys the kernel's kept code, so that two kernels of one source
+ * built with other definitions never share an object. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+
+void tack_build_options_free(struct tack_build_options *o)
+{
+    char **lists[] = {o->defines, o->include_dirs, o->options};
+    size_t counts[] = {o->ndefines, o->ninclude_dirs, o->noptions};
+    for (int l = 0; l < 3; l++) {
+        for (size_t i = 0; lists[l] && i < counts[l]; i++)
+            free(lists[l][i]);
+        free(lists[l]);
+    }
+    free(o->text);
+    memset(o, 0, sizeof *o);
+}
+
+static int is_identifier(const char *s, size_t len)
+{
+    if (!len || (s[0] >= '0' && s[0] <= '9'))
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Why entry i of list `what` cannot be passed on, or NULL. A line break
+ * would end a directive the compiler reads, or a line of the key's text. */
+static const char *refusal(const char *what, const char *entry)
+{
+    if (!entry)
+        return "is NULL";
+    if (!entry[0])
+        return "is empty";
+    if (strpbrk(entry, "\n\r"))
+        return "holds a line break";
+    if (!strcmp(what, "defines")) {
+        const char *eq = strchr(entry, '=');
+        if (!is_identifier(entry, eq ? (size_t)(eq - entry) : strlen(entry)))
+            return "does not begin with an identifier (write NAME or NAME=VALUE)";
+    }
+    return NULL;
+}
+
+/* Copies list `what` of n entries into *out (NULL for none). */
+static tack_status copy_list(const char *what, const char *const *in, size_t n, char ***out)
+{
+    *out = NULL;
+    if (!n)
+        return TACK_OK;
+    if (!in)
+        return tack_error_set(TACK_EVALUE, "kernel options: %s is NULL but its count is %zu", what, n);
+    for (size_t i = 0; i < n; i++) {
+        const char *why = refusal(what, in[i]);
+        if (why)
+            return tack_error_set(TACK_EVALUE, "kernel options: %s entry %zu %s", what, i, why);
+    }
+    char **copy = calloc(n, sizeof *copy);
+    if (!copy)
+        return tack_error_set(TACK_ENOMEM, "out of memory copying kernel options");
+    for (size_t i = 0; i < n; i++) {
+        if (!(copy[i] = strdup(in[i]))) {
+            for (size_t j = 0; j < i; j++)
+                free(copy[j]);
+            free(copy);
+            return tack_error_set(TACK_ENOMEM, "out of memory copying kernel options");
+        }
+    }
+    *out = copy;
+    return TACK_OK;
+}
+
+/* "checked\n" then one line per entry, each tagged with its list. */
+static char *options_text(const struct tack_build_options *o)
+{
+    struct tack_source t = {0};
+    tack_source_put(&t, "checked %d\n", o->checked);
+    for (size_t i = 0; i < o->ndefines; i++)
+        tack_source_put(&t, "D %s\n", o->defines[i]);
+    for (size_t i = 0; i < o->ninclude_dirs; i++)
+        tack_source_put(&t, "I %s\n", o->include_dirs[i]);
+    for (size_t i = 0; i < o->noptions; i++)
+        tack_source_put(&t, "O %s\n", o->options[i]);
+    return tack_source_finish(&t);
+}
+
+tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_build_options *out)
+{
+    static const tack_kernel_options none;
+    if (!in)
+        in = &none;
+    memset(out, 0, sizeof *out);
+    tack_status st = copy_list("defines", in->defines, in->ndefines, &out->defines);
+    out->ndefines = out->defines ? in->ndefines : 0;
+    if (st == TACK_OK)
+        st = copy_list("include_dirs", in->include_dirs, in->ninclude_dirs, &out->include_dirs);
+    out->ninclude_dirs = out->include_dirs ? in->ninclude_dirs : 0;
+    if (st == TACK_OK)
+        st = copy_list("options", in->options, in->noptions, &out->options);
+    out->noptions = out->options ? in->noptions : 0;
+    const char *env = getenv("TACK_CHECKED");
+    out->checked = in->checked || (env && env[0] && strcmp(env, "0") != 0);
+    if (st == TACK_OK && !(out->text = options_text(out)))
+        st = tack_error_set(TACK_ENOMEM, "out of memory copying kernel options");
+    if (st != TACK_OK)
+        tack_build_options_free(out);
+    return st;
+}
