@@ -31,6 +31,7 @@ help:
 	@echo "make pytest-pythons  the Python tests on another CPython (3.13, 3.12), NumPy only"
 	@echo "make install-c PREFIX=<dir>  the C library, headers, tack.pc, CMake package (DESTDIR respected)"
 	@echo "make wheel   dist/tack_arrays-*-manylinux_2_28_x86_64.whl;  make sdist  dist/tack_arrays-*.tar.gz"
+	@echo "make docs    the documentation site (Sphinx, docs/) into build/docs/html, warnings as errors"
 
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -121,6 +122,17 @@ test: ctest pytest pytest-asan pytest-pythons fuzz-corpus test-install test-head
 demo: install
 	$(PY) -m tack.demo
 	$(PY) examples/insitu/run.py
+
+# The documentation site: Sphinx over docs/, warnings as errors and every
+# cross-reference checked (nitpicky); the tutorials under examples/tutorials
+# run and draw their figures on the CPU, offscreen. Autodoc imports the
+# extension make install built; what Sphinx needs comes with the venv
+# (requirements-dev.txt).
+DOCS_OUT := $(BUILD)/docs/html
+.PHONY: docs
+docs: install
+	MPLBACKEND=Agg $(PY) -m sphinx -b html -E -W --keep-going -n -q docs $(DOCS_OUT)
+	@echo "docs: $(DOCS_OUT)/index.html"
 
 # The in-situ example alone: a C simulation that embeds Python (examples/insitu).
 .PHONY: insitu

@@ -1,0 +1,222 @@
+"""The public headers, as the C API reference reads them.
+
+Tack's headers document each declaration in an ordinary C comment just
+above it (or after it, on the same line, for enum values and struct
+members). Hawkmoth reads only documentation comments (``/**``, ``/**<``), so
+the build copies include/tack/*.h into build/docs/c-headers with each such
+comment marked as one, and nothing else changed: the reference is made from
+the very comments the headers carry, and no text is retyped. Comments inside
+function bodies and macros stay plain, since they describe code, not API.
+
+The comments are prose, not reStructuredText: ``plain_text`` turns a comment
+into reST that shows it as written (``*out``, ``name_`` and backquotes would
+otherwise be markup), and the Python docstrings go through the same."""
+import pathlib
+import re
+
+_COMMENT = re.compile(r"/\*(?!\*)")
+
+
+def mark_comments(text):
+    """`text` (a header) with its API comments opened as /** (or /**< after
+    code on the same line)."""
+    out = []
+    stack = []  # per open brace: "extern" (C++ linkage), "aggregate" or "block"
+    since = ""  # code since the last ; { or }, to tell what a brace opens
+    in_comment = False
+    continued_macro = False
+    commented = False  # the last non-blank line ended a comment
+    for line in text.split("\n"):
+        is_macro = continued_macro or line.lstrip().startswith("#")
+        starts_macro = not continued_macro and is_macro
+        continued_macro = is_macro and line.rstrip().endswith("\\")
+        # A top-level declaration without a comment of its own (the second
+        # of a group under one comment) gets an empty one, so that the
+        # reference lists every declaration.
+        if all(e == "extern" for e in stack) and not in_comment and not commented and \
+                _undocumented_start(line, starts_macro) and not _names_defined_struct(line, text):
+            out.append("/** */")
+        if line.strip():
+            commented = line.rstrip().endswith("*/") and not is_macro
+        if is_macro:
+            out.append(line)
+            continue
+        # A top-level declaration's comment on its own line, after it:
+        # moved above it, where a function's documentation goes.
+        trailing = _TRAILING.match(line)
+        if trailing and all(e == "extern" for e in stack) and not in_comment:
+            if out and out[-1] == "/** */":
+                out.pop()
+            out.append("/** " + trailing.group(2).strip() + " */")
+            line = trailing.group(1)
+            commented = False
+        result, i = [], 0
+        while i < len(line):
+            if in_comment:
+                end = line.find("*/", i)
+                if end < 0:
+                    result.append(line[i:])
+                    i = len(line)
+                else:
+                    result.append(line[i:end + 2])
+                    i = end + 2
+                    in_comment = False
+                continue
+            if line.startswith("/*", i):
+                documented = "block" not in stack
+                code_before = line[:i].strip() != ""
+                if documented and not line.startswith("/**", i):
+                    result.append("/**<" if code_before else "/**")
+                    i += 2
+                else:
+                    result.append("/*")
+                    i += 2
+                in_comment = True
+                continue
+            if line.startswith("//", i):
+                result.append(line[i:])
+                break
+            c = line[i]
+            if c == "{":
+                stack.append("extern" if "extern" in since else
+                             "aggregate" if re.search(r"\b(struct|enum|union)\b", since) else "block")
+                since = ""
+            elif c == "}":
+                if stack:
+                    stack.pop()
+                since = ""
+            elif c == ";":
+                since = ""
+            else:
+                since += c
+            result.append(c)
+            i += 1
+        since += " "
+        out.append("".join(result))
+    return "\n".join(out)
+
+
+_TRAILING = re.compile(r"^(\S.*;)\s*/\*(?!\*)(.*)\*/\s*$")
+_DECLARATION = re.compile(r"^(typedef|TACK_API|static inline)\b")
+_CONSTANT = re.compile(r"^#define (TACK_\w+) \S")
+
+
+def _names_defined_struct(line, text):
+    """A typedef naming a struct the header defines: the struct is the entry."""
+    m = re.match(r"^typedef struct (\w+) \1;", line)
+    return bool(m) and re.search(r"^struct %s \{" % m.group(1), text, re.M) is not None
+
+
+def _undocumented_start(line, is_macro):
+    if is_macro:
+        m = _CONSTANT.match(line)
+        return bool(m) and m.group(1) != "TACK_API" and not m.group(1).endswith("_H")
+    return bool(_DECLARATION.match(line))
+
+
+def _file_comment_standalone(text):
+    """The header's opening comment describes the file, not the include
+    guard after it: an empty comment between keeps hawkmoth from attaching
+    it there."""
+    if text.startswith("/**"):
+        end = text.find("*/") + 2
+        return text[:end] + "\n/**/" + text[end:]
+    return text
+
+
+_MACRO = re.compile(r"^#define (\w+)\(([^)]*)\)[ \t]*\\\n((?:.*\\\n)*.*)$", re.M)
+
+
+def _expand_generators(text):
+    """A prototype, documented, before each use of a macro that defines a
+    static inline function (tack_arg_i8 and its kin), so that the functions
+    it generates are listed like any other."""
+    for m in _MACRO.finditer(text):
+        name, params = m.group(1), [p.strip() for p in m.group(2).split(",")]
+        body = m.group(3).replace("\\\n", " ")
+        sig = re.search(r"(static inline [^{;]*?\))", body)
+        if not sig:
+            continue
+
+        def prototype(args, sig=sig.group(1), params=params):
+            out = sig
+            for p, a in zip(params, args):
+                out = re.sub(r"\s*##\s*%s\b" % p, a, out)
+                out = re.sub(r"\b%s\s*##\s*" % p, a, out)
+                out = re.sub(r"\b%s\b" % p, a, out)
+            return re.sub(r"\s+", " ", out)
+
+        def use(u, name=name):
+            args = [a.strip() for a in u.group(1).split(",")]
+            return "/** From `%s(%s)`. */\n%s;\n%s" % (name, ", ".join(args), prototype(args), u.group(0))
+
+        text = re.sub(r"^%s\(([^)]*)\)[ \t]*$" % name, use, text, flags=re.M)
+    return text
+
+
+def copy_headers(source, dest):
+    """include/tack/*.h from `source` into `dest`/tack, comments marked.
+    Returns the names copied."""
+    dest = pathlib.Path(dest) / "tack"
+    dest.mkdir(parents=True, exist_ok=True)
+    names = []
+    for header in sorted(pathlib.Path(source).glob("*.h")):
+        text = _expand_generators(_file_comment_standalone(mark_comments(header.read_text())))
+        target = dest / header.name
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+        names.append(header.name)
+    return names
+
+
+_INLINE = re.compile(r"(\*\*|\*|``|`|\|_?|\b_\b|(?<=\w)__?(?=\W|$))")
+
+
+def _escape(line):
+    """One line of prose as reST that shows it as written: `code` becomes a
+    literal, and the characters reST reads as markup are escaped."""
+    parts = re.split(r"(`[^`]+`)", line)
+    out = []
+    for part in parts:
+        if len(part) > 2 and part.startswith("`") and part.endswith("`"):
+            out.append("``" + part[1:-1] + "``")
+        else:
+            part = part.replace("\\", "\\\\")
+            part = re.sub(r"([*|`])", r"\\\1", part)
+            part = re.sub(r"(?<=\w)_(?=\W|$)", r"\\_", part)
+            out.append(part)
+    return "".join(out)
+
+
+def plain_text(lines):
+    """A comment's or docstring's lines as reST: paragraphs escaped, and
+    indented runs (code in a comment) kept verbatim as literal blocks."""
+    result = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        if line.startswith((" ", "\t")) and line.strip():
+            block = []
+            while i < n and (lines[i].startswith((" ", "\t")) or not lines[i].strip()):
+                block.append(lines[i])
+                i += 1
+            while block and not block[-1].strip():
+                block.pop()
+            if result and result[-1].strip():
+                result.append("")
+            result.append("::")
+            result.append("")
+            result.extend("    " + b if b.strip() else "" for b in block)
+            result.append("")
+            continue
+        stripped = line.strip()
+        # A line that reST would read as a list item or a field starts a
+        # paragraph of its own; keep it text.
+        if re.match(r"^([-+*]|\d+[.)]|#\.)\s", stripped) or stripped.startswith(("-", "+", ":")):
+            result.append("\\" + _escape(stripped))
+        else:
+            result.append(_escape(line))
+        i += 1
+    return result
+
