@@ -162,6 +162,8 @@ def copy_headers(source, dest):
     names = []
     for header in sorted(pathlib.Path(source).glob("*.h")):
         text = _expand_generators(_file_comment_standalone(mark_comments(header.read_text())))
+        # A comment over #include lines describes the file, not the include.
+        text = re.sub(r"\*/\n(\s*\n)*(?=#include)", "*/\n/**/\n", text)
         target = dest / header.name
         if not target.exists() or target.read_text() != text:
             target.write_text(text)
