@@ -2,7 +2,6 @@
 import os
 import pathlib
 import sys
-import sysconfig
 
 import tack
 
@@ -39,10 +38,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 
 # ---- the C reference: hawkmoth over the headers, comments marked as docs
-C_HEADERS = ROOT / "build" / "docs" / "c-headers"
-tack_headers.copy_headers(ROOT / "include" / "tack", C_HEADERS)
-hawkmoth_root = str(C_HEADERS)
-hawkmoth_clang = [f"-I{C_HEADERS}", f"-I{sysconfig.get_paths()['include']}", "-std=c11", "-DTACK_API="]
+globals().update(tack_headers.hawkmoth_config(ROOT))
 
 # Types the reference names but does not define: C's and Python's own.
 nitpick_ignore_regex = [

@@ -222,3 +222,18 @@ def plain_text(lines):
         i += 1
     return result
 
+
+
+def hawkmoth_config(root):
+    """The settings of the C reference (docs/conf.py, and the test that
+    builds the reference alone): the marked copy of the headers, parsed as
+    C11 with Python's headers for <tack/python.h>."""
+    import sysconfig
+
+    root = pathlib.Path(root)
+    headers = root / "build" / "docs" / "c-headers"
+    copy_headers(root / "include" / "tack", headers)
+    return {
+        "hawkmoth_root": str(headers),
+        "hawkmoth_clang": [f"-I{headers}", f"-I{sysconfig.get_paths()['include']}", "-std=c11", "-DTACK_API="],
+    }
