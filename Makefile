@@ -1,7 +1,7 @@
 # make demo: build, install into .venv, run the walkthrough.
 # make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK
 #            (and again against an ASan + UBSan build of the extension),
-#            then the C install, the public headers and the wheel.
+#            then the C install, the public headers, the wheel and the docs (make docs).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -117,7 +117,7 @@ pytest-asan: asan-install
 pytest-pythons: install
 	tests/pythons/run.sh
 
-test: ctest pytest pytest-asan pytest-pythons fuzz-corpus test-install test-headers test-wheel
+test: ctest pytest pytest-asan pytest-pythons fuzz-corpus test-install test-headers test-wheel docs
 
 demo: install
 	$(PY) -m tack.demo

@@ -17,6 +17,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEADERS = ROOT / "include" / "tack"
 
+pytestmark = pytest.mark.not_asan(reason="builds the C reference with Sphinx; nothing there is the extension")
+
 pytest.importorskip("hawkmoth", reason="make docs's requirements (requirements-dev.txt) are not installed")
 pytest.importorskip("clang.cindex", reason="the libclang wheel (requirements-dev.txt) is not installed")
 
