@@ -125,13 +125,15 @@ demo: install
 
 # The documentation site: Sphinx over docs/, warnings as errors and every
 # cross-reference checked (nitpicky); the tutorials under examples/tutorials
-# run and draw their figures on the CPU, offscreen. Autodoc imports the
+# run and draw their figures on the CPU, offscreen; then every page, link
+# and figure of the built site is checked to exist. Autodoc imports the
 # extension make install built; what Sphinx needs comes with the venv
 # (requirements-dev.txt).
 DOCS_OUT := $(BUILD)/docs/html
 .PHONY: docs
 docs: install
 	MPLBACKEND=Agg $(PY) -m sphinx -b html -E -W --keep-going -n -q docs $(DOCS_OUT)
+	$(PY) docs/_ext/check_site.py $(DOCS_OUT)
 	@echo "docs: $(DOCS_OUT)/index.html"
 
 # The in-situ example alone: a C simulation that embeds Python (examples/insitu).
