@@ -26,6 +26,7 @@ def mark_comments(text):
     in_comment = False
     continued_macro = False
     commented = False  # the last non-blank line ended a comment
+    branches = []  # the open braces at each enclosing #if
     for line in text.split("\n"):
         is_macro = continued_macro or line.lstrip().startswith("#")
         starts_macro = not continued_macro and is_macro
@@ -36,9 +37,22 @@ def mark_comments(text):
         if all(e == "extern" for e in stack) and not in_comment and not commented and \
                 _undocumented_start(line, starts_macro) and not _names_defined_struct(line, text):
             out.append("/** */")
+        # An enum value without a comment of its own (TACK_OK) is listed too.
+        if stack and stack[-1] == "aggregate" and not in_comment and not commented and not is_macro and \
+                re.match(r"^\s+[A-Za-z_]\w*\s*(=[^,/]*)?,?\s*$", line):
+            out.append(re.match(r"^\s*", line).group(0) + "/** */")
         if line.strip():
             commented = line.rstrip().endswith("*/") and not is_macro
         if is_macro:
+            # Each branch of a conditional starts from the braces open at
+            # its #if (a C and a C++ spelling of one declaration).
+            directive = line.lstrip()[1:].lstrip() if starts_macro else ""
+            if directive.startswith("if"):
+                branches.append(list(stack))
+            elif directive.startswith(("else", "elif")) and branches:
+                stack[:] = branches[-1]
+            elif directive.startswith("endif") and branches:
+                branches.pop()
             out.append(line)
             continue
         # A top-level declaration's comment on its own line, after it:
@@ -154,6 +168,54 @@ def _expand_generators(text):
     return text
 
 
+def _comments_first(text):
+    """Comments that follow code on its line (enum values, struct members,
+    grouped declarations) moved onto a line of their own above it, where
+    hawkmoth looks for a declaration's documentation; a comment that runs on
+    over the next lines is joined into one. Lines continuing a macro keep
+    theirs."""
+    lines = text.split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"^([ \t]*)([^/\s][^/]*?)[ \t]*/\*(?!\*)(.*)$", line)
+        continues_macro = bool(out) and out[-1].rstrip().endswith("\\")
+        if not m or continues_macro or line.lstrip().startswith("*"):
+            out.append(line)
+            i += 1
+            continue
+        indent, code, rest = m.groups()
+        parts = []
+        j = i
+        while "*/" not in rest and j + 1 < len(lines):
+            parts.append(rest)
+            j += 1
+            rest = re.sub(r"^\s*\*(?!/)\s?", "", lines[j])
+        if "*/" not in rest:
+            out.append(line)
+            i += 1
+            continue
+        head, tail = rest.split("*/", 1)
+        if tail.strip():  # code after the comment: leave the line alone
+            out.append(line)
+            i += 1
+            continue
+        parts.append(head)
+        words = " ".join(p.strip() for p in parts if p.strip())
+        out.append(f"{indent}/* {words} */")
+        out.append(indent + code)
+        i = j + 1
+    return "\n".join(out)
+
+
+def _last_line_apart(text):
+    """A comment's last line with text before its */ is split in two:
+    hawkmoth strips the leading * of the lines between the first and a last
+    line of */ alone."""
+    return re.sub(r"^([ \t]*)\*( .*?\S)[ \t]*\*/[ \t]*$", r"\1*\2\n\1*/", text, flags=re.M)
+
+
 def copy_headers(source, dest):
     """include/tack/*.h from `source` into `dest`/tack, comments marked.
     Returns the names copied."""
@@ -161,7 +223,8 @@ def copy_headers(source, dest):
     dest.mkdir(parents=True, exist_ok=True)
     names = []
     for header in sorted(pathlib.Path(source).glob("*.h")):
-        text = _expand_generators(_file_comment_standalone(mark_comments(header.read_text())))
+        text = mark_comments(_comments_first(header.read_text()))
+        text = _last_line_apart(_expand_generators(_file_comment_standalone(text)))
         # A comment over #include lines describes the file, not the include.
         text = re.sub(r"\*/\n(\s*\n)*(?=#include)", "*/\n/**/\n", text)
         target = dest / header.name

@@ -3,11 +3,10 @@ The heat equation, drawn without a copy
 =======================================
 
 A square plate, hot in three spots, cools by diffusion: the temperature
-``u`` follows the heat equation :math:`\\partial u / \\partial t = \\alpha
-\\nabla^2 u`, with the edges held at 0. Two Tack kernels step it on the
-CPU, updating the field in place, and Matplotlib draws the field straight
-from Tack's memory: NumPy's view of a host array is the array's own
-memory, so nothing is copied to plot it.
+``u`` follows the heat equation, ∂u/∂t = α ∇²u, with the edges held at
+0. Two Tack kernels step it on the CPU, updating the field in place, and
+Matplotlib draws the field straight from Tack's memory: NumPy's view of a
+host array is the array's own memory, so nothing is copied to plot it.
 """
 
 # %%
