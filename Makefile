@@ -145,7 +145,7 @@ bench: install
 	$(PY) bench/exchange.py
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) docs/tutorials docs/sg_execution_times.rst
 
 # ---- installing: the C library, and the Python distribution (tack-arrays)
 # make install-c PREFIX=<dir>  include/tack/*.h, lib/libtack.so (SONAME libtack.so.<abi>),
