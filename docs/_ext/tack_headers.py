@@ -291,6 +291,7 @@ def hawkmoth_config(root):
     """The settings of the C reference (docs/conf.py, and the test that
     builds the reference alone): the marked copy of the headers, parsed as
     C11 with Python's headers for <tack/python.h>."""
+    import shutil
     import sysconfig
 
     root = pathlib.Path(root)
@@ -299,4 +300,7 @@ def hawkmoth_config(root):
     return {
         "hawkmoth_root": str(headers),
         "hawkmoth_clang": [f"-I{headers}", f"-I{sysconfig.get_paths()['include']}", "-std=c11", "-DTACK_API="],
+        # Where the standard headers are, asked of the C compiler there is
+        # (clang, else gcc): libclang's wheel carries none.
+        "hawkmoth_compiler": shutil.which("clang") or shutil.which("gcc") or shutil.which("cc") or "clang",
     }
