@@ -1,7 +1,7 @@
 # make demo: build, install into .venv, run the walkthrough.
 # make test: C tests (ASan + UBSan), then the Python suite against real NumPy, PyTorch and VTK
 #            (and again against an ASan + UBSan build of the extension),
-#            then the C install, the public headers and the wheel.
+#            then the C install, the public headers, the wheel and the docs (make docs).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -31,6 +31,7 @@ help:
 	@echo "make pytest-pythons  the Python tests on another CPython (3.13, 3.12), NumPy only"
 	@echo "make install-c PREFIX=<dir>  the C library, headers, tack.pc, CMake package (DESTDIR respected)"
 	@echo "make wheel   dist/tack_arrays-*-manylinux_2_28_x86_64.whl;  make sdist  dist/tack_arrays-*.tar.gz"
+	@echo "make docs    the documentation site (Sphinx, docs/) into build/docs/html, warnings as errors"
 
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -116,11 +117,24 @@ pytest-asan: asan-install
 pytest-pythons: install
 	tests/pythons/run.sh
 
-test: ctest pytest pytest-asan pytest-pythons fuzz-corpus test-install test-headers test-wheel
+test: ctest pytest pytest-asan pytest-pythons fuzz-corpus test-install test-headers test-wheel docs
 
 demo: install
 	$(PY) -m tack.demo
 	$(PY) examples/insitu/run.py
+
+# The documentation site: Sphinx over docs/, warnings as errors and every
+# cross-reference checked (nitpicky); the tutorials under examples/tutorials
+# run and draw their figures on the CPU, offscreen; then every page, link
+# and figure of the built site is checked to exist. Autodoc imports the
+# extension make install built; what Sphinx needs comes with the venv
+# (requirements-dev.txt).
+DOCS_OUT := $(BUILD)/docs/html
+.PHONY: docs
+docs: install
+	MPLBACKEND=Agg $(PY) -m sphinx -b html -E -W --keep-going -n -q docs $(DOCS_OUT)
+	$(PY) docs/_ext/check_site.py $(DOCS_OUT)
+	@echo "docs: $(DOCS_OUT)/index.html"
 
 # The in-situ example alone: a C simulation that embeds Python (examples/insitu).
 .PHONY: insitu
@@ -131,7 +145,7 @@ bench: install
 	$(PY) bench/exchange.py
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) docs/tutorials docs/sg_execution_times.rst
 
 # ---- installing: the C library, and the Python distribution (tack-arrays)
 # make install-c PREFIX=<dir>  include/tack/*.h, lib/libtack.so (SONAME libtack.so.<abi>),
