@@ -179,7 +179,7 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
     tack_source_put(b,
                     "typedef struct { uint32_t flag; uint32_t param; int64_t index; int64_t extent; int64_t line; "
                     "int64_t sink[2]; } tack_check_record_;\n"
-                    "TACK_INLINE_ void tack_check_fail_(%stack_check_record_ *r, int param, tack_index i, tack_index n, "
+                    "%s void tack_check_fail_(%stack_check_record_ *r, int param, tack_index i, tack_index n, "
                     "int line)\n{\n"
                     "    uint32_t expected = 0;\n    (void)expected;\n"
                     "    if (%s) {\n"
@@ -189,7 +189,10 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                     "tack_check_, &tack_sink##k##_))\n"
                     "#define TACK_REF_(k, a, i) (*tack_ref##k##_(a, (tack_index)(i), tack_ext_##a##_.size, __LINE__, "
                     "tack_check_))\n",
-                    space, cas);
+                    /* Out of line on the host, so that the accesses in
+                     * bounds stay small enough to unroll and inline. */
+                    language == TACK_CHECK_C ? "static __attribute__((noinline, cold, unused))" : "TACK_INLINE_", space,
+                    cas);
     for (int k = 0; k < sig->nparams; k++) {
         const struct tack_param *p = &sig->params[k];
         if (!p->is_array)
@@ -202,7 +205,7 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
         tack_source_put(b,
                         "TACK_INLINE_ %s%s *tack_at%d_(%s%s *a, tack_index i, tack_index n, int line, "
                         "%stack_check_record_ *r, %s *sink)\n{\n"
-                        "    if ((uint64_t)i < (uint64_t)n)\n        return a + i;\n"
+                        "    if (__builtin_expect((uint64_t)i < (uint64_t)n, 1))\n        return a + i;\n"
                         "    tack_check_fail_(r, %d, i, n, line);\n",
                         c, type, k, c, type, space, type, k);
         if (cxx)
@@ -213,7 +216,7 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                         "    return sink;\n}\n"
                         "TACK_INLINE_ %s%s *tack_ref%d_(%s%s *a, tack_index i, tack_index n, int line, "
                         "%stack_check_record_ *r)\n{\n"
-                        "    if ((uint64_t)i < (uint64_t)n)\n        return a + i;\n"
+                        "    if (__builtin_expect((uint64_t)i < (uint64_t)n, 1))\n        return a + i;\n"
                         "    tack_check_fail_(r, %d, i, n, line);\n"
                         "    return (%s *)r->sink;\n}\n",
                         c, type, k, c, type, space, k, type);
