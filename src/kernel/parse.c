@@ -618,6 +618,27 @@ static uint64_t extents_named(const struct toks *t, const struct tack_signature 
     return used;
 }
 
+/* TACK_EVALUE for tack_extent( or tack_size( in the body whose first
+ * argument is not one of the kernel's array parameters: there is no
+ * array for it to read. */
+static tack_status extents_check(const struct scan *s, const struct def *d, const struct tack_signature *sig)
+{
+    const struct tok *v = s->t.v;
+    for (int i = d->body_open + 1; i + 2 < d->body_close; i++) {
+        if (v[i].dir || v[i].kind != T_IDENT || !(tok_is(&v[i], "tack_extent") || tok_is(&v[i], "tack_size")) ||
+            !punct(&v[i + 1], '('))
+            continue;
+        if (array_param(sig, &v[i + 2]) >= 0)
+            continue;
+        return tack_error_set(TACK_EVALUE,
+                              "line %d: %.*s(%.*s, ...) in kernel '%s': its first argument must name one of the "
+                              "kernel's array parameters, whose extents the launch passes; '%.*s' is not one",
+                              v[i].line, v[i].len, v[i].s, v[i + 2].len, v[i + 2].s, sig->name, v[i + 2].len,
+                              v[i + 2].s);
+    }
+    return TACK_OK;
+}
+
 /* Whether a code token ends an operand, so that a '&' after it is the
  * binary operator. */
 static int ends_operand(const struct tok *t)
@@ -730,6 +751,7 @@ tack_status tack_signature_parse(const char *source, const char *name, struct ta
 tack_status tack_signature_parse_checked(const char *source, const char *name, int checked,
                                          struct tack_signature *out)
 {
+    out->body_stub = out->body_checked = NULL;
     if (!source)
         return tack_error_set(TACK_EVALUE, "kernel source is NULL");
     struct scan s;
@@ -781,8 +803,10 @@ tack_status tack_signature_parse_checked(const char *source, const char *name, i
     if (st == TACK_OK) {
         out->uses_atomics = names_atomics(&s.t);
         out->extents_used = extents_named(&s.t, out);
+        st = extents_check(&s, found, out);
+    }
+    if (st == TACK_OK) {
         out->body_end_line = s.t.v[found->body_close].line;
-        out->body_stub = out->body_checked = NULL;
         if ((out->extents_used || checked) && !(out->body_stub = body_stub(&s, found)))
             st = TACK_ENOMEM;
         if (st == TACK_OK && checked && !(out->body_checked = body_checked(&s, found, out)))

@@ -109,6 +109,11 @@ def test_extent_outside_the_kernels_body_does_not_compile():
         """)(tack.zeros(4, dtype="float32"))
 
 
+def test_extent_of_a_scalar_is_refused_when_the_kernel_is_made():
+    with pytest.raises(ValueError, match=r"line 1: tack_extent\(n, \.\.\.\) in kernel 'scalar'.*'n' is not one"):
+        tack.Kernel("void scalar(tack_index i, int64_t n, float *y) { y[i] = (float)tack_extent(n, 0); }")
+
+
 def test_an_array_of_more_dimensions_than_extent_reads_is_refused():
     k = tack.Kernel("void deep(tack_index i, float *y) { y[i] = (float)tack_extent(y, 0); }")
     with pytest.raises(ValueError, match="tack_extent reads at most 4"):
