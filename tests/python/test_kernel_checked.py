@@ -101,6 +101,31 @@ def test_unchecked_kernels_without_extents_are_generated_as_before():
         assert entry.count(",") == (2 if backend != "cpu" else 3), (backend, entry)
 
 
+@pytest.mark.parametrize("checked", [False, True])
+def test_directives_in_and_around_the_body_stay_as_the_compiler_reads_them(checked):
+    """The kernel's own function keeps its body's directives (a macro
+    defined there, a conditional that crosses its ends) when its entry
+    calls the copy that takes the extents."""
+    k = tack.Kernel("""
+    #if 0
+    void crossing(tack_index i, double *y) {
+    #else
+    void crossing(tack_index i, float *y) {
+    #endif
+    #if 1
+        y[i] = (float)(tack_size(y) * LATER_FACTOR_OR_TWO);
+    #endif
+    #define LATER 5
+    }
+    #ifndef LATER
+    #error the body's #define is gone
+    #endif
+    """.replace("LATER_FACTOR_OR_TWO", "2"), checked=checked)
+    y = np.zeros(3, np.float32)
+    k(y)
+    np.testing.assert_array_equal(y, [6, 6, 6])
+
+
 def test_extent_outside_the_kernels_body_does_not_compile():
     with pytest.raises(RuntimeError, match="tack_extent"):
         tack.Kernel("""
