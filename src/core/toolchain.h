@@ -255,7 +255,8 @@ struct tack_kernel_code {
     /* File code (tack_code_kind_is_file): the object as the store loaded
      * it (a dlopen handle, the store's to close), in place of data. */
     void *object;
-    /* The kernel's parameters after the index, and each one's bytes. */
+    /* The kernel's parameters after the index, then its hidden ones
+     * (tack_signature_hidden), and each one's bytes. */
     int nargs;
     const size_t *arg_sizes;
     const char *name; /* the kernel's, for messages */
