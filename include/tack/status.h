@@ -23,6 +23,7 @@ typedef enum tack_status {
     TACK_ETIMEOUT,  /* a wait ran out of its time limit (Python: TimeoutError) */
     TACK_EIO,       /* a read or write failed, or the peer closed the connection or broke off
                      * (Python: RuntimeError; OSError with the errno where a socket call failed) */
+    TACK_EINDEX,    /* a checked kernel launch indexed an array out of its bounds (Python: IndexError) */
 } tack_status;
 
 /* The message left by the last failing call on this thread; "" if none.

@@ -106,6 +106,10 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
 static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *sig, const char *source,
                             const char *suffix, const char *qualifier)
 {
+    if (tack_signature_hidden(sig)) {
+        tack_source_kernel_copy(b, sig, source, suffix, qualifier, TACK_CHECK_C);
+        return;
+    }
     tack_source_put(b, "static inline void %s%s(", sig->name, suffix);
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
@@ -154,7 +158,15 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
         else
             tack_source_put(b, "    %s tack_p%d_ = *(const %s *)tack_args_[%d];\n", type, k, type, k);
     }
-    if (sig->nparams == 0)
+    /* The hidden parameters follow the kernel's own (tack_signature_hidden). */
+    int at = sig->nparams;
+    for (int k = 0; k < sig->nparams; k++)
+        if (sig->extents_passed >> k & 1)
+            tack_source_put(b, "    const tack_extents_ tack_ext_%s_ = *(const tack_extents_ *)tack_args_[%d];\n",
+                            sig->params[k].name, at++);
+    if (sig->checked)
+        tack_source_put(b, "    tack_check_record_ *tack_check_ = *(tack_check_record_ *const *)tack_args_[%d];\n", at);
+    if (sig->nparams == 0 && !tack_signature_hidden(sig))
         tack_source_put(b, "    (void)tack_args_;\n");
     if (sig->ndim == 1) {
         tack_source_put(b,
@@ -214,6 +226,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
      * too (only the kernel's own body is copied): slower, still right. */
     int atomics = sig->uses_atomics;
     tack_source_signature_check(b, sig, source, TACK_CHECK_C);
+    tack_source_hidden(b, sig, source, TACK_CHECK_C);
     if (variant)
         cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ");
     if (atomics) {

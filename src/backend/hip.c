@@ -249,6 +249,7 @@ static tack_status hip_synchronize(tack_device *device)
 static void hip_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
     tack_source_signature_check(b, sig, source, TACK_CHECK_CXX);
+    tack_source_hidden(b, sig, source, TACK_CHECK_CXX);
     static const char *const dims[TACK_KERNEL_MAX_DIMS] = {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x",
                                                            "(tack_index)blockIdx.y * blockDim.y + threadIdx.y",
                                                            "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"};

@@ -132,6 +132,7 @@ const char *tack_status_name(tack_status status)
     case TACK_ECOMPILE: return "TACK_ECOMPILE";
     case TACK_ETIMEOUT: return "TACK_ETIMEOUT";
     case TACK_EIO: return "TACK_EIO";
+    case TACK_EINDEX: return "TACK_EINDEX";
     }
     return "TACK_E?";
 }

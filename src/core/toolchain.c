@@ -73,13 +73,29 @@ static const char *extent_var(const struct tack_signature *sig, int d)
     return sig->ndim == 1 ? "tack_n_" : d >= 0 && d < TACK_KERNEL_MAX_DIMS ? vars[d] : "";
 }
 
+/* The hidden parameters (tack_signature_hidden) after the kernel's own:
+ * as a declaration's (`decl`, arrays in `space`) or a call's. Inside an
+ * entry and a copy they have the same names, tack_ext_<name>_ (a macro
+ * over the name finds them) and tack_check_. */
+static void hidden_params(struct tack_source *b, const struct tack_signature *sig, int decl, const char *space)
+{
+    for (int k = 0; k < sig->nparams; k++)
+        if (sig->extents_passed >> k & 1)
+            tack_source_put(b, ", %stack_ext_%s_", decl ? "tack_extents_ " : "", sig->params[k].name);
+    if (sig->checked)
+        tack_source_put(b, ", %s%stack_check_", decl ? space : "", decl ? "tack_check_record_ *" : "");
+}
+
 void tack_source_call(struct tack_source *b, const struct tack_signature *sig, const char *function)
 {
-    tack_source_put(b, "%s(", function ? function : sig->name);
+    const int hidden = tack_signature_hidden(sig);
+    tack_source_put(b, "%s%s(", function ? function : sig->name, !function && hidden ? "_tack_x_" : "");
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%s%s", d ? ", " : "", index_vars[d]);
     for (int k = 0; k < sig->nparams; k++)
         tack_source_put(b, ", tack_p%d_", k);
+    if (hidden)
+        hidden_params(b, sig, 0, "");
     tack_source_put(b, ");\n");
 }
 
@@ -93,6 +109,119 @@ void tack_source_params(struct tack_source *b, const struct tack_signature *sig,
         else
             tack_source_put(b, ", %s tack_p%d_", type, k);
     }
+    if (tack_signature_hidden(sig))
+        hidden_params(b, sig, 1, space);
+}
+
+void tack_source_kernel_copy(struct tack_source *b, const struct tack_signature *sig, const char *source,
+                             const char *suffix, const char *qualifier, enum tack_check_language language)
+{
+    const char *space = language == TACK_CHECK_OPENCL ? "__global " : "";
+    tack_source_put(b, "static inline void %s%s(", sig->name, suffix);
+    for (int d = 0; d < sig->ndim; d++)
+        tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
+    for (int k = 0; k < sig->nparams; k++) {
+        const struct tack_param *p = &sig->params[k];
+        const char *type = tack_dtype_c_type(p->dtype);
+        if (p->is_array)
+            tack_source_put(b, ", %s%s *%s%s", p->writable ? "" : "const ", type, qualifier, p->name);
+        else
+            tack_source_put(b, ", %s %s", type, p->name);
+    }
+    if (tack_signature_hidden(sig))
+        hidden_params(b, sig, 1, space);
+    tack_source_put(b, ")\n{\n");
+    /* Where a checked load out of bounds reads its 0 and a store goes:
+     * the calling thread's own, so that concurrent violations cannot make
+     * a load read anything else. */
+    for (int k = 0; sig->checked && k < sig->nparams; k++)
+        if (sig->params[k].is_array)
+            tack_source_put(b, "%s tack_sink%d_;\n(void)&tack_sink%d_;\n", tack_dtype_c_type(sig->params[k].dtype),
+                            k, k);
+    for (int i = 0; i < sig->body_if; i++)
+        tack_source_put(b, "#if 1\n");
+    tack_source_put(b, "#line %d \"kernel\"\n", sig->body_line);
+    if (sig->checked && sig->body_checked)
+        tack_source_append(b, sig->body_checked);
+    else
+        tack_source_put(b, "%.*s", (int)(sig->body_end - sig->body_begin), source + sig->body_begin);
+    tack_source_put(b, "\n");
+    for (int i = 0; i < sig->body_endif; i++)
+        tack_source_put(b, "#endif\n");
+    tack_source_put(b, "#line 1 \"<tack entry>\"\n}\n");
+}
+
+void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig, const char *source,
+                        enum tack_check_language language)
+{
+    if (!tack_signature_hidden(sig))
+        return;
+    const int cxx = language == TACK_CHECK_CXX;
+    const char *space = language == TACK_CHECK_OPENCL ? "__global " : "";
+    /* Passed by value, all int64: one layout on the host and every device. */
+    tack_source_put(b,
+                    "typedef struct { int64_t size; int64_t ndim; int64_t n[%d]; } tack_extents_;\n"
+                    "TACK_INLINE_ tack_index tack_extent_of_(tack_extents_ e, tack_index d)\n"
+                    "{\n    return d >= 0 && d < e.ndim && d < %d ? e.n[d] : 0;\n}\n"
+                    "#define tack_extent(y, d) tack_extent_of_(tack_ext_##y##_, (tack_index)(d))\n"
+                    "#define tack_size(y) ((tack_index)tack_ext_##y##_.size)\n",
+                    TACK_EXTENT_DIMS, TACK_EXTENT_DIMS);
+    if (!sig->checked) {
+        tack_source_kernel_copy(b, sig, source, "_tack_x_", "", language);
+        return;
+    }
+    const char *cas = language == TACK_CHECK_C
+                          ? "__atomic_compare_exchange_n(&r->flag, &expected, 1u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)"
+                      : cxx ? "atomicCAS((unsigned *)&r->flag, 0u, 1u) == 0u"
+                            : "atomic_cmpxchg((volatile __global uint *)&r->flag, 0u, 1u) == 0u";
+    /* The first violation wins the flag and writes the rest; the host
+     * reads the record once the launch is complete. */
+    tack_source_put(b,
+                    "typedef struct { uint32_t flag; uint32_t param; int64_t index; int64_t extent; int64_t line; "
+                    "int64_t sink[2]; } tack_check_record_;\n"
+                    "%s void tack_check_fail_(%stack_check_record_ *r, int param, tack_index i, tack_index n, "
+                    "int line)\n{\n"
+                    "    uint32_t expected = 0;\n    (void)expected;\n"
+                    "    if (%s) {\n"
+                    "        r->param = (uint32_t)param;\n        r->index = i;\n        r->extent = n;\n"
+                    "        r->line = line;\n    }\n}\n"
+                    "#define TACK_AT_(k, a, i) (*tack_at##k##_(a, (tack_index)(i), tack_ext_##a##_.size, __LINE__, "
+                    "tack_check_, &tack_sink##k##_))\n"
+                    "#define TACK_REF_(k, a, i) (*tack_ref##k##_(a, (tack_index)(i), tack_ext_##a##_.size, __LINE__, "
+                    "tack_check_))\n",
+                    /* Out of line on the host, so that the accesses in
+                     * bounds stay small enough to unroll and inline. */
+                    language == TACK_CHECK_C ? "static __attribute__((noinline, cold, unused))" : "TACK_INLINE_", space,
+                    cas);
+    for (int k = 0; k < sig->nparams; k++) {
+        const struct tack_param *p = &sig->params[k];
+        if (!p->is_array)
+            continue;
+        const char *type = tack_dtype_c_type(p->dtype), *c = p->writable ? "" : "const ";
+        /* An index is in bounds when 0 <= i < n: one unsigned compare. A
+         * load out of bounds reads the thread's zeroed sink, a store goes
+         * there; an address (&y[e], an atomic's) is the record's sink, in
+         * the memory atomics work on. */
+        tack_source_put(b,
+                        "TACK_INLINE_ %s%s *tack_at%d_(%s%s *a, tack_index i, tack_index n, int line, "
+                        "%stack_check_record_ *r, %s *sink)\n{\n"
+                        "    if (__builtin_expect((uint64_t)i < (uint64_t)n, 1))\n        return a + i;\n"
+                        "    tack_check_fail_(r, %d, i, n, line);\n",
+                        c, type, k, c, type, space, type, k);
+        if (cxx)
+            tack_source_put(b, "    *sink = %s{};\n", type);
+        else
+            tack_source_put(b, "    *sink = (%s){0};\n", type);
+        tack_source_put(b,
+                        "    return sink;\n}\n"
+                        "TACK_INLINE_ %s%s *tack_ref%d_(%s%s *a, tack_index i, tack_index n, int line, "
+                        "%stack_check_record_ *r)\n{\n"
+                        "    if (__builtin_expect((uint64_t)i < (uint64_t)n, 1))\n        return a + i;\n"
+                        "    tack_check_fail_(r, %d, i, n, line);\n"
+                        "    return (%s *)r->sink;\n}\n",
+                        c, type, k, c, type, space, k, type);
+    }
+    tack_source_kernel_copy(b, sig, source, "_tack_x_", "", language);
 }
 
 /* The keywords a Tack-written type may contain: a -D flag or a #define can

@@ -70,7 +70,47 @@ struct tack_signature {
     /* The source names one of Tack's atomics: an identifier beginning
      * tack_atomic_, anywhere in it (a helper's or a macro's included). */
     int uses_atomics;
+    /* The array parameters the source asks the extents of (tack_extent(y,
+     * d) or tack_size(y) names y, anywhere in it): bit k for parameter k. */
+    uint64_t extents_used;
+    /* Set by the kernel layer before it generates source: the hidden
+     * parameters the entry takes after the kernel's own, and hands a copy
+     * of the kernel that has them too (tack_source_hidden). In order: for
+     * each bit k of extents_passed, parameter k's extents (a tack_extents_
+     * by value, TACK_EXTENTS_SIZE bytes); then, when checked, the check
+     * record (a pointer to TACK_CHECK_RECORD_SIZE bytes of device memory,
+     * zeroed before the launch). A kernel without them is generated as
+     * before they existed. */
+    uint64_t extents_passed;
+    int checked;
+    /* The line of the body's '}'. */
+    int body_end_line;
+    /* malloc'd, the signature's (tack_signature_free); NULL when not made:
+     * the kernel's own body with no code left in it, only its directives
+     * (what the kernel's own function keeps when the entry calls the copy
+     * with hidden parameters: tack_extent means nothing there), and the
+     * body with every subscript of an array parameter rewritten to a
+     * checked access (TACK_AT_ and TACK_REF_, tack_source_hidden). */
+    char *body_stub;
+    char *body_checked;
 };
+
+/* The extents a kernel sees of an array (tack_extent): the first
+ * TACK_EXTENT_DIMS of them; a body that asks the extents of an array of
+ * more dimensions is refused at launch. */
+#define TACK_EXTENT_DIMS 4
+/* int64 size, ndim, extents[TACK_EXTENT_DIMS]: tack_extents_. */
+#define TACK_EXTENTS_SIZE (8 * (2 + TACK_EXTENT_DIMS))
+/* uint32 flag (0: no violation), uint32 parameter, int64 index, int64
+ * extent, int64 line, then 16 bytes where an access out of bounds through
+ * an address (&y[e]) goes: tack_check_record_. */
+#define TACK_CHECK_RECORD_SIZE 48
+
+/* Whether the entry of `sig` takes hidden parameters. */
+static inline int tack_signature_hidden(const struct tack_signature *sig)
+{
+    return sig->extents_passed != 0 || sig->checked;
+}
 
 /* ---- generated source ------------------------------------------------- */
 
@@ -132,6 +172,21 @@ enum tack_check_language {
  * TACK_SIGNATURE_MARKER in the log. */
 void tack_source_signature_check(struct tack_source *s, const struct tack_signature *sig, const char *source,
                                  enum tack_check_language language);
+
+/* For a kernel with hidden parameters (tack_signature_hidden; else
+ * nothing), after the signature check and before the entry: the types and
+ * helpers tack_extent, tack_size and checked accesses use, and the copy of
+ * the kernel the entry calls, `<name>_tack_x_` (tack_source_kernel_copy).
+ * tack_source_params and tack_source_call add the hidden parameters. */
+void tack_source_hidden(struct tack_source *s, const struct tack_signature *sig, const char *source,
+                        enum tack_check_language language);
+/* The kernel again as `static inline void <name><suffix>`, with
+ * `qualifier` ("restrict " or "") after the `*` of every array parameter
+ * and the hidden parameters after the kernel's own: the user's body (its
+ * checked rewrite for a checked kernel) under Tack's own declaration of
+ * the parameters. */
+void tack_source_kernel_copy(struct tack_source *s, const struct tack_signature *sig, const char *source,
+                             const char *suffix, const char *qualifier, enum tack_check_language language);
 
 void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig, const char *head,
                               const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],
@@ -200,7 +255,8 @@ struct tack_kernel_code {
     /* File code (tack_code_kind_is_file): the object as the store loaded
      * it (a dlopen handle, the store's to close), in place of data. */
     void *object;
-    /* The kernel's parameters after the index, and each one's bytes. */
+    /* The kernel's parameters after the index, then its hidden ones
+     * (tack_signature_hidden), and each one's bytes. */
     int nargs;
     const size_t *arg_sizes;
     const char *name; /* the kernel's, for messages */

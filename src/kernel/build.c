@@ -298,7 +298,7 @@ static void load_job(const tack_kernel *k, const struct tack_dialect *d, const s
     while (code->entries[code->nentries])
         code->nentries++;
     code->entry = code->entries[0];
-    code->nargs = k->sig.nparams;
+    code->nargs = k->sig.nparams + k->nhidden;
     code->arg_sizes = k->arg_sizes;
     code->name = k->sig.name;
     code->uses_f64 = k->uses_f64;

@@ -13,7 +13,18 @@ char *tack_generate(const struct tack_dialect *d, const struct tack_signature *s
     /* The user's source, then a return to the entry's own line numbering. A
      * source without a final newline would otherwise run into the directive. */
     tack_source_append(&b, "#line 1 \"kernel\"\n");
-    tack_source_append(&b, source);
+    if (tack_signature_hidden(sig) && sig->body_stub) {
+        /* The entry calls a copy of the kernel that takes the hidden
+         * parameters (tack_source_hidden); the kernel's own function keeps
+         * its signature, which the signature check compares, and no code,
+         * in which tack_extent would mean nothing. */
+        tack_source_put(&b, "%.*s", (int)sig->body_begin, source);
+        tack_source_append(&b, sig->body_stub);
+        tack_source_put(&b, "\n#line %d \"kernel\"\n", sig->body_end_line);
+        tack_source_append(&b, source + sig->body_end);
+    } else {
+        tack_source_append(&b, source);
+    }
     tack_source_append(&b, "\n#line 1 \"<tack entry>\"\n");
     d->entry(&b, sig, source);
     return tack_source_finish(&b);

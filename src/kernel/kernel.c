@@ -14,6 +14,43 @@ tack_status tack_kernel_create(const char *source, const char *name, tack_kernel
     return tack_kernel_create_with(source, name, NULL, out);
 }
 
+/* The hidden parameters k's entry takes after its own
+ * (tack_signature_hidden): the extents of each array the source asks them
+ * of, of every array for a checked kernel, and a checked kernel's record;
+ * their sizes in k->arg_sizes. TACK_EVALUE when they would take the
+ * kernel past TACK_KERNEL_MAX_PARAMS. */
+static tack_status hidden_params(tack_kernel *k)
+{
+    struct tack_signature *sig = &k->sig;
+    sig->checked = k->options.checked;
+    sig->extents_passed = sig->extents_used;
+    for (int i = 0; sig->checked && i < sig->nparams; i++)
+        if (sig->params[i].is_array)
+            sig->extents_passed |= (uint64_t)1 << i;
+    int n = sig->nparams;
+    for (int i = 0; i < sig->nparams; i++) {
+        if (!(sig->extents_passed >> i & 1))
+            continue;
+        if (n < TACK_KERNEL_MAX_PARAMS)
+            k->arg_sizes[n] = TACK_EXTENTS_SIZE;
+        n++;
+    }
+    if (sig->checked) {
+        if (n < TACK_KERNEL_MAX_PARAMS)
+            k->arg_sizes[n] = sizeof(void *);
+        n++;
+    }
+    if (n > TACK_KERNEL_MAX_PARAMS)
+        return tack_error_set(TACK_EVALUE,
+                              "kernel '%s' has %d parameters, and its %s takes %d more than that (each array's "
+                              "extents%s); a kernel takes at most %d in all: pass fewer arrays",
+                              sig->name, sig->nparams, sig->checked ? "checked launch" : "use of tack_extent",
+                              n - sig->nparams, sig->checked ? " and the bounds record" : "",
+                              TACK_KERNEL_MAX_PARAMS);
+    k->nhidden = n - sig->nparams;
+    return TACK_OK;
+}
+
 tack_status tack_kernel_create_with(const char *source, const char *name, const tack_kernel_options *options,
                                     tack_kernel **out)
 {
@@ -22,18 +59,25 @@ tack_status tack_kernel_create_with(const char *source, const char *name, const 
     tack_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory creating a kernel");
-    tack_status st = tack_signature_parse(source, name, &k->sig);
-    if (st == TACK_OK)
-        st = tack_build_options_copy(options, &k->options);
+    /* The options first: a checked kernel's body is rewritten as it is read. */
+    tack_status st = tack_build_options_copy(options, &k->options);
+    if (st == TACK_OK) {
+        st = tack_signature_parse_checked(source, name, k->options.checked, &k->sig);
+        if (st != TACK_OK)
+            tack_build_options_free(&k->options);
+    }
     if (st != TACK_OK) {
         free(k);
         return st;
     }
-    k->source = strdup(source);
-    if (!k->source) {
+    st = hidden_params(k);
+    if (st == TACK_OK && !(k->source = strdup(source)))
+        st = tack_error_set(TACK_ENOMEM, "out of memory creating a kernel");
+    if (st != TACK_OK) {
+        tack_signature_free(&k->sig);
         tack_build_options_free(&k->options);
         free(k);
-        return tack_error_set(TACK_ENOMEM, "out of memory creating a kernel");
+        return st;
     }
     atomic_init(&k->refs, 1);
     k->first_writable = -1;
@@ -93,6 +137,7 @@ void tack_kernel_release(tack_kernel *k)
         free(g);
     }
     pthread_mutex_destroy(&k->lock);
+    tack_signature_free(&k->sig);
     tack_build_options_free(&k->options);
     free(k->source);
     free(k);
@@ -408,6 +453,83 @@ static tack_status run(const tack_kernel *k, const struct tack_loaded *l, const 
     return st;
 }
 
+/* What a launch of a kernel with hidden parameters passes besides the
+ * arguments: the arrays' extents (tack_extents_), and a checked launch's
+ * record, zeroed on the launch's device. */
+struct hidden {
+    int64_t extents[TACK_KERNEL_MAX_PARAMS][TACK_EXTENTS_SIZE / 8];
+    tack_array *record;
+    void *record_data;
+};
+
+/* Fills h and appends the hidden values to b's (and the record's buffer
+ * to its buffers). TACK_EVALUE for an array of more than TACK_EXTENT_DIMS
+ * dimensions whose extents the kernel asks for; an allocation's or copy's
+ * error for the record. On error nothing is held. */
+static tack_status hidden_bind(const tack_kernel *k, struct bound *b, const tack_arg *args, struct hidden *h)
+{
+    const struct tack_signature *sig = &k->sig;
+    int at = sig->nparams;
+    h->record = NULL;
+    for (int i = 0; i < sig->nparams; i++) {
+        if (!(sig->extents_passed >> i & 1))
+            continue;
+        const tack_array *a = args[i].value.array;
+        if ((sig->extents_used >> i & 1) && a->ndim > TACK_EXTENT_DIMS)
+            return tack_error_set(TACK_EVALUE,
+                                  "kernel '%s' asks the extents of parameter '%s', whose array has %d dimensions; "
+                                  "tack_extent reads at most %d: reshape the array, or pass its extents as "
+                                  "arguments",
+                                  sig->name, sig->params[i].name, a->ndim, TACK_EXTENT_DIMS);
+        int64_t *e = h->extents[i];
+        e[0] = (int64_t)a->size;
+        e[1] = a->ndim;
+        for (int d = 0; d < TACK_EXTENT_DIMS; d++)
+            e[2 + d] = d < a->ndim ? a->shape[d] : 0;
+        b->vals[at++] = e;
+    }
+    if (!sig->checked)
+        return TACK_OK;
+    /* Zero-filled: no violation yet. */
+    const int64_t n = TACK_CHECK_RECORD_SIZE / 8;
+    tack_status st = tack_array_empty(b->device, TACK_I64, 1, &n, 0, &h->record);
+    if (st != TACK_OK) {
+        h->record = NULL;
+        return st;
+    }
+    h->record_data = h->record->data;
+    b->vals[at] = &h->record_data;
+    b->bufs[b->nbufs++] = h->record->buffer;
+    return TACK_OK;
+}
+
+/* After a checked launch: TACK_EINDEX naming the first access out of
+ * bounds its record holds, if any. Waits for the launch (a GPU's record is
+ * read back). Releases the record. */
+static tack_status hidden_done(const tack_kernel *k, struct hidden *h, tack_status st)
+{
+    if (!h->record)
+        return st;
+    struct {
+        uint32_t flag, param;
+        int64_t index, extent, line, sink[2];
+    } r;
+    _Static_assert(sizeof r == TACK_CHECK_RECORD_SIZE, "the check record's layout is the generated code's");
+    if (st == TACK_OK)
+        st = tack_array_copy_to_host(h->record, &r, sizeof r);
+    tack_array_release(h->record);
+    h->record = NULL;
+    if (st != TACK_OK || !r.flag)
+        return st;
+    const char *name = r.param < (uint32_t)k->sig.nparams ? k->sig.params[r.param].name : "?";
+    return tack_error_set(TACK_EINDEX,
+                          "kernel '%s' (checked): index %lld of parameter '%s' at line %lld of the kernel's source "
+                          "is out of bounds: the array has %lld element%s (indices 0 to %lld); that access was "
+                          "skipped (a load read 0, a store was dropped) and the rest of the launch ran",
+                          k->sig.name, (long long)r.index, name, (long long)r.line, (long long)r.extent,
+                          r.extent == 1 ? "" : "s", (long long)r.extent - 1);
+}
+
 /* A launch, its arguments bound (bind): checked, built, run. */
 static tack_status launch_bound(tack_kernel *k, struct bound *b, const tack_arg *args,
                                 const tack_launch_hooks *hooks)
@@ -415,15 +537,23 @@ static tack_status launch_bound(tack_kernel *k, struct bound *b, const tack_arg 
     tack_status st = check(k, b);
     if (st != TACK_OK || b->n == 0)
         return st;
+    struct hidden hidden_values, *h = NULL;
+    if (k->nhidden) {
+        h = &hidden_values;
+        st = hidden_bind(k, b, args, h);
+        if (st != TACK_OK)
+            return st;
+    }
     struct tack_loaded *l;
     int begun;
     st = build(k, b->device, hooks, &l, &begun);
     if (st != TACK_OK) {
         if (begun)
             hooks->end(hooks->context);
-        return st;
+        return h ? hidden_done(k, h, st) : st;
     }
-    return run(k, l, b, args, hooks, begun);
+    st = run(k, l, b, args, hooks, begun);
+    return h ? hidden_done(k, h, st) : st;
 }
 
 /* Launches over the domain of ndim extents `shape`. */

@@ -14,6 +14,12 @@
 
 /* Parses the user's source (parse.c). Errors as tack_kernel_create. */
 tack_status tack_signature_parse(const char *source, const char *name, struct tack_signature *out);
+/* The same, and for a kernel whose launches are checked, the body's
+ * checked rewrite (sig->body_checked). On success the signature may own
+ * text: tack_signature_free frees it. */
+tack_status tack_signature_parse_checked(const char *source, const char *name, int checked,
+                                         struct tack_signature *out);
+void tack_signature_free(struct tack_signature *sig);
 
 /* The source `dialect` makes of the user's (generate.c), malloc'd; NULL
  * out of memory. */
@@ -56,6 +62,9 @@ struct tack_kernel {
     int uses_f64;
     uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
     int uses_atomics; /* the source names tack_atomic_ */
+    /* Parameters the entry takes after the kernel's own
+     * (tack_signature_hidden); arg_sizes has their sizes too. */
+    int nhidden;
     struct tack_build_options options;
     size_t arg_sizes[TACK_KERNEL_MAX_PARAMS];
     /* The array parameters, those the kernel may store through first

@@ -19,6 +19,7 @@ static const struct {
     [TACK_ECOMPILE] = {&PyExc_RuntimeError, "RuntimeError"},
     [TACK_ETIMEOUT] = {&PyExc_TimeoutError, "TimeoutError"},
     [TACK_EIO] = {&PyExc_RuntimeError, "RuntimeError"},
+    [TACK_EINDEX] = {&PyExc_IndexError, "IndexError"},
 };
 
 static unsigned row(tack_status status)

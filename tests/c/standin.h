@@ -23,7 +23,7 @@
  * the geometry. */
 struct standin_launch {
     int nargs;
-    unsigned char value[STANDIN_MAX_ARGS][8];
+    unsigned char value[STANDIN_MAX_ARGS][64]; /* up to 64 bytes each: a struct by value */
     unsigned grid[3], block[3];
     const struct standin_model *model;
 };

@@ -153,6 +153,34 @@ static void grid2d_standin(const struct standin_launch *l)
 }
 static const struct standin_model grid2d_model = {.nargs = 4, .sizes = {8, 8, 8, 8}, .run = grid2d_standin};
 
+/* A checked kernel that writes one past the end: its entry takes y's
+ * extents (48 bytes by value) and the record after y. The stand-in does
+ * what the checked code does: the store in bounds, the first violation
+ * into the record (in the device's memory, read back by Tack). */
+static const char past_source[] = "void past(tack_index i, float *y) { y[i + 1] = 1.0f; }";
+static void past_standin(const struct standin_launch *l)
+{
+    int64_t size, line = 1;
+    memcpy(&size, l->value[2], sizeof size);
+    float *y = standin_memory(l, 1, (size_t)size * sizeof *y);
+    unsigned char *record = standin_memory(l, 3, 48);
+    STANDIN_FOR_EACH_INDEX(l, i)
+    {
+        if (i + 1 < size) {
+            y[i + 1] = 1.0f;
+        } else if (!record[0]) {
+            const uint32_t flag = 1, param = 0;
+            const int64_t index = i + 1;
+            memcpy(record, &flag, 4);
+            memcpy(record + 4, &param, 4);
+            memcpy(record + 8, &index, 8);
+            memcpy(record + 16, &size, 8);
+            memcpy(record + 24, &line, 8);
+        }
+    }
+}
+static const struct standin_model past_model = {.nargs = 4, .sizes = {8, 8, 48, 8}, .run = past_standin};
+
 /* ---- helpers --------------------------------------------------------------- */
 
 /* A case's child: the stand-ins, then the devices. */
@@ -635,6 +663,35 @@ static void test_kernel_f64_and_i32(void)
     free(z);
 }
 
+/* A checked launch passes the array's extents and a zeroed record in the
+ * device's memory, waits for the launch, and reports the violation the
+ * record holds as TACK_EINDEX; the stores in bounds ran. */
+static void test_kernel_checked_launch_reports_its_violation(void)
+{
+    const int64_t n = 100;
+    tack_device *on[2] = {dev, cpu};
+    for (int d = 0; d < 2; d++) {
+        tack_kernel_options o = {0};
+        o.checked = 1;
+        tack_kernel *k = NULL;
+        CHECK_OK(tack_kernel_create_with(past_source, NULL, &o, &k));
+        bail_if(!k);
+        tack_array *y = array_from(on[d], TACK_F32, n, NULL, 0);
+        tack_arg a = tack_arg_array(y);
+        standin_model = &past_model;
+        CHECK_STATUS(tack_kernel_launch(k, NULL, n, &a, 1), TACK_EINDEX);
+        const char *msg = tack_last_error();
+        CHECK(strstr(msg, "kernel 'past'") && strstr(msg, "index 100 ") && strstr(msg, "parameter 'y'") &&
+              strstr(msg, "100 elements") && strstr(msg, "line 1 "));
+        standin_model = NULL;
+        float got[100];
+        CHECK_OK(tack_array_copy_to_host(y, got, sizeof got));
+        CHECK(got[0] == 0.0f && f32_all(got + 1, n - 1, 1.0f));
+        tack_kernel_release(k);
+        tack_array_release(y);
+    }
+}
+
 /* ---- atomics ------------------------------------------------------------------- */
 
 static void test_atomics_histogram_counts_exactly(void)
@@ -776,6 +833,7 @@ int main(void)
     RUN_CASE(test_kernel_2d);
     RUN_CASE(test_kernel_f64_and_i32);
     RUN_CASE(test_atomics_histogram_counts_exactly);
+    RUN_CASE(test_kernel_checked_launch_reports_its_violation);
     RUN_CASE(test_errors_arguments);
     RUN_CASE(test_errors_compile_failure);
     remove_tree(cache);

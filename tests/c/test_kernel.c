@@ -1069,6 +1069,54 @@ static void test_atomics_are_read_from_tokens(void)
     CHECK(has_plain_entry("void five(tack_index i, int32_t *c) { (void)i; tack_atomic_add(c, 1); }\n") == 1);
 }
 
+/* ---- extents and checked launches ---- */
+
+static void test_extents_and_checked_launches(void)
+{
+    /* tack_extent and tack_size read the array each launch is given. */
+    tack_kernel *k = compile("void rows(tack_index i, tack_index j, float *y)\n"
+                             "{\n    y[i * tack_extent(y, 1) + j] = (float)(tack_size(y) * 1000 + "
+                             "tack_extent(y, 0) * 10 + tack_extent(y, 7));\n}\n",
+                             "rows");
+    int64_t shape[2] = {3, 5};
+    tack_array *m = NULL;
+    CHECK_OK(tack_array_empty(cpu, TACK_F32, 2, shape, 0, &m));
+    tack_arg a[3] = {tack_arg_array(m)};
+    CHECK_OK(tack_kernel_launch_nd(k, NULL, 2, shape, a, 1));
+    float out[15];
+    CHECK_OK(tack_array_copy_to_host(m, out, sizeof out));
+    for (int i = 0; i < 15; i++)
+        CHECK(out[i] == 15030.0f);
+    tack_kernel_release(k);
+    tack_array_release(m);
+
+    /* A checked launch one index past the end: the store is dropped, the
+     * others run, and the error names the kernel, parameter, index,
+     * extent and line. */
+    tack_kernel_options o = {0};
+    o.checked = 1;
+    CHECK_OK(tack_kernel_create_with("void past(tack_index i, const float *x, float *y)\n"
+                                     "{\n    y[i] = x[i] + 1.0f;\n}\n",
+                                     NULL, &o, &k));
+    tack_array *x = vec(TACK_F32, 9), *y = vec(TACK_F32, 8);
+    a[0] = tack_arg_array(x);
+    a[1] = tack_arg_array(y);
+    CHECK_STATUS(tack_kernel_launch(k, cpu, 9, a, 2), TACK_EINDEX);
+    const char *msg = tack_last_error();
+    CHECK(contains(msg, "kernel 'past'") && contains(msg, "parameter 'y'") && contains(msg, "index 8 ") &&
+          contains(msg, "8 elements") && contains(msg, "line 3 "));
+    CHECK(!strcmp(tack_status_name(TACK_EINDEX), "TACK_EINDEX"));
+    float got[8];
+    CHECK_OK(tack_array_copy_to_host(y, got, sizeof got));
+    for (int i = 0; i < 8; i++)
+        CHECK(got[i] == 1.0f);
+    /* In bounds, the same kernel runs clean. */
+    CHECK_OK(tack_kernel_launch(k, cpu, 8, a, 2));
+    tack_kernel_release(k);
+    tack_array_release(x);
+    tack_array_release(y);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-XXXXXX");
@@ -1101,6 +1149,7 @@ int main(void)
     RUN(test_cache);
     RUN(test_generated_source);
     RUN(test_atomics_are_read_from_tokens);
+    RUN(test_extents_and_checked_launches);
     RUN(test_a_threads_compile_log_goes_with_it);
     RUN(test_a_spoiled_cached_object_is_rebuilt);
     RUN(test_a_cache_directory_others_can_write_is_refused);

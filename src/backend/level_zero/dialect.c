@@ -10,6 +10,7 @@
 static void ze_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
 {
     tack_source_signature_check(b, sig, source, TACK_CHECK_OPENCL);
+    tack_source_hidden(b, sig, source, TACK_CHECK_OPENCL);
     static const char *const dims[TACK_KERNEL_MAX_DIMS] = {
         "(tack_index)get_global_id(0)", "(tack_index)get_global_id(1)", "(tack_index)get_global_id(2)"};
     static const char *const steps[TACK_KERNEL_MAX_DIMS] = {

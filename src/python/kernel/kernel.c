@@ -754,7 +754,14 @@ static PyTypeObject Kernel_Type = {
               "({'N': 4, 'FAST': None}) or a list of 'NAME' / 'NAME=VALUE' strings; include_dirs, the "
               "directories the source's #include \"...\" searches; options, further words for the backend's "
               "compiler, one per entry (after TACK_CFLAGS); checked=True (or TACK_CHECKED=1 in the "
-              "environment) builds a variant that checks every subscript of an array parameter.",
+              "environment) builds a variant that checks every subscript of an array parameter.\n\n"
+              "Inside the kernel's body, tack_extent(y, d) and tack_size(y) are the extent d (0 past the "
+              "array's dimensions) and the element count of the array bound to parameter y at this launch.\n\n"
+              "A checked launch checks y[e] and &y[e] (in tack_atomic_* too) against y's element count: an "
+              "index out of bounds touches no memory (a load reads 0, a store is dropped), and after the launch "
+              "IndexError names the kernel, the parameter, the index, the extent and the source line. Pointer "
+              "arithmetic (y + e, *(y + e)), subscripts written inside a macro's definition and accesses in "
+              "helper functions stay unchecked. On a GPU a checked launch waits for its result.",
     .tp_methods = kernel_methods,
     .tp_getset = kernel_getset,
     .tp_new = kernel_new,

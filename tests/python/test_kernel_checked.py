@@ -1,0 +1,307 @@
+"""Extents in the kernel and checked launches.
+
+`tack_extent(y, d)` and `tack_size(y)` read, inside a kernel's body, the
+shape of the array bound to parameter `y` at this launch; they are passed
+only to kernels that use them. A kernel built with `checked=True` (or under
+TACK_CHECKED=1) checks every subscript of an array parameter against that
+array's element count: an access out of bounds touches nothing, and the
+launch raises IndexError naming the kernel, the parameter, the index, the
+extent and the source line."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import tack
+from conftest import nvrtc_or_skip
+
+pytestmark = pytest.mark.usefixtures("private_kernel_cache")
+
+
+def run(script, **env):
+    """Runs `script` in a fresh interpreter; its stdout. Fails with its
+    output when it fails."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, **env))
+    assert r.returncode == 0, f"exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
+    return r.stdout
+
+
+# ---- extents ------------------------------------------------------------
+
+
+def test_size_and_extent_of_a_1d_array():
+    k = tack.Kernel("""
+    void sizes(tack_index i, float *y)
+    {
+        y[i] = (float)(tack_size(y) * 100 + tack_extent(y, 0) + tack_extent(y, 1) + tack_extent(y, -1));
+    }
+    """)
+    y = tack.zeros(7, dtype="float32")
+    k(y)
+    # Extents past the array's dimensions read 0.
+    np.testing.assert_array_equal(y.to_numpy(), np.full(7, 707, np.float32))
+
+
+def test_a_2d_kernel_takes_its_row_length_from_the_array():
+    k = tack.Kernel("""
+    void grid(tack_index i, tack_index j, float *y)
+    {
+        y[i * tack_extent(y, 1) + j] = (float)(i * 10 + j + 1000 * tack_extent(y, 0));
+    }
+    """)
+    for shape in [(3, 4), (5, 2)]:
+        y = tack.zeros(shape, dtype="float32")
+        k(y)
+        h, w = shape
+        want = np.add.outer(np.arange(h) * 10, np.arange(w)) + 1000 * h
+        np.testing.assert_array_equal(y.to_numpy(), want.astype(np.float32))
+
+
+def test_points_of_n_by_3_are_indexed_by_their_extent():
+    k = tack.Kernel("""
+    void norms(tack_index i, const double *p, double *out)
+    {
+        double s = 0;
+        for (tack_index c = 0; c < tack_extent(p, 1); c++)
+            s += p[i * tack_extent(p, 1) + c] * p[i * tack_extent(p, 1) + c];
+        out[i] = s;
+    }
+    """)
+    pts = np.random.default_rng(1).random((11, 3))
+    out = np.zeros(11)
+    k.launch(11, pts, out)
+    np.testing.assert_allclose(out, (pts * pts).sum(axis=1))
+
+
+def test_extents_are_passed_only_for_the_arrays_that_use_them():
+    src = """
+    void one(tack_index i, const float *x, float *y) { y[i] = x[i] + (float)tack_size(y); }
+    """
+    k = tack.Kernel(src)
+    for backend in ("cpu", "cuda", "hip", "level_zero"):
+        g = k.generated_source(backend)
+        assert "tack_ext_y_" in g and "tack_ext_x_" not in g and "tack_check_record_" not in g, backend
+
+
+def test_unchecked_kernels_without_extents_are_generated_as_before():
+    k = tack.Kernel("void plain(tack_index i, const float *x, float *y) { y[i] = 2 * x[i]; }")
+    for backend in ("cpu", "cuda", "hip", "level_zero"):
+        g = k.generated_source(backend)
+        assert "tack_ext" not in g and "tack_check_record_" not in g and "_tack_x_" not in g, backend
+        # The entry takes the extent and the two arrays, nothing else.
+        entry = g[g.index("tack_kernel_entry("):]
+        entry = entry[:entry.index(")")]
+        assert entry.count(",") == (2 if backend != "cpu" else 3), (backend, entry)
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_directives_in_and_around_the_body_stay_as_the_compiler_reads_them(checked):
+    """The kernel's own function keeps its body's directives (a macro
+    defined there, a conditional that crosses its ends) when its entry
+    calls the copy that takes the extents."""
+    k = tack.Kernel("""
+    #if 0
+    void crossing(tack_index i, double *y) {
+    #else
+    void crossing(tack_index i, float *y) {
+    #endif
+    #if 1
+        y[i] = (float)(tack_size(y) * LATER_FACTOR_OR_TWO);
+    #endif
+    #define LATER 5
+    }
+    #ifndef LATER
+    #error the body's #define is gone
+    #endif
+    """.replace("LATER_FACTOR_OR_TWO", "2"), checked=checked)
+    y = np.zeros(3, np.float32)
+    k(y)
+    np.testing.assert_array_equal(y, [6, 6, 6])
+
+
+def test_extent_outside_the_kernels_body_does_not_compile():
+    with pytest.raises(RuntimeError, match="tack_extent"):
+        tack.Kernel("""
+        static long width(void) { return tack_extent(y, 1); }
+        void outside(tack_index i, float *y) { y[i] = (float)tack_size(y) + (float)width(); }
+        """)(tack.zeros(4, dtype="float32"))
+
+
+def test_extent_of_a_scalar_is_refused_when_the_kernel_is_made():
+    with pytest.raises(ValueError, match=r"line 1: tack_extent\(n, \.\.\.\) in kernel 'scalar'.*'n' is not one"):
+        tack.Kernel("void scalar(tack_index i, int64_t n, float *y) { y[i] = (float)tack_extent(n, 0); }")
+
+
+def test_an_array_of_more_dimensions_than_extent_reads_is_refused():
+    k = tack.Kernel("void deep(tack_index i, float *y) { y[i] = (float)tack_extent(y, 0); }")
+    with pytest.raises(ValueError, match="tack_extent reads at most 4"):
+        k.launch(1, tack.zeros((1, 1, 1, 1, 2), dtype="float32"))
+
+
+# ---- checked launches ---------------------------------------------------
+
+PAST_END = """
+void shift(tack_index i, float *y)
+{
+    y[i + 2] = 5.0f;
+}
+"""
+
+
+def test_a_write_past_the_end_raises_and_touches_nothing_outside():
+    whole = np.zeros(16, np.float32)
+    view = whole[4:12]
+    k = tack.Kernel(PAST_END, checked=True)
+    with pytest.raises(IndexError) as e:
+        k(view)
+    msg = str(e.value)
+    for part in ("kernel 'shift'", "parameter 'y'", "index 8 ", "8 elements", "line 4 "):
+        assert part in msg, msg
+    # The indices in bounds ran; the bytes beside the view are untouched.
+    np.testing.assert_array_equal(whole[6:12], np.full(6, 5, np.float32))
+    np.testing.assert_array_equal(whole[:6], np.zeros(6, np.float32))
+    np.testing.assert_array_equal(whole[12:], np.zeros(4, np.float32))
+    # What the check prevented: unchecked, the same kernel writes beside
+    # the view (memory the test owns, so the damage is known).
+    whole[:] = 0
+    tack.Kernel(PAST_END)(view)
+    assert whole[12] == 5 and whole[13] == 5
+
+
+def test_a_negative_index_is_caught():
+    k = tack.Kernel("""
+    void back(tack_index i, const int32_t *x, int32_t *y)
+    {
+        y[i] = x[i - 1] + 1;
+    }
+    """, checked=True)
+    whole = np.arange(10, dtype=np.int32)
+    y = np.zeros(6, np.int32)
+    with pytest.raises(IndexError, match=r"index -1 of parameter 'x' at line 4 .* 6 elements"):
+        k(whole[2:8], y)
+    # The load out of bounds read 0, not whole[1].
+    assert y[0] == 1
+    np.testing.assert_array_equal(y[1:], whole[2:7] + 1)
+
+
+def test_an_address_in_an_atomic_is_checked():
+    k = tack.Kernel("""
+    void hist(tack_index i, const int32_t *v, int32_t *bins)
+    {
+        tack_atomic_add(&bins[v[i]], 1);
+    }
+    """, checked=True)
+    bins_all = np.zeros(8, np.int32)
+    bins = bins_all[2:6]
+    v = np.array([0, 1, 1, 3, 4, 2, 3, 3], np.int32)
+    with pytest.raises(IndexError, match=r"kernel 'hist'.*index 4 of parameter 'bins' at line 4 .* 4 elements"):
+        k.launch(8, v, bins)
+    np.testing.assert_array_equal(bins, [1, 2, 1, 3])
+    np.testing.assert_array_equal(bins_all[[0, 1, 6, 7]], 0)
+
+
+def test_every_launch_reports_its_own_violation_from_many_threads():
+    k = tack.Kernel("""
+    void poke(tack_index i, const int64_t *at, int64_t *y)
+    {
+        y[at[i]] += 1;
+    }
+    """, checked=True)
+    n = 4000
+    errors = {}
+
+    def worker(t):
+        at = np.arange(n, dtype=np.int64) % 100
+        at[n // 2] = 1000 + t  # one index out of bounds, its own
+        y = np.zeros(100, np.int64)
+        try:
+            k.launch(n, at, y)
+        except IndexError as e:
+            errors[t] = str(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(errors) == list(range(6))
+    for t, msg in errors.items():
+        assert f"index {1000 + t} of parameter 'y'" in msg, msg
+
+
+def test_a_clean_checked_launch_matches_the_unchecked_one():
+    src = """
+    void stencil(tack_index i, tack_index j, const float *a, float *b)
+    {
+        tack_index w = tack_extent(a, 1), h = tack_extent(a, 0);
+        if (i == 0 || j == 0 || i == h - 1 || j == w - 1) { b[i * w + j] = a[i * w + j]; return; }
+        b[i * w + j] = 0.25f * (a[(i - 1) * w + j] + a[(i + 1) * w + j] + a[i * w + j - 1] + a[i * w + j + 1]);
+    }
+    """
+    a = np.random.default_rng(2).random((9, 13), dtype=np.float32)
+    b1, b2 = np.zeros_like(a), np.zeros_like(a)
+    tack.Kernel(src)(a, b1)
+    tack.Kernel(src, checked=True)(a, b2)
+    np.testing.assert_array_equal(b1, b2)
+
+
+def test_tack_checked_in_the_environment_checks_every_kernel():
+    out = run("""
+    import numpy as np, tack
+    k = tack.Kernel("void shift(tack_index i, float *y) { y[i + 1] = 1.0f; }")
+    try:
+        k(np.zeros(3, np.float32))
+    except IndexError as e:
+        print("caught:", e)
+    """, TACK_CHECKED="1")
+    assert "caught: kernel 'shift'" in out and "index 3 of parameter 'y'" in out, out
+
+
+# ---- the GPU variants compile ---------------------------------------------
+
+GPU_KERNEL = """
+void both(tack_index i, tack_index j, const int32_t *v, int32_t *bins, tack_f16 *h)
+{
+    tack_index w = tack_extent(v, 1);
+    tack_atomic_add(&bins[v[i * w + j] % tack_size(bins)], 1);
+    h[i * w + j] = tack_f16_from_float(1.0f);
+}
+"""
+
+
+def test_checked_and_extent_kernels_compile_with_nvrtc():
+    nvrtc_or_skip()
+    for checked in (False, True):
+        k = tack.Kernel(GPU_KERNEL, checked=checked)
+        ptx = k.ptx()
+        entry = ptx[ptx.index(".entry tack_kernel_entry"):]
+        entry = entry[:entry.index(")")]
+        # Two extents, three arrays, the extents of those the body asks
+        # (of every array when checked), and the record.
+        assert entry.count(".param") == 2 + 3 + (3 + 1 if checked else 2), entry
+
+
+def test_checked_and_extent_kernels_compile_as_opencl_c():
+    clang = shutil.which("clang")
+    if not clang:
+        pytest.skip("no clang here (Debian: clang)")
+    for checked in (False, True):
+        src = tack.Kernel(GPU_KERNEL, checked=checked).generated_source("level_zero")
+        out = subprocess.run(
+            [clang, "-x", "cl", "-cl-std=CL2.0", "-Xclang", "-finclude-default-header", "-target", "spir64",
+             "-fsyntax-only", "-Werror=implicit-function-declaration", "-"],
+            input=src, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+
+
+def test_hip_copy_is_device_code():
+    src = tack.Kernel(GPU_KERNEL, checked=True).generated_source("hip")
+    # The copy the entry calls lies inside the region clang makes device code.
+    assert src.index("both_tack_x_(") < src.index("#pragma clang force_cuda_host_device end")
