@@ -213,14 +213,15 @@ static tack_status signature_mismatch(const tack_kernel *k, tack_status st)
         tack_param_describe(&sig->params[pos - sig->ndim], t, sizeof t);
         return tack_error_set(TACK_ETYPE,
                               "parameter '%s' of kernel '%s': the compiler reads another type than the %s Tack "
-                              "read from the source (a macro, a conditional directive or a -D flag in TACK_CFLAGS "
-                              "changes it for the compiler); write the type plainly, so that both read the same",
+                              "read from the source (a macro, a conditional directive, or a definition in "
+                              "TACK_CFLAGS or the kernel's options changes it for the compiler); write the type "
+                              "plainly, so that both read the same",
                               sig->params[pos - sig->ndim].name, sig->name, t);
     }
     return tack_error_set(TACK_ETYPE,
                           "kernel '%s': the compiler reads other parameter types than Tack read from the source (a "
-                          "macro, a conditional directive or a -D flag in TACK_CFLAGS changes them for the "
-                          "compiler); write the signature plainly, so that both read the same",
+                          "macro, a conditional directive, or a definition in TACK_CFLAGS or the kernel's options "
+                          "changes them for the compiler); write the signature plainly, so that both read the same",
                           k->sig.name);
 }
 
