@@ -171,3 +171,14 @@ def test_printf_compiles_for_cuda():
     """
     ptx = tack.Kernel(src, defines={"N": 4}).ptx()
     assert "vprintf" in ptx
+
+
+def test_a_c_library_header_on_cuda_says_how_to_keep_it_for_the_cpu():
+    nvrtc_or_skip()
+    # Ordinary C for the CPU, where it compiles; NVRTC has no <stdio.h>.
+    k = tack.Kernel('#include <stdio.h>\nvoid p(tack_index i, float *y) { printf("%d\\n", (int)i); y[i] = 1; }')
+    with pytest.raises(RuntimeError) as e:
+        k.ptx()
+    message = str(e.value)
+    assert "stdio.h" in message.split("\n")[1]  # the compiler's log first
+    assert "no C library headers" in message and "#ifdef TACK_BACKEND_CPU" in message

@@ -752,9 +752,18 @@ static PyTypeObject Kernel_Type = {
               "The last function in the source is the kernel unless name says which.\n\n"
               "Build options, part of the key the compiled code is kept under: defines, a dict "
               "({'N': 4, 'FAST': None}) or a list of 'NAME' / 'NAME=VALUE' strings; include_dirs, the "
-              "directories the source's #include \"...\" searches; options, further words for the backend's "
-              "compiler, one per entry (after TACK_CFLAGS); checked=True (or TACK_CHECKED=1 in the "
-              "environment) builds a variant that checks every subscript of an array parameter.",
+              "directories the source's #include \"...\" searches (a relative one is taken against the "
+              "working directory now); options, further words for the backend's compiler, one per entry, "
+              "never split at blanks (after TACK_CFLAGS on cpu; NVRTC's, hipRTC's or ocloc's options on the "
+              "GPUs, where a word may not hold a double quote for ocloc); checked=True (or TACK_CHECKED=1 in "
+              "the environment) builds a variant that checks every subscript of an array parameter.\n\n"
+              "The source is ordinary C for its backend. cpu: the C library's headers and calls (#include "
+              "<stdio.h>, printf, snprintf, getenv, stderr) work as in any host code; printf's output goes "
+              "to the process's stdout. cuda and hip: printf and the math functions need no include (NVRTC "
+              "and hipRTC have no C library headers: guard those with #ifdef TACK_BACKEND_CPU); the driver "
+              "prints the output when the host next waits for the device. level_zero: OpenCL C 2.0, whose "
+              "printf is built in and needs no include. Including a C library header on a GPU backend is a "
+              "compile error that says so.",
     .tp_methods = kernel_methods,
     .tp_getset = kernel_getset,
     .tp_new = kernel_new,
