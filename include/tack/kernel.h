@@ -129,7 +129,9 @@ typedef struct tack_kernel_options {
     size_t ndefines;
     /* Directories the source's #include "..." searches, in order; a
      * relative one is taken against the working directory of the call
-     * that creates the kernel. */
+     * that creates the kernel. What the files under each are (names,
+     * sizes, times; four levels deep, 4096 entries in all) keys the kept
+     * code: an edited header compiles again. */
     const char *const *include_dirs;
     size_t ninclude_dirs;
     /* Further words for the backend's compiler, after TACK_CFLAGS's. */

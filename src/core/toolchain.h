@@ -248,7 +248,9 @@ struct tack_build_options {
  * allocation: free() releases it. NULL out of memory. NULL options are
  * none, here and in the digest. */
 char **tack_build_options_words(const struct tack_build_options *o, size_t *count);
-/* A digest of the options (their text), for a backend's key. Never fails. */
+/* A digest of the options, for a backend's key: their text, and what the
+ * files under each include directory are (names, sizes, times), so that
+ * an edited header compiles again. Never fails. */
 void tack_build_options_digest(const struct tack_build_options *o, char out[65]);
 
 /* One compile, as the kernel layer asks a backend for it. */

@@ -1,11 +1,13 @@
 /* A kernel's own build options: checked once, copied, and written as one
  * text that keys the kernel's kept code, so that two kernels of one source
  * built with other definitions never share an object. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernel.h"
@@ -159,6 +161,71 @@ char **tack_build_options_words(const struct tack_build_options *o, size_t *coun
     return words;
 }
 
+/* How far into an include directory its files key the code: deep and
+ * wide enough for a project's headers, bounded for a directory such as
+ * /usr/include, which a kernel's key would otherwise read whole. */
+#define HEADER_DEPTH 4
+#define HEADER_FILES 4096
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Digests what each file under directory `path` is (its name, size,
+ * modification time and inode), in name order, down to HEADER_DEPTH
+ * levels and *budget entries, so that an edited or replaced header keys
+ * other code. A directory that cannot be read digests as such (the
+ * compile will say more). */
+static void digest_dir(tack_sha256 *h, const char *path, int depth, size_t *budget)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        tack_sha256_field(h, "unreadable");
+        return;
+    }
+    size_t n = 0, cap = 0;
+    char **names = NULL;
+    for (struct dirent *e; *budget && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (n == cap) {
+            size_t more = cap ? 2 * cap : 64;
+            char **grown = realloc(names, more * sizeof *grown);
+            if (!grown)
+                break;
+            names = grown;
+            cap = more;
+        }
+        if (!(names[n] = strdup(e->d_name)))
+            break;
+        n++;
+        (*budget)--;
+    }
+    if (n)
+        qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        char line[PATH_MAX + 96];
+        if (fstatat(dirfd(d), names[i], &st, 0) != 0) {
+            snprintf(line, sizeof line, "%s ?", names[i]);
+            tack_sha256_field(h, line);
+        } else if (S_ISREG(st.st_mode)) {
+            snprintf(line, sizeof line, "%s %lld %lld.%09ld %llu", names[i], (long long)st.st_size,
+                     (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec, (unsigned long long)st.st_ino);
+            tack_sha256_field(h, line);
+        } else if (S_ISDIR(st.st_mode) && depth > 1) {
+            snprintf(line, sizeof line, "%s/", names[i]);
+            tack_sha256_field(h, line);
+            char sub[PATH_MAX];
+            if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, names[i]) < sizeof sub)
+                digest_dir(h, sub, depth - 1, budget);
+            tack_sha256_field(h, "..");
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    closedir(d);
+}
+
 void tack_build_options_digest(const struct tack_build_options *o, char out[65])
 {
     if (!o)
@@ -166,6 +233,11 @@ void tack_build_options_digest(const struct tack_build_options *o, char out[65])
     tack_sha256 h;
     tack_sha256_init(&h);
     tack_sha256_field(&h, o->text ? o->text : "");
+    size_t budget = HEADER_FILES;
+    for (size_t i = 0; i < o->ninclude_dirs; i++) {
+        tack_sha256_field(&h, o->include_dirs[i]);
+        digest_dir(&h, o->include_dirs[i], HEADER_DEPTH, &budget);
+    }
     tack_sha256_hex(&h, out);
 }
 

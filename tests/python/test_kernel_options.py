@@ -82,6 +82,23 @@ def test_include_dirs_find_a_header_next_to_nothing(tmp_path, cache):
         tack.Kernel(src)
 
 
+def test_an_edited_header_compiles_again(tmp_path, cache):
+    inc = tmp_path / "inc"
+    (inc / "sub").mkdir(parents=True)
+    header = inc / "sub" / "phys.h"
+    src = '#include "sub/phys.h"\nvoid g(tack_index i, float *y) { y[i] = PHYS_G; }'
+    header.write_text("#define PHYS_G 1.0f\n")
+    assert run(tack.Kernel(src, include_dirs=[inc]), 2) == [1.0, 1.0]
+    assert run(tack.Kernel(src, include_dirs=[inc]), 2) == [1.0, 1.0]
+    assert len(kept(cache)) == 1
+    # Same size, and a time apart however coarse the file system's clock.
+    header.write_text("#define PHYS_G 2.0f\n")
+    st = header.stat()
+    os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    assert run(tack.Kernel(src, include_dirs=[inc]), 2) == [2.0, 2.0]
+    assert len(kept(cache)) == 2
+
+
 def test_a_relative_include_dir_is_the_callers(tmp_path, monkeypatch, cache):
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "phys.h").write_text("#define PHYS_G 2.5f\n")
