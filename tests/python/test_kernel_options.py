@@ -6,6 +6,8 @@ definitions and include directories reach it, through ptx()."""
 
 import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -199,3 +201,22 @@ def test_a_c_library_header_on_cuda_says_how_to_keep_it_for_the_cpu():
     message = str(e.value)
     assert "stdio.h" in message.split("\n")[1]  # the compiler's log first
     assert "no C library headers" in message and "#ifdef TACK_BACKEND_CPU" in message
+
+
+def test_printf_compiles_as_opencl_c(tmp_path):
+    # ocloc is Intel's and absent here; Clang compiles OpenCL C 2.0 for SPIR
+    # too, with the definitions as ocloc would pass them.
+    if not shutil.which("clang"):
+        pytest.skip("clang is not installed")
+    src = """
+    #ifdef TACK_BACKEND_CPU
+    #include <stdio.h>
+    #endif
+    void p(tack_index i, float *y) { printf("i=%d of %d\\n", (int)i, N); y[i] = 1; }
+    """
+    path = tmp_path / "kernel.cl"
+    path.write_text(tack.Kernel(src, defines={"N": 4}).generated_source("level_zero"))
+    r = subprocess.run(["clang", "-x", "cl", "-cl-std=CL2.0", "-target", "spir64", "-Xclang",
+                        "-finclude-default-header", "-DN=4", "-fsyntax-only", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
