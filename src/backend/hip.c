@@ -9,6 +9,7 @@
  * device the application's own HIP calls go to.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,10 +376,23 @@ static tack_status rtc_compile(const struct tack_hiprtc_api *api, const struct t
     tack_hiprtc_result r = api->hiprtcCreateProgram(&prog, job->source, "kernel.hip", 0, NULL, NULL);
     if (r != TACK_HIPRTC_SUCCESS)
         return rtc_error(api, r, "hiprtcCreateProgram");
-    /* No architecture option: hipRTC compiles for the current device. */
-    const char *opts[] = {"-O3"};
+    /* No architecture option: hipRTC compiles for the current device.
+     * The kernel's own options follow Tack's, each one option. */
+    size_t nown = 0;
+    char **own = tack_build_options_words(job->options, &nown);
+    const char **opts = own && nown < INT_MAX ? malloc((nown + 1) * sizeof *opts) : NULL;
+    if (!opts) {
+        free(own);
+        api->hiprtcDestroyProgram(&prog);
+        return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", job->name);
+    }
+    opts[0] = "-O3";
+    for (size_t i = 0; i < nown; i++)
+        opts[1 + i] = own[i];
     tack_status st = TACK_OK;
-    r = api->hiprtcCompileProgram(prog, 1, opts);
+    r = api->hiprtcCompileProgram(prog, (int)nown + 1, opts);
+    free(opts);
+    free(own);
     if (r == TACK_HIPRTC_ERROR_COMPILATION || r == TACK_HIPRTC_ERROR_INVALID_OPTION) {
         st = compile_error(api, prog, job->name, r, out);
     } else if (r != TACK_HIPRTC_SUCCESS) {

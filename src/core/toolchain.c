@@ -283,25 +283,31 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
         snprintf(words + used, sizeof words - used, " %s", type);
     }
     if (language == TACK_CHECK_CXX) {
-        tack_source_put(b, "template <class A, class B> struct tack_same_ { static const bool value = false; };\n"
-                           "template <class A> struct tack_same_<A, A> { static const bool value = true; };\n"
-                           "template <int N, class F> struct tack_param_ { typedef void type; };\n"
-                           "template <class R, class P, class... Q> struct tack_param_<0, R(P, Q...)> "
-                           "{ typedef P type; };\n"
-                           "template <int N, class R, class P, class... Q> struct tack_param_<N, R(P, Q...)> "
-                           "{ typedef typename tack_param_<N - 1, R(Q...)>::type type; };\n"
-                           "template <class F> struct tack_arity_;\n"
-                           "template <class R, class... P> struct tack_arity_<R(P...)> "
-                           "{ static const int value = sizeof...(P); };\n");
+        /* Every name Tack's own, never one a user's macro takes: a kernel
+         * built with defines={"N": 4} or {"value": 1} still compiles. */
+        tack_source_put(b, "template <class tack_A_, class tack_B_> struct tack_same_ "
+                           "{ static const bool tack_value_ = false; };\n"
+                           "template <class tack_A_> struct tack_same_<tack_A_, tack_A_> "
+                           "{ static const bool tack_value_ = true; };\n"
+                           "template <int tack_N_, class tack_F_> struct tack_param_ { typedef void tack_type_; };\n"
+                           "template <class tack_R_, class tack_P_, class... tack_Q_> "
+                           "struct tack_param_<0, tack_R_(tack_P_, tack_Q_...)> { typedef tack_P_ tack_type_; };\n"
+                           "template <int tack_N_, class tack_R_, class tack_P_, class... tack_Q_> "
+                           "struct tack_param_<tack_N_, tack_R_(tack_P_, tack_Q_...)> "
+                           "{ typedef typename tack_param_<tack_N_ - 1, tack_R_(tack_Q_...)>::tack_type_ "
+                           "tack_type_; };\n"
+                           "template <class tack_F_> struct tack_arity_;\n"
+                           "template <class tack_R_, class... tack_P_> struct tack_arity_<tack_R_(tack_P_...)> "
+                           "{ static const int tack_value_ = sizeof...(tack_P_); };\n");
         keywords_protect(b, words, 1);
-        tack_source_put(b, "static_assert(tack_arity_<decltype(%s)>::value == %d, \"" TACK_SIGNATURE_MARKER
+        tack_source_put(b, "static_assert(tack_arity_<decltype(%s)>::tack_value_ == %d, \"" TACK_SIGNATURE_MARKER
                            "all: kernel '%s' has another number of parameters than Tack read\");\n",
                         sig->name, total, sig->name);
         for (int k = 0; k < total; k++) {
             check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
             const char *name = k < sig->ndim ? sig->index_names[k] : sig->params[k - sig->ndim].name;
             tack_source_put(b,
-                            "static_assert(tack_same_<tack_param_<%d, decltype(%s)>::type, %s>::value, "
+                            "static_assert(tack_same_<tack_param_<%d, decltype(%s)>::tack_type_, %s>::tack_value_, "
                             "\"" TACK_SIGNATURE_MARKER "%d: parameter '%s' of kernel '%s' is not %s\");\n",
                             k, sig->name, type, k, name, sig->name, type);
         }

@@ -297,6 +297,18 @@ struct tack_build_options {
     char *text;
 };
 
+/* The options as words for a compiler that spells them as the C
+ * compilers do: "-D<define>" for each definition, "-I<dir>" for each
+ * include directory (absolute: relative ones were resolved when the kernel
+ * was made), then each option as given; *count words, then NULL. One
+ * allocation: free() releases it. NULL out of memory. NULL options are
+ * none, here and in the digest. */
+char **tack_build_options_words(const struct tack_build_options *o, size_t *count);
+/* A digest of the options, for a backend's key: their text, and what the
+ * files under each include directory are (names, sizes, times), so that
+ * an edited header compiles again. Never fails. */
+void tack_build_options_digest(const struct tack_build_options *o, char out[65]);
+
 /* One compile, as the kernel layer asks a backend for it. */
 struct tack_compile {
     const char *name;   /* the kernel's, for messages */

@@ -213,15 +213,54 @@ static tack_status signature_mismatch(const tack_kernel *k, tack_status st)
         tack_param_describe(&sig->params[pos - sig->ndim], t, sizeof t);
         return tack_error_set(TACK_ETYPE,
                               "parameter '%s' of kernel '%s': the compiler reads another type than the %s Tack "
-                              "read from the source (a macro, a conditional directive or a -D flag in TACK_CFLAGS "
-                              "changes it for the compiler); write the type plainly, so that both read the same",
+                              "read from the source (a macro, a conditional directive, or a definition in "
+                              "TACK_CFLAGS or the kernel's options changes it for the compiler); write the type "
+                              "plainly, so that both read the same",
                               sig->params[pos - sig->ndim].name, sig->name, t);
     }
     return tack_error_set(TACK_ETYPE,
                           "kernel '%s': the compiler reads other parameter types than Tack read from the source (a "
-                          "macro, a conditional directive or a -D flag in TACK_CFLAGS changes them for the "
-                          "compiler); write the signature plainly, so that both read the same",
+                          "macro, a conditional directive, or a definition in TACK_CFLAGS or the kernel's options "
+                          "changes them for the compiler); write the signature plainly, so that both read the same",
                           k->sig.name);
+}
+
+/* The C library's headers, which only the cpu backend's compiler has. */
+static const char *const c_headers[] = {"assert.h", "complex.h", "ctype.h", "errno.h", "float.h", "inttypes.h",
+                                        "limits.h", "math.h", "stdarg.h", "stdbool.h", "stddef.h", "stdint.h",
+                                        "stdio.h", "stdlib.h", "string.h", "time.h", NULL};
+
+/* The C library header a GPU compiler's log says it could not open, or
+ * NULL: NVRTC writes `cannot open source file "stdio.h"`, clang (hipRTC,
+ * ocloc) `'stdio.h' file not found`. */
+static const char *missing_c_header(const char *log)
+{
+    for (int i = 0; log && c_headers[i]; i++) {
+        char nvrtc[64], clang[64];
+        snprintf(nvrtc, sizeof nvrtc, "cannot open source file \"%s\"", c_headers[i]);
+        snprintf(clang, sizeof clang, "'%s' file not found", c_headers[i]);
+        if (strstr(log, nvrtc) || strstr(log, clang))
+            return c_headers[i];
+    }
+    return NULL;
+}
+
+/* A GPU compile that failed on a C library header (printf's <stdio.h>,
+ * <math.h>) is a kernel written for the CPU alone: the message says so,
+ * and how to keep the include for the CPU. Else `st` unchanged. */
+static tack_status c_header_advice(const struct tack_backend_ops *ops, tack_status st)
+{
+    const char *header = st == TACK_ECOMPILE && strcmp(ops->name, "cpu") ? missing_c_header(tack_kernel_compile_log())
+                                                                         : NULL;
+    char *message = header ? strdup(tack_last_error()) : NULL;
+    if (!message)
+        return st;
+    st = tack_error_set(TACK_ECOMPILE,
+                        "%s\nThe %s backend's compiler has no C library headers: its printf and math functions "
+                        "need no include. Include <%s> for the cpu backend alone (#ifdef TACK_BACKEND_CPU)",
+                        message, ops->name, header);
+    free(message);
+    return st;
 }
 
 /* Code for `ops` on `device`, or for `target` without one: kept from an
@@ -258,7 +297,7 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
         free(b);
         return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", k->sig.name);
     }
-    st = signature_mismatch(k, compile_kept(ops, &job, &b->code));
+    st = c_header_advice(ops, signature_mismatch(k, compile_kept(ops, &job, &b->code)));
     if (st != TACK_OK) {
         free(b->key);
         free(b);

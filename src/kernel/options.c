@@ -1,8 +1,14 @@
 /* A kernel's own build options: checked once, copied, and written as one
  * text that keys the kernel's kept code, so that two kernels of one source
  * built with other definitions never share an object. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kernel.h"
 
@@ -77,6 +83,164 @@ static tack_status copy_list(const char *what, const char *const *in, size_t n, 
     return TACK_OK;
 }
 
+/* Makes each relative directory of dirs[0..n) absolute against the
+ * working directory now: the C compiler runs later, in whatever directory
+ * the process is in by then, and a compiler in process (NVRTC) has no
+ * directory of its own to resolve against. The key then names the
+ * directory meant. TACK_ERUNTIME when the working directory cannot be
+ * read; TACK_ENOMEM. On error dirs is as it was. */
+static tack_status absolute_dirs(char **dirs, size_t n)
+{
+    size_t relative = 0;
+    for (size_t i = 0; i < n; i++)
+        relative += dirs[i][0] != '/';
+    if (!relative)
+        return TACK_OK;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return tack_error_set(TACK_ERUNTIME,
+                              "kernel options: include_dirs holds a relative directory, and the working directory "
+                              "it is relative to cannot be read (%s); give the directory as an absolute path",
+                              strerror(errno));
+    char **made = calloc(n, sizeof *made);
+    if (!made)
+        return tack_error_set(TACK_ENOMEM, "out of memory copying kernel options");
+    for (size_t i = 0; i < n; i++) {
+        if (dirs[i][0] == '/')
+            continue;
+        size_t len = strlen(cwd) + 1 + strlen(dirs[i]) + 1;
+        if (!(made[i] = malloc(len))) {
+            for (size_t j = 0; j < i; j++)
+                free(made[j]);
+            free(made);
+            return tack_error_set(TACK_ENOMEM, "out of memory copying kernel options");
+        }
+        /* "." stays the directory itself, not "<cwd>/.": one key for both. */
+        if (!strcmp(dirs[i], "."))
+            snprintf(made[i], len, "%s", cwd);
+        else
+            snprintf(made[i], len, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", dirs[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (made[i]) {
+            free(dirs[i]);
+            dirs[i] = made[i];
+        }
+    }
+    free(made);
+    return TACK_OK;
+}
+
+/* What a compile job made without options (a backend's own test) reads. */
+static const struct tack_build_options no_options;
+
+char **tack_build_options_words(const struct tack_build_options *o, size_t *count)
+{
+    if (!o)
+        o = &no_options;
+    size_t n = o->ndefines + o->ninclude_dirs + o->noptions, bytes = (n + 1) * sizeof(char *);
+    for (size_t i = 0; i < o->ndefines; i++)
+        bytes += 2 + strlen(o->defines[i]) + 1;
+    for (size_t i = 0; i < o->ninclude_dirs; i++)
+        bytes += 2 + strlen(o->include_dirs[i]) + 1;
+    for (size_t i = 0; i < o->noptions; i++)
+        bytes += strlen(o->options[i]) + 1;
+    char **words = malloc(bytes);
+    if (!words)
+        return NULL;
+    char *room = (char *)(words + n + 1), *end = (char *)words + bytes;
+    size_t w = 0;
+    for (size_t i = 0; i < o->ndefines; i++, w++)
+        room += snprintf(words[w] = room, (size_t)(end - room), "-D%s", o->defines[i]) + 1;
+    for (size_t i = 0; i < o->ninclude_dirs; i++, w++)
+        room += snprintf(words[w] = room, (size_t)(end - room), "-I%s", o->include_dirs[i]) + 1;
+    for (size_t i = 0; i < o->noptions; i++, w++)
+        room += snprintf(words[w] = room, (size_t)(end - room), "%s", o->options[i]) + 1;
+    words[n] = NULL;
+    *count = n;
+    return words;
+}
+
+/* How far into an include directory its files key the code: deep and
+ * wide enough for a project's headers, bounded for a directory such as
+ * /usr/include, which a kernel's key would otherwise read whole. */
+#define HEADER_DEPTH 4
+#define HEADER_FILES 4096
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Digests what each file under directory `path` is (its name, size,
+ * modification time and inode), in name order, down to HEADER_DEPTH
+ * levels and *budget entries, so that an edited or replaced header keys
+ * other code. A directory that cannot be read digests as such (the
+ * compile will say more). */
+static void digest_dir(tack_sha256 *h, const char *path, int depth, size_t *budget)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        tack_sha256_field(h, "unreadable");
+        return;
+    }
+    size_t n = 0, cap = 0;
+    char **names = NULL;
+    for (struct dirent *e; *budget && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (n == cap) {
+            size_t more = cap ? 2 * cap : 64;
+            char **grown = realloc(names, more * sizeof *grown);
+            if (!grown)
+                break;
+            names = grown;
+            cap = more;
+        }
+        if (!(names[n] = strdup(e->d_name)))
+            break;
+        n++;
+        (*budget)--;
+    }
+    if (n)
+        qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        char line[PATH_MAX + 96];
+        if (fstatat(dirfd(d), names[i], &st, 0) != 0) {
+            snprintf(line, sizeof line, "%s ?", names[i]);
+            tack_sha256_field(h, line);
+        } else if (S_ISREG(st.st_mode)) {
+            snprintf(line, sizeof line, "%s %lld %lld.%09ld %llu", names[i], (long long)st.st_size,
+                     (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec, (unsigned long long)st.st_ino);
+            tack_sha256_field(h, line);
+        } else if (S_ISDIR(st.st_mode) && depth > 1) {
+            snprintf(line, sizeof line, "%s/", names[i]);
+            tack_sha256_field(h, line);
+            char sub[PATH_MAX];
+            if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, names[i]) < sizeof sub)
+                digest_dir(h, sub, depth - 1, budget);
+            tack_sha256_field(h, "..");
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    closedir(d);
+}
+
+void tack_build_options_digest(const struct tack_build_options *o, char out[65])
+{
+    if (!o)
+        o = &no_options;
+    tack_sha256 h;
+    tack_sha256_init(&h);
+    tack_sha256_field(&h, o->text ? o->text : "");
+    size_t budget = HEADER_FILES;
+    for (size_t i = 0; i < o->ninclude_dirs; i++) {
+        tack_sha256_field(&h, o->include_dirs[i]);
+        digest_dir(&h, o->include_dirs[i], HEADER_DEPTH, &budget);
+    }
+    tack_sha256_hex(&h, out);
+}
+
 /* "checked\n" then one line per entry, each tagged with its list. */
 static char *options_text(const struct tack_build_options *o)
 {
@@ -105,6 +269,8 @@ tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_b
     if (st == TACK_OK)
         st = copy_list("options", in->options, in->noptions, &out->options);
     out->noptions = out->options ? in->noptions : 0;
+    if (st == TACK_OK)
+        st = absolute_dirs(out->include_dirs, out->ninclude_dirs);
     const char *env = getenv("TACK_CHECKED");
     out->checked = in->checked || (env && env[0] && strcmp(env, "0") != 0);
     if (st == TACK_OK && !(out->text = options_text(out)))

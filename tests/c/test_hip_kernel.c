@@ -29,6 +29,7 @@ static void (*sim_set_kernel_hook)(capture_fn capture, run_fn run);
 static void (*sim_last_launch)(unsigned grid[3], unsigned block[3]);
 static long long (*rtc_stats)(const char *name);
 static const char *(*rtc_last_source)(void);
+static const char *(*rtc_last_options)(void);
 
 static void sim_open(void)
 {
@@ -40,6 +41,7 @@ static void sim_open(void)
     SIM_SYMBOL(lib, sim_last_launch, "tack_sim_hip_last_launch");
     SIM_SYMBOL(rlib, rtc_stats, "tack_sim_hiprtc_stats");
     SIM_SYMBOL(rlib, rtc_last_source, "tack_sim_hiprtc_last_source");
+    SIM_SYMBOL(rlib, rtc_last_options, "tack_sim_hiprtc_last_options");
 }
 
 /* ---- the GPU's stand-in for saxpy (standin.h) ------------------------------ */
@@ -180,6 +182,28 @@ static void test_half_parameters_and_complex_refusal(void)
           strstr(tack_last_error(), "complex64"));
 }
 
+/* The kernel's own options reach hipRTC after Tack's, each entry one
+ * option, blanks and all; one hipRTC refuses is a compile error with its
+ * log. */
+static void test_kernel_options_reach_hiprtc(void)
+{
+    const char *src = "void opt(tack_index i, float *y) { y[i] = V; }";
+    const char *defines[] = {"V=1.0f + 2.0f", "N=4"}, *dirs[] = {"/tmp/tack-headers"}, *opts[] = {"-ffast-math"};
+    tack_kernel_options o = {.defines = defines, .ndefines = 2, .include_dirs = dirs, .ninclude_dirs = 1,
+                             .options = opts, .noptions = 1};
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create_with(src, NULL, &o, &k));
+    CHECK_OK(tack_kernel_build(k, hip));
+    CHECK(!strcmp(rtc_last_options(), "-O3\n-DV=1.0f + 2.0f\n-DN=4\n-I/tmp/tack-headers\n-ffast-math"));
+    tack_kernel_release(k);
+    const char *bad[] = {"no-dash"};
+    tack_kernel_options ob = {.options = bad, .noptions = 1};
+    CHECK_OK(tack_kernel_create_with(src, NULL, &ob, &k));
+    CHECK_STATUS(tack_kernel_build(k, hip), TACK_ECOMPILE);
+    CHECK(strstr(tack_kernel_compile_log(), "unknown option 'no-dash'"));
+    tack_kernel_release(k);
+}
+
 int main(void)
 {
     sim_open();
@@ -193,6 +217,7 @@ int main(void)
     RUN(test_release_unloads_the_module);
     RUN(test_2d_launch_geometry_covers_the_domain);
     RUN(test_half_parameters_and_complex_refusal);
+    RUN(test_kernel_options_reach_hiprtc);
     saxpy_close(hip, saxpy);
     CHECK_DONE();
 }

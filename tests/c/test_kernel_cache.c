@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "tack/tack.h"
 #include "toolchain.h"
+#include "../../src/kernel/kernel.h"
 
 static tack_device *cpu;
 static char cache[256];
@@ -129,8 +130,8 @@ static int count_files(const char *suffix, char *last, size_t cap)
  * every backend does: its kernel_key gives host code a key, and the object
  * lands in the store once, under the name the kernel layer gives every
  * backend's code (a digest of Tack's version, the backend, the kind, the
- * key and the generated source). A second kernel of the same source finds
- * it there: nothing is compiled again. */
+ * key, the kernel's options and the generated source). A second kernel of
+ * the same source finds it there: nothing is compiled again. */
 static void test_the_cpu_backend_builds_through_its_table(void)
 {
     remove_tree(cache);
@@ -143,7 +144,10 @@ static void test_the_cpu_backend_builds_through_its_table(void)
     const char *generated = NULL;
     CHECK_OK(tack_kernel_create(value_source, NULL, &k));
     CHECK_OK(tack_kernel_generated_source(k, "cpu", &generated));
-    struct tack_compile job = {.name = "value", .source = generated};
+    /* A kernel's options as the kernel layer keeps them: none given. */
+    struct tack_build_options none;
+    CHECK_OK(tack_build_options_copy(NULL, &none));
+    struct tack_compile job = {.name = "value", .source = generated, .options = &none};
     CHECK_OK(ops->kernel_key(&job));
     CHECK(job.kind == TACK_CODE_HOST && job.key[0]);
 
@@ -157,6 +161,7 @@ static void test_the_cpu_backend_builds_through_its_table(void)
     tack_sha256_field(&h, "cpu");
     tack_sha256_field(&h, tack_code_kind_name(TACK_CODE_HOST));
     tack_sha256_field(&h, job.key);
+    tack_sha256_field(&h, none.text);
     tack_sha256_field(&h, generated);
     tack_sha256_hex(&h, hex);
     snprintf(want, sizeof want, "cpu-%s.so", hex);
@@ -171,6 +176,7 @@ static void test_the_cpu_backend_builds_through_its_table(void)
     CHECK(stat(path, &after) == 0);
     CHECK(before.st_ino == after.st_ino);
     CHECK(count_files(".so", name, sizeof name) == 1);
+    tack_build_options_free(&none);
     tack_kernel_release(k);
 }
 

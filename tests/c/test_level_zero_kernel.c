@@ -121,6 +121,45 @@ static void test_compile_is_memoised_by_source_and_device(void)
     CHECK(ocloc_stats("freed") == ocloc_stats("invocations"));
 }
 
+/* The kernel's own options go into ocloc's -options string after Tack's,
+ * a word with blanks quoted whole (ocloc's front end splits at blanks
+ * outside quotes), and key the SPIR-V kept; a double quote, which that
+ * string cannot carry, is refused before ocloc runs. */
+static void test_kernel_options_reach_ocloc(void)
+{
+    const char *src = "void opt(tack_index i, float *y) { y[i] = V; }";
+    const char *defines[] = {"V=1.0f + 2.0f", "N=4"}, *dirs[] = {"/tmp/tack-headers"}, *opts[] = {"-cl-mad-enable"};
+    tack_kernel_options o = {.defines = defines, .ndefines = 2, .include_dirs = dirs, .ninclude_dirs = 1,
+                             .options = opts, .noptions = 1};
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create_with(src, NULL, &o, &k));
+    long long before = ocloc_stats("invocations");
+    CHECK_OK(tack_kernel_build(k, ze));
+    const char *args = ocloc_last_args();
+    CHECK(strstr(args, "-options -cl-std=CL2.0 \"-DV=1.0f + 2.0f\" -DN=4 -I/tmp/tack-headers -cl-mad-enable"));
+    tack_kernel_release(k);
+    long long after = ocloc_stats("invocations");
+    CHECK(after > before);
+    /* The same options again: the kept SPIR-V. Others: compiled. */
+    CHECK_OK(tack_kernel_create_with(src, NULL, &o, &k));
+    CHECK_OK(tack_kernel_build(k, ze));
+    CHECK(ocloc_stats("invocations") == after);
+    tack_kernel_release(k);
+    o.ndefines = 1;
+    CHECK_OK(tack_kernel_create_with(src, NULL, &o, &k));
+    CHECK_OK(tack_kernel_build(k, ze));
+    CHECK(ocloc_stats("invocations") > after);
+    tack_kernel_release(k);
+    const char *quoted[] = {"MSG=\"hi\""};
+    tack_kernel_options q = {.defines = quoted, .ndefines = 1};
+    CHECK_OK(tack_kernel_create_with(src, NULL, &q, &k));
+    before = ocloc_stats("invocations");
+    CHECK_STATUS(tack_kernel_build(k, ze), TACK_EVALUE);
+    CHECK(strstr(tack_last_error(), "double quote") && strstr(tack_last_error(), "MSG"));
+    CHECK(ocloc_stats("invocations") == before);
+    tack_kernel_release(k);
+}
+
 /* A cached SPIR-V file that is damaged or not this user's to trust is not
  * used: ocloc compiles it again and the file is replaced. */
 static void test_a_spoiled_cached_spirv_is_rebuilt(void)
@@ -308,6 +347,8 @@ int main(void)
     RUN(test_half_parameters_pass_two_bytes);
     RUN(test_missing_libocloc_says_what_to_install);
     RUN(test_2d_launch_geometry_covers_the_domain);
+    /* After the cases that expect one kept SPIR-V file. */
+    RUN(test_kernel_options_reach_ocloc);
     saxpy_close(ze, saxpy);
     nothing_destroyed();
     remove_tree(cache);

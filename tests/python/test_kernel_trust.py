@@ -319,8 +319,8 @@ def test_the_gpu_entries_assert_each_parameters_type(backend):
     k = tack.Kernel("void k(tack_index i, const float *x, double s, uint8_t *y) { y[i] = (uint8_t)(x[i] * s); }")
     src = k.generated_source(backend)
     for pos, t in enumerate(["tack_index", "const float *", "double", "uint8_t *"]):
-        assert f"static_assert(tack_same_<tack_param_<{pos}, decltype(k)>::type, {t}>::value" in src
-    assert "tack_arity_<decltype(k)>::value == 4" in src
+        assert f"static_assert(tack_same_<tack_param_<{pos}, decltype(k)>::tack_type_, {t}>::tack_value_" in src
+    assert "tack_arity_<decltype(k)>::tack_value_ == 4" in src
 
 
 def test_the_level_zero_entry_asserts_each_parameters_type():

@@ -14,7 +14,8 @@
  *
  * Test hooks: tack_sim_hiprtc_stats(name) returns a counter ("programs",
  * "compiles", "failed_compiles", "destroyed"); tack_sim_hiprtc_last_source()
- * the last source compiled.
+ * the last source compiled; tack_sim_hiprtc_last_options() the last
+ * compile's options, one a line.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -31,6 +32,7 @@
 TACK_HIPRTC_FUNCTIONS(SIM_PROTOTYPE)
 SIM_API long long tack_sim_hiprtc_stats(const char *name);
 SIM_API const char *tack_sim_hiprtc_last_source(void);
+SIM_API const char *tack_sim_hiprtc_last_options(void);
 
 struct tack_hiprtc_program_object {
     char *source;
@@ -44,8 +46,9 @@ struct tack_hiprtc_program_object {
 
 SIM_DEFINE_STATS(SIM_STATS);
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards last_source */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards last_source, last_options */
 static char *last_source;
+static char last_options[4096];
 
 SIM_API tack_hiprtc_result hiprtcVersion(int *major, int *minor)
 {
@@ -94,6 +97,11 @@ SIM_API tack_hiprtc_result hiprtcCompileProgram(tack_hiprtc_program p, int numOp
     pthread_mutex_lock(&lock);
     free(last_source);
     last_source = strdup(p->source);
+    size_t used = 0;
+    last_options[0] = 0;
+    for (int i = 0; options && i < numOptions && used < sizeof last_options; i++)
+        used += (size_t)snprintf(last_options + used, sizeof last_options - used, "%s%s", i ? "\n" : "",
+                                 options[i] ? options[i] : "(null)");
     pthread_mutex_unlock(&lock);
     free(p->log);
     p->log = NULL;
@@ -178,6 +186,14 @@ SIM_API const char *tack_sim_hiprtc_last_source(void)
 {
     pthread_mutex_lock(&lock);
     const char *s = last_source;
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+SIM_API const char *tack_sim_hiprtc_last_options(void)
+{
+    pthread_mutex_lock(&lock);
+    const char *s = last_options;
     pthread_mutex_unlock(&lock);
     return s;
 }

@@ -48,15 +48,18 @@ static void command_of(const struct tack_c_compiler *c, char *out, size_t cap)
 
 /* The compiler's command line for `src` into `obj` (names in the store's
  * directory, reached as /proc/self/fd/TACK_STORE_CHILD_FD): c's words, Tack's
- * flags, every word of TACK_CFLAGS, then the files. *paths holds what the
- * words point into. NULL out of memory. */
-static char **compile_argv(const struct tack_c_compiler *c, const char *src, const char *obj, char **paths)
+ * flags, every word of TACK_CFLAGS, the kernel's own options (`own`, one
+ * word each: the process default first, so that the kernel's own win),
+ * then the files. *paths holds what the words point into. NULL out of
+ * memory. */
+static char **compile_argv(const struct tack_c_compiler *c, char *const *own, size_t nown, const char *src,
+                           const char *obj, char **paths)
 {
     const char *cflags = getenv("TACK_CFLAGS");
     size_t nflags = sizeof flags / sizeof *flags, ncflags = cflags ? (size_t)tack_words_count(cflags) : 0;
     size_t srclen = strlen(src), objlen = strlen(obj), dirlen = sizeof "/proc/self/fd/" + 16;
     size_t cfl = cflags ? strlen(cflags) + 1 : 1;
-    char **argv = calloc((size_t)c->argc + nflags + ncflags + 5, sizeof *argv);
+    char **argv = calloc((size_t)c->argc + nflags + ncflags + nown + 5, sizeof *argv);
     char *room = malloc(cfl + 2 * dirlen + srclen + objlen + 2);
     if (!argv || !room) {
         free(argv);
@@ -71,6 +74,8 @@ static char **compile_argv(const struct tack_c_compiler *c, const char *src, con
         argv[n++] = (char *)flags[i];
     memcpy(room, cflags ? cflags : "", cfl);
     n += (size_t)tack_words_split(room, argv + n);
+    for (size_t i = 0; i < nown; i++)
+        argv[n++] = own[i];
     char *objpath = room + cfl, *srcpath = objpath + dirlen + objlen + 1;
     snprintf(objpath, dirlen + objlen + 1, "/proc/self/fd/%d/%s", TACK_STORE_CHILD_FD, obj);
     snprintf(srcpath, dirlen + srclen + 1, "/proc/self/fd/%d/%s", TACK_STORE_CHILD_FD, src);
@@ -107,6 +112,9 @@ tack_status tack_cpu_kernel_key(struct tack_compile *job)
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         tack_sha256_field(&h, flags[i]);
     tack_sha256_field(&h, getenv("TACK_CFLAGS"));
+    char own[65];
+    tack_build_options_digest(job->options, own);
+    tack_sha256_field(&h, own);
     /* -march=native: code for this CPU, which another CPU sharing the
      * cache (a home directory across a cluster's nodes) may not run. */
     tack_sha256_field(&h, tack_host_cpu());
@@ -188,9 +196,13 @@ tack_status tack_cpu_kernel_compile(const struct tack_compile *job, struct tack_
     st = tack_c_compiler_find(&c);
     if (st != TACK_OK)
         return st;
-    char *paths = NULL;
-    char **argv = compile_argv(&c, job->source_file, job->output, &paths);
+    char *paths = NULL, **argv = NULL;
+    size_t nown = 0;
+    char **own = tack_build_options_words(job->options, &nown);
+    if (own)
+        argv = compile_argv(&c, own, nown, job->source_file, job->output, &paths);
     if (!argv) {
+        free(own);
         tack_c_compiler_free(&c);
         return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", job->name);
     }
@@ -199,6 +211,7 @@ tack_status tack_cpu_kernel_compile(const struct tack_compile *job, struct tack_
     st = outcome(&c, job->name, argv, job->dirfd, job->output, limit_ns, &r);
     free(r.output);
     free(argv);
+    free(own);
     free(paths);
     tack_c_compiler_free(&c);
     return st;

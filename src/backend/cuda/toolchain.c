@@ -13,6 +13,7 @@
  * NVRTC, for the architecture named, or the oldest it knows. The kernel
  * layer keeps the code on disk under a key that says all of that.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,18 +236,32 @@ static void arch_of(const struct tack_compile *job, const struct tack_nvrtc_api 
         out[0] = 0;
 }
 
-/* NVRTC's options for `job`'s code from `api`. */
+/* NVRTC's options for `job`'s code from `api`: Tack's (opts[0..nopts)),
+ * then the kernel's own (own, each one option), in `all` for the compile. */
 struct nvrtc_options {
     const char *opts[3];
     int nopts;
     char arch_opt[64];
     char include_opt[4100];
+    char **own;
+    size_t nown;
+    const char **all;
 };
 
-static void options_of(const struct tack_compile *job, const struct tack_nvrtc_api *api, struct nvrtc_options *o)
+static void options_free(struct nvrtc_options *o)
+{
+    free(o->own);
+    free(o->all);
+}
+
+/* TACK_ENOMEM, with nothing left to free. */
+static tack_status options_of(const struct tack_compile *job, const struct tack_nvrtc_api *api,
+                              struct nvrtc_options *o)
 {
     char arch[ARCH_MAX];
     arch_of(job, api, arch, sizeof arch);
+    o->own = NULL;
+    o->all = NULL;
     o->nopts = 0;
     /* User functions carry no __device__: NVRTC makes them device code. */
     o->opts[o->nopts++] = "--device-as-default-execution-space";
@@ -259,6 +274,19 @@ static void options_of(const struct tack_compile *job, const struct tack_nvrtc_a
         snprintf(o->include_opt, sizeof o->include_opt, "-I%s", api->include_dir);
         o->opts[o->nopts++] = o->include_opt;
     }
+    /* The kernel's own after Tack's. NVRTC reads each entry as one
+     * option, blanks and all. */
+    if (!(o->own = tack_build_options_words(job->options, &o->nown)) ||
+        o->nown > (size_t)INT_MAX - (size_t)o->nopts ||
+        !(o->all = malloc(((size_t)o->nopts + o->nown) * sizeof *o->all))) {
+        options_free(o);
+        return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", job->name);
+    }
+    for (int i = 0; i < o->nopts; i++)
+        o->all[i] = o->opts[i];
+    for (size_t i = 0; i < o->nown; i++)
+        o->all[(size_t)o->nopts + i] = o->own[i];
+    return TACK_OK;
 }
 
 /* The code depends on the NVRTC's version and the options, the
@@ -284,10 +312,17 @@ tack_status cuda_kernel_key(struct tack_compile *job)
         job->compiler = 0;
     }
     struct nvrtc_options o;
-    options_of(job, api, &o);
+    if ((st = options_of(job, api, &o)) != TACK_OK)
+        return st;
     int used = snprintf(job->key, sizeof job->key, "nvrtc %d.%d", api->major, api->minor);
     for (int i = 0; i < o.nopts && used > 0 && (size_t)used < sizeof job->key; i++)
         used += snprintf(job->key + used, sizeof job->key - (size_t)used, " %s", o.opts[i]);
+    /* The kernel's own options, of any length, as their digest. */
+    char own[65];
+    tack_build_options_digest(job->options, own);
+    if (used > 0 && (size_t)used < sizeof job->key)
+        snprintf(job->key + used, sizeof job->key - (size_t)used, " options %s", own);
+    options_free(&o);
     return TACK_OK;
 }
 
@@ -341,12 +376,15 @@ tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kern
         return tack_error_set(TACK_ERUNTIME, "NVRTC %d.%d (%s) makes no CUBINs", api->major, api->minor,
                               tack_library_path(&api->library));
     struct nvrtc_options o;
-    options_of(job, api, &o);
+    if ((st = options_of(job, api, &o)) != TACK_OK)
+        return st;
     nvrtcProgram prog = NULL;
     nvrtcResult r = api->nvrtcCreateProgram(&prog, job->source, "kernel.cu", 0, NULL, NULL);
-    if (r != NVRTC_SUCCESS)
+    if (r != NVRTC_SUCCESS) {
+        options_free(&o);
         return nvrtc_error(api, r, "nvrtcCreateProgram");
-    r = api->nvrtcCompileProgram(prog, o.nopts, o.opts);
+    }
+    r = api->nvrtcCompileProgram(prog, o.nopts + (int)o.nown, o.all);
     if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
         out->failed = 1;
         out->log = program_log(api, prog);
@@ -359,5 +397,6 @@ tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kern
         st = program_code(api, prog, job->kind == TACK_CODE_CUBIN ? TACK_CODE_CUBIN : TACK_CODE_PTX, out);
     }
     api->nvrtcDestroyProgram(&prog);
+    options_free(&o);
     return st;
 }

@@ -86,6 +86,48 @@ void ze_loaded_ocloc_version(const struct tack_ocloc_api *api, char *out, size_t
     pthread_mutex_unlock(&ocloc_version_lock);
 }
 
+/* ocloc's -options string for `job`: OCLOC_OPTIONS, then the kernel's
+ * own options, "-D<define>", "-I<dir>" and each option. ocloc hands the
+ * string to its OpenCL front end, which splits it at blanks outside
+ * double quotes and drops the quotes: a word with blanks is quoted whole,
+ * and a double quote, which nothing can carry through, is refused
+ * (TACK_EVALUE). *out is malloc'd, the caller's. TACK_ENOMEM. */
+static tack_status options_string(const struct tack_compile *job, char **out)
+{
+    *out = NULL;
+    size_t n = 0;
+    char **words = tack_build_options_words(job->options, &n);
+    if (!words)
+        return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", job->name);
+    size_t len = sizeof OCLOC_OPTIONS;
+    for (size_t i = 0; i < n; i++) {
+        if (strchr(words[i], '"')) {
+            tack_status st = tack_error_set(TACK_EVALUE,
+                                            "kernel '%s': the option %s holds a double quote, which ocloc's option "
+                                            "string cannot pass on to its OpenCL C compiler (it reads quotes as "
+                                            "grouping); for a string, define the text without quotes and make it one "
+                                            "in the source with the # operator",
+                                            job->name, words[i]);
+            free(words);
+            return st;
+        }
+        len += strlen(words[i]) + 3;
+    }
+    char *text = malloc(len);
+    if (!text) {
+        free(words);
+        return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", job->name);
+    }
+    size_t used = (size_t)snprintf(text, len, "%s", OCLOC_OPTIONS);
+    for (size_t i = 0; i < n; i++) {
+        const char *quote = strpbrk(words[i], " \t\v\f") ? "\"" : "";
+        used += (size_t)snprintf(text + used, len - used, " %s%s%s", quote, words[i], quote);
+    }
+    free(words);
+    *out = text;
+    return TACK_OK;
+}
+
 /* SPIR-V depends on libocloc (its path, and its version, so that an
  * upgraded ocloc in the same place compiles again), the options and the
  * device. */
@@ -96,9 +138,15 @@ tack_status ze_kernel_key(struct tack_compile *job)
     tack_status st = prepare(job, &api, device);
     if (st != TACK_OK)
         return st;
+    /* Options ocloc cannot take are refused before anything is kept. */
+    char *options, own[65];
+    if ((st = options_string(job, &options)) != TACK_OK)
+        return st;
+    free(options);
     ze_loaded_ocloc_version(api, version, sizeof version);
-    snprintf(job->key, sizeof job->key, "%s %s %s %s", tack_library_path(&api->library), version, OCLOC_OPTIONS,
-             device);
+    tack_build_options_digest(job->options, own);
+    snprintf(job->key, sizeof job->key, "%s %s %s %s options %s", tack_library_path(&api->library), version,
+             OCLOC_OPTIONS, device, own);
     job->kind = TACK_CODE_SPIRV;
     return TACK_OK;
 }
@@ -108,10 +156,13 @@ tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel
     const struct tack_ocloc_api *api;
     char device[32];
     tack_status st = prepare(job, &api, device);
+    char *options = NULL;
+    if (st == TACK_OK)
+        st = options_string(job, &options);
     if (st != TACK_OK)
         return st;
     const char *argv[] = {"ocloc", "compile", "-file", "kernel.cl", "-spv_only", "-device", device,
-                          "-options", OCLOC_OPTIONS};
+                          "-options", options};
     const uint8_t *data[1] = {(const uint8_t *)job->source};
     const uint64_t len[1] = {strlen(job->source) + 1};
     const char *names[1] = {"kernel.cl"};
@@ -160,5 +211,6 @@ tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel
     }
     if (outputs || out_names || out_len)
         api->oclocFreeOutput(&nout, &outputs, &out_len, &out_names);
+    free(options);
     return st;
 }

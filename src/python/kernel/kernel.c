@@ -752,16 +752,25 @@ static PyTypeObject Kernel_Type = {
               "The last function in the source is the kernel unless name says which.\n\n"
               "Build options, part of the key the compiled code is kept under: defines, a dict "
               "({'N': 4, 'FAST': None}) or a list of 'NAME' / 'NAME=VALUE' strings; include_dirs, the "
-              "directories the source's #include \"...\" searches; options, further words for the backend's "
-              "compiler, one per entry (after TACK_CFLAGS); checked=True (or TACK_CHECKED=1 in the "
-              "environment) builds a variant that checks every subscript of an array parameter.\n\n"
+              "directories the source's #include \"...\" searches (a relative one is taken against the "
+              "working directory now); options, further words for the backend's compiler, one per entry, "
+              "never split at blanks (after TACK_CFLAGS on cpu; NVRTC's, hipRTC's or ocloc's options on the "
+              "GPUs, where a word may not hold a double quote for ocloc); checked=True (or TACK_CHECKED=1 in "
+              "the environment) builds a variant that checks every subscript of an array parameter.\n\n"
               "Inside the kernel's body, tack_extent(y, d) and tack_size(y) are the extent d (0 past the "
               "array's dimensions) and the element count of the array bound to parameter y at this launch.\n\n"
               "A checked launch checks y[e] and &y[e] (in tack_atomic_* too) against y's element count: an "
               "index out of bounds touches no memory (a load reads 0, a store is dropped), and after the launch "
               "IndexError names the kernel, the parameter, the index, the extent and the source line. Pointer "
               "arithmetic (y + e, *(y + e)), subscripts written inside a macro's definition and accesses in "
-              "helper functions stay unchecked. On a GPU a checked launch waits for its result.",
+              "helper functions stay unchecked. On a GPU a checked launch waits for its result.\n\n"
+              "The source is ordinary C for its backend. cpu: the C library's headers and calls (#include "
+              "<stdio.h>, printf, snprintf, getenv, stderr) work as in any host code; printf's output goes "
+              "to the process's stdout. cuda and hip: printf and the math functions need no include (NVRTC "
+              "and hipRTC have no C library headers: guard those with #ifdef TACK_BACKEND_CPU); the driver "
+              "prints the output when the host next waits for the device. level_zero: OpenCL C 2.0, whose "
+              "printf is built in and needs no include. Including a C library header on a GPU backend is a "
+              "compile error that says so.",
     .tp_methods = kernel_methods,
     .tp_getset = kernel_getset,
     .tp_new = kernel_new,
