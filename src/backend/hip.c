@@ -554,6 +554,15 @@ static const struct tack_backend_queue hip_queue = {
     .synchronize = hip_synchronize,
 };
 
+/* No kernel_key: the code object is compiled for each GPU that loads it. */
+static const struct tack_backend_toolchain hip_toolchain = {
+    .dialect = &hip_dialect,
+    .kernel_compile = hip_kernel_compile,
+    .kernel_load = hip_kernel_load,
+    .kernel_launch = hip_kernel_launch,
+    .kernel_unload = hip_kernel_unload,
+};
+
 const struct tack_backend_ops tack_hip_backend = {
     .name = "hip",
     .dl_type = kDLROCM,
@@ -563,9 +572,5 @@ const struct tack_backend_ops tack_hip_backend = {
     .close = hip_close,
     .memory = &hip_memory,
     .queue = &hip_queue,
-    .dialect = &hip_dialect,
-    .kernel_compile = hip_kernel_compile,
-    .kernel_load = hip_kernel_load,
-    .kernel_launch = hip_kernel_launch,
-    .kernel_unload = hip_kernel_unload,
+    .toolchain = &hip_toolchain,
 };

@@ -69,8 +69,7 @@ void tack_kernel_release(tack_kernel *k)
         next = l->next;
         /* Queued launches still run the code being freed. */
         (void)tack_device_synchronize(l->device);
-        if (l->device->ops->kernel_unload)
-            l->device->ops->kernel_unload(l->device, l->handle);
+        tack_backend_kernel_unload(l->device, l->handle);
         tack_device_release(l->device);
         free(l);
     }
@@ -372,8 +371,7 @@ static tack_status run(const tack_kernel *k, const struct tack_loaded *l, const 
 {
     tack_device *d = b->device;
     if (hooks && !begun) {
-        const struct tack_backend_ops *ops = d->ops;
-        if (!ops->kernel_expected_ns || ops->kernel_expected_ns(l->handle, b->n) > hooks->above_ns) {
+        if (tack_backend_kernel_expected_ns(d, l->handle, b->n) > hooks->above_ns) {
             hooks->begin(hooks->context);
             begun = 1;
         }
@@ -453,9 +451,9 @@ uint64_t tack_kernel_expected_ns(tack_kernel *k, const tack_device *device, int6
     /* The kernel last launched, without a lock as a warm launch finds it;
      * any other has not run (or not lately): not known. */
     struct tack_loaded *l = k ? atomic_load_explicit(&k->last, memory_order_acquire) : NULL;
-    if (!l || !device || l->device != device || !device->ops->kernel_expected_ns)
+    if (!l || !device || l->device != device)
         return UINT64_MAX;
-    return device->ops->kernel_expected_ns(l->handle, n);
+    return tack_backend_kernel_expected_ns(device, l->handle, n);
 }
 
 tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)

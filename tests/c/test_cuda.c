@@ -736,7 +736,7 @@ static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float val
     void *const args[2] = {&data, &value};
     int64_t n = (int64_t)tack_array_size(a);
     struct tack_launch l = {.ndim = 1, .shape = &n, .n = n, .args = args};
-    tack_status st = d->ops->kernel_launch(d, k, &l);
+    tack_status st = tack_backend_kernel_launch(d, k, &l);
     if (st == TACK_OK)
         atomic_store(&tack_array_buffer(a)->last_launch, atomic_fetch_add(&d->submitted, 1) + 1);
     return st;
@@ -765,7 +765,7 @@ static void test_launches_are_queued_and_ordered(void)
     CHECK_OK(tack_backend_copy_to_host(d, v, tack_array_data(a), sizeof v));
     CHECK(v[0] == 2.5f && v[999] == 2.5f);
     CHECK(sim_stat("launches_done") == 1);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_array_release(a);
     tack_device_release(d);
 }
@@ -780,15 +780,15 @@ static void test_launch_geometry_strides_over_large_ranges(void)
     float value = 1.0f;
     void *const args[2] = {&data, &value};
     int64_t huge = (int64_t)1 << 40, none = 0;
-    CHECK_OK(d->ops->kernel_launch(d, k, &(struct tack_launch){1, &huge, huge, args, 0}));
+    CHECK_OK(tack_backend_kernel_launch(d, k, &(struct tack_launch){1, &huge, huge, args, 0}));
     CHECK(fill_last.n == (int64_t)1 << 40);
     /* Filling the GPU (4 multiprocessors here), the entry strides over the rest. */
     CHECK(fill_last.grid == 4 * 32 && fill_last.block == 256);
-    CHECK_OK(d->ops->kernel_launch(d, k, &(struct tack_launch){1, &none, none, args, 0}));
+    CHECK_OK(tack_backend_kernel_launch(d, k, &(struct tack_launch){1, &none, none, args, 0}));
     CHECK(sim_stat("launches") == 1);
     sim.set_kernel_hook(NULL, NULL);
     CHECK_OK(tack_device_synchronize(d));
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_device_release(d);
 }
 
@@ -798,16 +798,16 @@ static void test_kernel_load_errors(void)
     tack_device *d = open_device("cuda");
     void *k = NULL;
     struct tack_kernel_code host = {.kind = TACK_CODE_HOST, .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &host, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &host, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "PTX"));
     static const char bad[] = "// tack-sim: invalid\n";
     struct tack_kernel_code broken = {.kind = TACK_CODE_PTX, .data = bad, .size = sizeof bad,
                                       .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &broken, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &broken, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_INVALID_PTX"));
     struct tack_kernel_code missing = {.kind = TACK_CODE_PTX, .data = fake_ptx, .size = sizeof fake_ptx,
                                        .entry = "no_such_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &missing, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &missing, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NOT_FOUND"));
     CHECK(k == NULL);
     tack_device_release(d);
@@ -826,11 +826,11 @@ static void test_kernel_load_of_cubins(void)
     unsigned char *image = cubin(90, 135, 8, 1, &size);
     bail_if(!image);
     struct tack_kernel_code code = {.kind = TACK_CODE_CUBIN, .data = image, .size = size, .entry = "tack_kernel_entry"};
-    CHECK_OK(d->ops->kernel_load(d, &code, &k));
+    CHECK_OK(tack_backend_kernel_load(d, &code, &k));
     CHECK(sim_stat("modules_cubin") == 1 && sim_stat("modules_ptx") == 0);
     CHECK(!strcmp(code.target, "cubin sm_90 (CUDA 13.5)"));
     CHECK(!code.refused);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     k = NULL;
 
     /* Shorter than its headers say: a driver, which takes no size, would
@@ -838,10 +838,10 @@ static void test_kernel_load_of_cubins(void)
     long long loads = sim_stat("modules_loaded");
     struct tack_kernel_code cut = code;
     cut.size = size - 1;
-    CHECK_STATUS(d->ops->kernel_load(d, &cut, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &cut, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "damaged"));
     cut.size = 40;
-    CHECK_STATUS(d->ops->kernel_load(d, &cut, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &cut, &k), TACK_ERUNTIME);
     /* A section reaching past the end (the third's size, in the table at
      * the end of the file, grown). */
     struct tack_kernel_code long_section = code;
@@ -854,11 +854,11 @@ static void test_kernel_load_of_cubins(void)
     memcpy(grown, image, size);
     memcpy(grown + (table - image) + 3 * sizeof third, &third, sizeof third);
     long_section.data = grown;
-    CHECK_STATUS(d->ops->kernel_load(d, &long_section, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &long_section, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "damaged"));
     free(grown);
     memcpy(image, "\177ELX", 4);
-    CHECK_STATUS(d->ops->kernel_load(d, &code, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &code, &k), TACK_ERUNTIME);
     CHECK(sim_stat("modules_loaded") == loads);
     CHECK(!cut.refused && !code.refused && k == NULL);
     free(image);
@@ -867,7 +867,7 @@ static void test_kernel_load_of_cubins(void)
     bail_if(!(image = cubin(80, 130, 8, 1, &size)));
     struct tack_kernel_code other = {.kind = TACK_CODE_CUBIN, .data = image, .size = size,
                                      .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &other, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &other, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NO_BINARY_FOR_GPU"));
     CHECK(contains(tack_last_error(), "cubin sm_80 (CUDA 13.0)"));
     CHECK(other.refused == 1 && k == NULL);
@@ -878,7 +878,7 @@ static void test_kernel_load_of_cubins(void)
                                 ".visible .entry tack_kernel_entry()\n";
     struct tack_kernel_code ptx = {.kind = TACK_CODE_PTX, .data = newer, .size = sizeof newer,
                                    .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &ptx, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &ptx, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"));
     CHECK(contains(tack_last_error(), "ptx compute_90 (PTX ISA 9.5, CUDA 13.5)"));
     CHECK(contains(tack_last_error(), "pip install \"nvidia-cuda-nvrtc==13.0.*\""));
@@ -904,7 +904,7 @@ static void test_dlpack_export_waits_for_queued_launches(void)
     CHECK(sim_stat("launches_done") == 1);
     CHECK(tack_buffer_is_shared(tack_array_buffer(a)));
     t->deleter(t);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_array_release(a);
     tack_device_release(d);
 }
@@ -994,7 +994,7 @@ static void test_plain_array_exports_a_copy(void)
     CHECK_OK(tack_array_export_memory(a, &again));
     CHECK(again.handle == rec.handle);
     CHECK(sim_stat("copies_dtod") == 1 && sim_stat("exports") == 1);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_array_release(a);
     CHECK(!fd_is_open(fd));
     CHECK(sim_stat("vmm_live") == 0);

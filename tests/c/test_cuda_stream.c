@@ -166,7 +166,7 @@ static struct fixture setup(float value)
 
 static void teardown(struct fixture *f)
 {
-    f->d->ops->kernel_unload(f->d, f->k);
+    tack_backend_kernel_unload(f->d, f->k);
     tack_array_release(f->a);
     tack_device_release(f->d);
     sim.cuDevicePrimaryCtxRelease_v2(0);

@@ -142,7 +142,13 @@ static const DLDeviceType q_wraps[] = {kDLCPU, 0};
 static const struct tack_backend_memory q_memory = {.alloc = q_alloc, .free = q_free};
 static const struct tack_backend_queue q_queue = {.synchronize = q_synchronize};
 
-static struct tack_backend_ops queue_backend = {
+static struct tack_backend_toolchain q_toolchain = {
+    .kernel_load = q_kernel_load,
+    .kernel_launch = q_kernel_launch,
+    .kernel_unload = q_kernel_unload,
+};
+
+static const struct tack_backend_ops queue_backend = {
     .name = "queue",
     .dl_type = kDLCPU,
     .wraps = q_wraps,
@@ -150,9 +156,7 @@ static struct tack_backend_ops queue_backend = {
     .close = q_close,
     .memory = &q_memory,
     .queue = &q_queue,
-    .kernel_load = q_kernel_load,
-    .kernel_launch = q_kernel_launch,
-    .kernel_unload = q_kernel_unload,
+    .toolchain = &q_toolchain,
 };
 
 static tack_device *qdev;
@@ -498,9 +502,9 @@ int main(void)
         return 1;
     /* The cpu backend's dialect and toolchain slots, through its table. */
     const struct tack_backend_ops *cpu_ops = tack_backend_find("cpu", 3);
-    queue_backend.dialect = cpu_ops->dialect;
-    queue_backend.kernel_key = cpu_ops->kernel_key;
-    queue_backend.kernel_compile = cpu_ops->kernel_compile;
+    q_toolchain.dialect = cpu_ops->toolchain->dialect;
+    q_toolchain.kernel_key = cpu_ops->toolchain->kernel_key;
+    q_toolchain.kernel_compile = cpu_ops->toolchain->kernel_compile;
     qdev = make_queue_device();
     qs = qdev->impl;
     RUN(test_launch_is_queued);

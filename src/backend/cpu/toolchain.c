@@ -212,3 +212,15 @@ void tack_cpu_entries(const struct tack_kernel_code *code, tack_host_entry out[T
         memcpy(&out[i], &sym, sizeof sym);
     }
 }
+
+/* The system C compiler's shared objects, kept in the store and run on the
+ * pool (cpu.c). */
+const struct tack_backend_toolchain tack_cpu_toolchain = {
+    .dialect = &cpu_dialect,
+    .kernel_key = tack_cpu_kernel_key,
+    .kernel_compile = tack_cpu_kernel_compile,
+    .kernel_load = cpu_kernel_load,
+    .kernel_launch = cpu_kernel_launch,
+    .kernel_expected_ns = cpu_kernel_expected_ns,
+    .kernel_unload = cpu_kernel_unload,
+};

@@ -361,3 +361,14 @@ tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kern
     api->nvrtcDestroyProgram(&prog);
     return st;
 }
+
+/* NVRTC's code, loaded and launched as modules (module.c); no measured
+ * cost, so a launch's hooks are called around every launch. */
+const struct tack_backend_toolchain tack_cuda_toolchain = {
+    .dialect = &cuda_dialect,
+    .kernel_key = cuda_kernel_key,
+    .kernel_compile = cuda_kernel_compile,
+    .kernel_load = cuda_kernel_load,
+    .kernel_launch = cuda_kernel_launch,
+    .kernel_unload = cuda_kernel_unload,
+};

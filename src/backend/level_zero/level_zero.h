@@ -113,6 +113,7 @@ tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel
 tack_status ze_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out);
 tack_status ze_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l);
 void ze_kernel_unload(tack_device *device, void *kernel);
+extern const struct tack_backend_toolchain tack_level_zero_toolchain;
 
 /* ---- describe (describe.c) ---------------------------------------------- */
 

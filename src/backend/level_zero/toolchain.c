@@ -162,3 +162,14 @@ tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel
         api->oclocFreeOutput(&nout, &outputs, &out_len, &out_names);
     return st;
 }
+
+/* ocloc's SPIR-V, loaded and launched as modules (module.c); no measured
+ * cost, so a launch's hooks are called around every launch. */
+const struct tack_backend_toolchain tack_level_zero_toolchain = {
+    .dialect = &ze_dialect,
+    .kernel_key = ze_kernel_key,
+    .kernel_compile = ze_kernel_compile,
+    .kernel_load = ze_kernel_load,
+    .kernel_launch = ze_kernel_launch,
+    .kernel_unload = ze_kernel_unload,
+};
