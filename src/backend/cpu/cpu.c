@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
-#include "../core/toolchain.h"
-#include "cpu/cpu.h"
-#include "cpu/toolchain.h"
+#include "../../core/internal.h"
+#include "../../core/toolchain.h"
+#include "cpu.h"
+#include "toolchain.h"
 
 static tack_status cpu_open(tack_device *device, const tack_option *options, size_t n_options)
 {

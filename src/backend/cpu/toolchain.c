@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../host_cpu.h"
+#include "host_cpu.h"
 #include "toolchain.h"
 
 const char *const tack_cpu_entry_names[] = {TACK_ENTRY_NAME, TACK_ENTRY_NAME "_restrict", TACK_ENTRY_NAME "_plain",

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda.h"
+#include "cuda.h"
 
 static void device_free(struct cuda_device *cd)
 {

@@ -1,6 +1,5 @@
 /*
- * What the files of the CUDA backend share (src/backend/cuda.c and
- * src/backend/cuda/): the device record, the allocation record, and the
+ * What the files of the CUDA backend share (src/backend/cuda/): the device record, the allocation record, and the
  * functions one topic calls in another. Private to the backend.
  */
 #ifndef TACK_BACKEND_CUDA_CUDA_H

@@ -2,7 +2,7 @@
  * The CUDA backend's memory: allocations (stream-ordered from the device's
  * pool, plain, or exportable through virtual memory management), each
  * zero-filled before anyone gets its pointer; frees; what an address is;
- * copies to and from the host. See src/backend/cuda.c.
+ * copies to and from the host. See src/backend/cuda/cuda.c.
  */
 #include <stdlib.h>
 #include <string.h>

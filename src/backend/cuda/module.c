@@ -1,7 +1,7 @@
 /*
  * The CUDA backend's kernels on the device: what a CUBIN or PTX is (read
  * before the driver sees it), loading it as a module, launching it on the
- * device's stream, unloading it. See src/backend/cuda.c.
+ * device's stream, unloading it. See src/backend/cuda/cuda.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

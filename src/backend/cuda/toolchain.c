@@ -1,6 +1,6 @@
 /*
  * The CUDA backend's toolchain: which NVRTC makes what code for a device,
- * the kernel's cache key, and compiling with NVRTC. See src/backend/cuda.c.
+ * the kernel's cache key, and compiling with NVRTC. See src/backend/cuda/cuda.c.
  *
  * The generated source is CUDA C, which NVRTC compiles in process. For a
  * device, the code is a CUBIN for the GPU's own architecture when an NVRTC

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
-#include "../core/toolchain.h"
-#include "../driver/hip.h"
-#include "../driver/hiprtc.h"
+#include "../../core/internal.h"
+#include "../../core/toolchain.h"
+#include "../../driver/hip.h"
+#include "../../driver/hiprtc.h"
 #include "tack/kernel.h"
 
 struct hip_device_state {

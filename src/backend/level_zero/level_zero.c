@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "level_zero/level_zero.h"
+#include "level_zero.h"
 
 tack_status ze_fail(const char *call, tack_ze_result r)
 {

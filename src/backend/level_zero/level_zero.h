@@ -1,7 +1,6 @@
 /*
- * What the files of the Level Zero backend share (src/backend/level_zero.c
- * and src/backend/level_zero/): the device record with its launch ring, and
- * the functions one topic calls in another. Private to the backend.
+ * What the files of the Level Zero backend share (src/backend/level_zero/):
+ * the device record with its launch ring, and the functions one topic calls in another. Private to the backend.
  */
 #ifndef TACK_BACKEND_LEVEL_ZERO_LEVEL_ZERO_H
 #define TACK_BACKEND_LEVEL_ZERO_LEVEL_ZERO_H

@@ -1,7 +1,7 @@
 /*
  * The Level Zero backend's kernels on the device: SPIR-V made a module and
  * a kernel with its group size, launched through the ring, and forgotten.
- * See src/backend/level_zero.c.
+ * See src/backend/level_zero/level_zero.c.
  */
 #include <stdlib.h>
 #include <string.h>

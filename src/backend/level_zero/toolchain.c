@@ -1,6 +1,6 @@
 /*
  * The Level Zero backend's toolchain: libocloc, its version, the kernel's
- * cache key and compiling OpenCL C to SPIR-V. See src/backend/level_zero.c.
+ * cache key and compiling OpenCL C to SPIR-V. See src/backend/level_zero/level_zero.c.
  *
  * The generated source is OpenCL C, which libocloc (oclocInvoke, the
  * library form of Intel's ocloc) compiles in process to SPIR-V for the
