@@ -76,8 +76,9 @@ static tack_status generated_locked(tack_kernel *k, const struct tack_dialect *d
 
 tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, const char **out)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !backend || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_generated_source: arguments must not be NULL");
+        return tack_error_set(TACK_EVALUE, "arguments must not be NULL");
     const struct tack_backend_ops *ops = tack_backend_find(backend, strlen(backend));
     if (!ops || !tack_backend_dialect(ops)) {
         char list[256];
@@ -350,8 +351,9 @@ tack_status tack_kernel_build_locked(tack_kernel *k, tack_device *d, struct tack
 
 tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !d)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_build: kernel and device must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel and device must not be NULL");
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -363,8 +365,9 @@ tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
 
 tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !d || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_target: kernel, device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, device and out must not be NULL");
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -378,8 +381,9 @@ tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
 
 tack_status tack_kernel_ptx(tack_kernel *k, const char *arch, const char **ptx, size_t *size)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !ptx || !size)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_ptx: kernel, ptx and size must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, ptx and size must not be NULL");
     /* The backend whose code without a device is PTX. */
     const struct tack_backend_ops *ops = NULL;
     for (int i = 0; tack_backends[i] && !ops; i++)

@@ -11,8 +11,9 @@
 
 tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out)
 {
+    TACK_PUBLIC_CALL();
     if (!source || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_create: source and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "source and out must not be NULL");
     tack_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory creating a kernel");
@@ -95,6 +96,7 @@ int tack_kernel_first_writable(const tack_kernel *k) { return k->first_writable;
 
 tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_param *out)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !out || i < 0 || i >= k->sig.nparams)
         return tack_error_set(TACK_EVALUE, "kernel parameter %d does not exist", i);
     const struct tack_param *p = &k->sig.params[i];
@@ -107,8 +109,9 @@ tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_para
 
 tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out)
 {
+    TACK_PUBLIC_CALL();
     if (!device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_compile: device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
     tack_kernel *k;
     tack_status st = tack_kernel_create(source, name, &k);
     if (st != TACK_OK)
@@ -439,8 +442,9 @@ static tack_status call(tack_kernel *k, const tack_arg *args, size_t nargs, cons
 
 tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, const tack_arg *args, size_t nargs)
 {
+    TACK_PUBLIC_CALL();
     if (!k || (nargs && !args))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch: kernel and args must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel and args must not be NULL");
     return launch(k, device, 1, &n, args, nargs, NULL);
 }
 
@@ -458,16 +462,17 @@ uint64_t tack_kernel_expected_ns(tack_kernel *k, const tack_device *device, int6
 
 tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
 {
+    TACK_PUBLIC_CALL();
     if (!k || (nargs && !args))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_call: kernel and args must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel and args must not be NULL");
     return call(k, args, nargs, NULL);
 }
 
 tack_status tack_kernel_call_hooked(tack_kernel *k, const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
 {
+    TACK_PUBLIC_CALL();
     if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_call_hooked: kernel, args and the hooks' functions must "
-                                           "not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, args and the hooks' functions must not be NULL");
     return call(k, args, nargs, hooks);
 }
 
@@ -481,17 +486,18 @@ const char *tack_kernel_dim_name(const tack_kernel *k, int d)
 tack_status tack_kernel_launch_nd(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
                                   const tack_arg *args, size_t nargs)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !shape || (nargs && !args))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_nd: kernel, shape and args must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, shape and args must not be NULL");
     return launch(k, device, ndim, shape, args, nargs, NULL);
 }
 
 tack_status tack_kernel_launch_hooked(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
                                       const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !shape || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, shape, args and the hooks' "
-                                           "functions must not be NULL (tack_kernel_call_hooked launches over "
-                                           "the arguments' shape)");
+        return tack_error_set(TACK_EVALUE, "kernel, shape, args and the hooks' functions must not be NULL "
+                                           "(tack_kernel_call_hooked launches over the arguments' shape)");
     return launch(k, device, ndim, shape, args, nargs, hooks);
 }
