@@ -432,6 +432,14 @@ tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype d
 tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
                                     size_t size, size_t nbytes, int writable, tack_array **out);
 
+/* An array over the memory an export record `e` describes (import_memory.c),
+ * on `device`, or without one on the device of the record's backend whose
+ * UUID it names; read-only when `read_only` or the handle allows reading
+ * only. e->handle stays the caller's. TACK_EVALUE for a bad shape, record
+ * or device, else errors as the backend's import_memory; nothing kept. */
+tack_status tack_exported_import(tack_device *device, const tack_exported_memory *e, tack_dtype dtype, int ndim,
+                                 const int64_t *shape, int read_only, tack_array **out);
+
 /* Waits for the queued launches that use `buffer`. */
 tack_status tack_buffer_wait(tack_buffer *buffer);
 
