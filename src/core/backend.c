@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "toolchain.h"
 
 void tack_backend_close(tack_device *device)
 {
@@ -41,22 +42,24 @@ tack_status tack_backend_check_pointer(tack_device *device, uint64_t address)
 
 int tack_backend_host_addressable(const tack_device *device) { return !device->ops->memory->copy_from_host; }
 
-tack_status tack_backend_copy_to_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+/* A copy through the slot, or memcpy without one. */
+static tack_status copy(tack_status (*slot)(tack_device *, void *, const void *, size_t), tack_device *device,
+                        void *dst, const void *src, size_t nbytes)
 {
-    const struct tack_backend_memory *m = device->ops->memory;
-    if (m->copy_to_host)
-        return m->copy_to_host(device, dst, src, nbytes);
+    if (slot)
+        return slot(device, dst, src, nbytes);
     memcpy(dst, src, nbytes);
     return TACK_OK;
 }
 
+tack_status tack_backend_copy_to_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+{
+    return copy(device->ops->memory->copy_to_host, device, dst, src, nbytes);
+}
+
 tack_status tack_backend_copy_from_host(tack_device *device, void *dst, const void *src, size_t nbytes)
 {
-    const struct tack_backend_memory *m = device->ops->memory;
-    if (m->copy_from_host)
-        return m->copy_from_host(device, dst, src, nbytes);
-    memcpy(dst, src, nbytes);
-    return TACK_OK;
+    return copy(device->ops->memory->copy_from_host, device, dst, src, nbytes);
 }
 
 tack_status tack_backend_export_memory(tack_buffer *buffer, tack_exported_memory *out)
@@ -166,6 +169,10 @@ tack_status tack_backend_kernel_compile(const struct tack_backend_ops *ops, cons
 
 tack_status tack_backend_kernel_load(tack_device *device, struct tack_kernel_code *code, void **kernel)
 {
+    /* Each backend sizes its argument arrays by the bound. */
+    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
+        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
+                              code->nargs);
     return device->ops->toolchain->kernel_load(device, code, kernel);
 }
 

@@ -78,7 +78,9 @@ tack_status tack_backend_kernel_key(const struct tack_backend_ops *ops, struct t
 tack_status (*tack_backend_compiler(const struct tack_backend_ops *ops))(const struct tack_compile *job,
                                                                             struct tack_kernel_code *out);
 /* Required slots of a toolchain (the caller has checked there is one):
- * errors as the backend's. */
+ * errors as the backend's; a load of code with more than
+ * TACK_KERNEL_MAX_PARAMS arguments (or fewer than none) is TACK_EVALUE
+ * before any backend sees it. */
 tack_status tack_backend_kernel_compile(const struct tack_backend_ops *ops, const struct tack_compile *job,
                                         struct tack_kernel_code *out);
 tack_status tack_backend_kernel_load(tack_device *device, struct tack_kernel_code *code, void **kernel);

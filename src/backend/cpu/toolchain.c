@@ -83,16 +83,21 @@ static char **compile_argv(const struct tack_c_compiler *c, const char *src, con
     return argv;
 }
 
+/* The compile's time limit and the C compiler, as both slots need them:
+ * errors as tack_compile_limit and tack_c_compiler_find. */
+static tack_status limit_and_compiler(int64_t *limit_ns, struct tack_c_compiler *c)
+{
+    tack_status st = tack_compile_limit(limit_ns);
+    return st != TACK_OK ? st : tack_c_compiler_find(c);
+}
+
 tack_status tack_cpu_kernel_key(struct tack_compile *job)
 {
-    /* Read first, so that a limit that cannot be read is refused whether
-     * or not this kernel needs compiling. */
+    /* The limit is read first, so that one that cannot be read is refused
+     * whether or not this kernel needs compiling. */
     int64_t limit_ns;
-    tack_status st = tack_compile_limit(&limit_ns);
-    if (st != TACK_OK)
-        return st;
     struct tack_c_compiler c;
-    st = tack_c_compiler_find(&c);
+    tack_status st = limit_and_compiler(&limit_ns, &c);
     if (st != TACK_OK)
         return st;
     tack_sha256 h;
@@ -181,11 +186,8 @@ tack_status tack_cpu_kernel_compile(const struct tack_compile *job, struct tack_
 {
     (void)code; /* the code is the file job->output, which the store keeps */
     int64_t limit_ns;
-    tack_status st = tack_compile_limit(&limit_ns);
-    if (st != TACK_OK)
-        return st;
     struct tack_c_compiler c;
-    st = tack_c_compiler_find(&c);
+    tack_status st = limit_and_compiler(&limit_ns, &c);
     if (st != TACK_OK)
         return st;
     char *paths = NULL;
