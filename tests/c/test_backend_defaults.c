@@ -9,31 +9,8 @@
 #include "../../src/core/internal.h"
 #include "../../src/core/toolchain.h"
 #include "check.h"
+#include "host_slots.h"
 #include "tack/kernel.h"
-
-static tack_status m_open(tack_device *d, const tack_option *o, size_t n)
-{
-    (void)d;
-    (void)o;
-    (void)n;
-    return TACK_OK;
-}
-
-static tack_status m_alloc(tack_device *d, size_t nbytes, int exportable, void **data, void **ctx)
-{
-    (void)d;
-    (void)exportable;
-    *data = calloc(1, nbytes);
-    *ctx = NULL;
-    return *data ? TACK_OK : TACK_ENOMEM;
-}
-
-static void m_free(tack_device *d, void *data, void *ctx)
-{
-    (void)d;
-    (void)ctx;
-    free(data);
-}
 
 static int syncs;
 
@@ -48,16 +25,16 @@ static const DLDeviceType m_wraps[] = {kDLCPU, 0};
 
 /* Only what every backend must have: no close, no describe, no queue, and
  * a memory table of alloc and free alone. */
-static const struct tack_backend_memory minimal_memory = {.alloc = m_alloc, .free = m_free};
+static const struct tack_backend_memory minimal_memory = {.alloc = host_alloc, .free = host_free};
 static const struct tack_backend_ops minimal = {
-    .name = "minimal", .dl_type = kDLCPU, .wraps = m_wraps, .open = m_open, .memory = &minimal_memory};
+    .name = "minimal", .dl_type = kDLCPU, .wraps = m_wraps, .open = host_open, .memory = &minimal_memory};
 
 /* A queue of synchronize alone: the queue's own optional slots missing. */
 static const struct tack_backend_queue sync_only_queue = {.synchronize = m_synchronize};
 static const struct tack_backend_ops sync_only = {.name = "sync_only",
                                                   .dl_type = kDLCPU,
                                                   .wraps = m_wraps,
-                                                  .open = m_open,
+                                                  .open = host_open,
                                                   .memory = &minimal_memory,
                                                   .queue = &sync_only_queue};
 

@@ -29,100 +29,9 @@
 #include "check.h"
 #include "cubin.h"
 #include "cuda_fill.h"
+#include "cuda_sim.h"
 #include "sim.h"
 #include "tack/tack.h"
-
-/* ---- the simulator, as another library in the process sees it -------- */
-
-typedef void *(*capture_fn)(const char *name, void **params, const unsigned grid[3], const unsigned block[3]);
-typedef void (*run_fn)(void *closure);
-
-static struct sim {
-    void *lib;
-    long long (*stats)(const char *name);
-    int (*fail)(const char *symbol, int error, int nth);
-    void *(*host_address)(CUdeviceptr ptr, size_t n);
-    void (*set_kernel_hook)(capture_fn capture, run_fn run);
-    CUresult (*cuInit)(unsigned int);
-    CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
-    CUresult (*cuCtxDestroy_v2)(CUcontext);
-    CUresult (*cuCtxGetCurrent)(CUcontext *);
-    CUresult (*cuCtxSetCurrent)(CUcontext);
-    CUresult (*cuCtxPushCurrent_v2)(CUcontext);
-    CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
-    CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
-    CUresult (*cuDeviceGetUuid_v2)(CUuuid *, CUdevice);
-    CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
-    CUresult (*cuMemFree_v2)(CUdeviceptr);
-    CUresult (*cuMemAllocHost_v2)(void **, size_t);
-    CUresult (*cuMemFreeHost)(void *);
-    CUresult (*cuMemAllocManaged)(CUdeviceptr *, size_t, unsigned int);
-    CUresult (*cuMemHostRegister_v2)(void *, size_t, unsigned int);
-    CUresult (*cuMemHostUnregister)(void *);
-    CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
-    CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
-    CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
-    CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-    CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
-    CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-    CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
-    CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
-} sim;
-
-/* A driver entry point, and one of the simulator's own hooks. */
-#define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
-#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_cuda_" #name)
-
-/* Opens the same library Tack will (one instance per process) and, like
- * any library using CUDA, initialises it. */
-static void sim_open(void)
-{
-    sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
-    SIM_OWN(stats);
-    SIM_OWN(fail);
-    SIM_OWN(host_address);
-    SIM_OWN(set_kernel_hook);
-    fill_host_address = sim.host_address;
-    SIM_LOAD(cuInit);
-    SIM_LOAD(cuCtxCreate_v2);
-    SIM_LOAD(cuCtxDestroy_v2);
-    SIM_LOAD(cuCtxGetCurrent);
-    SIM_LOAD(cuCtxSetCurrent);
-    SIM_LOAD(cuCtxPushCurrent_v2);
-    SIM_LOAD(cuCtxPopCurrent_v2);
-    SIM_LOAD(cuDevicePrimaryCtxRetain);
-    SIM_LOAD(cuDevicePrimaryCtxRelease_v2);
-    SIM_LOAD(cuDevicePrimaryCtxReset_v2);
-    SIM_LOAD(cuDeviceGetUuid_v2);
-    SIM_LOAD(cuMemAlloc_v2);
-    SIM_LOAD(cuMemFree_v2);
-    SIM_LOAD(cuMemAllocHost_v2);
-    SIM_LOAD(cuMemFreeHost);
-    SIM_LOAD(cuMemAllocManaged);
-    SIM_LOAD(cuMemHostRegister_v2);
-    SIM_LOAD(cuMemHostUnregister);
-    SIM_LOAD(cuMemcpyHtoD_v2);
-    SIM_LOAD(cuMemcpyDtoH_v2);
-    SIM_LOAD(cuMemImportFromShareableHandle);
-    SIM_LOAD(cuMemAddressReserve);
-    SIM_LOAD(cuMemAddressFree);
-    SIM_LOAD(cuMemMap);
-    SIM_LOAD(cuMemUnmap);
-    SIM_LOAD(cuMemSetAccess);
-    SIM_LOAD(cuMemRelease);
-    if (sim.cuInit(0) != CUDA_SUCCESS) {
-        fprintf(stderr, "the simulated driver did not initialise\n");
-        exit(2);
-    }
-}
-
-static long long sim_stat(const char *name)
-{
-    return sim_counter(sim.stats, name);
-}
 
 static CUcontext current_context(void)
 {
@@ -165,12 +74,9 @@ static int array_is_ramp(tack_array *a, float scale)
 
 static void test_no_driver_is_a_runtime_error(void)
 {
-    setenv("TACK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    check_open_fails("TACK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", "cuda", "CUDA is not available",
+                     "/nonexistent/libcuda.so.1");
     tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(d == NULL);
-    CHECK(contains(tack_last_error(), "CUDA is not available"));
-    CHECK(contains(tack_last_error(), "/nonexistent/libcuda.so.1"));
     /* The same answer every time, and everything else keeps working. */
     CHECK_STATUS(tack_device_open("cuda:0", NULL, 0, &d), TACK_ENODEVICE);
     tack_device *cpu = open_device("cpu");
@@ -183,19 +89,12 @@ static void test_no_driver_is_a_runtime_error(void)
 
 static void test_no_device_is_a_runtime_error(void)
 {
-    setenv("TACK_SIM_CUDA_DEVICES", "0", 1);
-    tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(contains(tack_last_error(), "no CUDA device"));
+    check_open_fails("TACK_SIM_CUDA_DEVICES", "0", "cuda", "no CUDA device");
 }
 
 static void test_failed_init_is_a_runtime_error(void)
 {
-    setenv("TACK_SIM_CUDA_INIT_ERROR", "999", 1);
-    tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(contains(tack_last_error(), "cuInit"));
-    CHECK(contains(tack_last_error(), "CUDA_ERROR_UNKNOWN"));
+    check_open_fails("TACK_SIM_CUDA_INIT_ERROR", "999", "cuda", "cuInit", "CUDA_ERROR_UNKNOWN");
 }
 
 static void test_ordinals(void)
