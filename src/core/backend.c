@@ -147,12 +147,15 @@ tack_status tack_backend_runs_kernels(const tack_device *device)
                           device->ops->name, device->name);
 }
 
-int tack_backend_keeps_code(const struct tack_backend_ops *ops) { return ops->toolchain->kernel_key != NULL; }
+int tack_backend_keeps_code(const struct tack_backend_ops *ops)
+{
+    return ops->toolchain && ops->toolchain->kernel_key != NULL;
+}
 
 tack_status tack_backend_kernel_key(const struct tack_backend_ops *ops, struct tack_compile *job)
 {
     const struct tack_backend_toolchain *t = ops->toolchain;
-    return t->kernel_key ? t->kernel_key(job) : TACK_OK;
+    return t && t->kernel_key ? t->kernel_key(job) : TACK_OK;
 }
 
 tack_status (*tack_backend_compiler(const struct tack_backend_ops *ops))(const struct tack_compile *job,
