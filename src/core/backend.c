@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "toolchain.h"
 
 void tack_backend_close(tack_device *device)
 {
@@ -41,22 +42,24 @@ tack_status tack_backend_check_pointer(tack_device *device, uint64_t address)
 
 int tack_backend_host_addressable(const tack_device *device) { return !device->ops->memory->copy_from_host; }
 
-tack_status tack_backend_copy_to_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+/* A copy through the slot, or memcpy without one. */
+static tack_status copy(tack_status (*slot)(tack_device *, void *, const void *, size_t), tack_device *device,
+                        void *dst, const void *src, size_t nbytes)
 {
-    const struct tack_backend_memory *m = device->ops->memory;
-    if (m->copy_to_host)
-        return m->copy_to_host(device, dst, src, nbytes);
+    if (slot)
+        return slot(device, dst, src, nbytes);
     memcpy(dst, src, nbytes);
     return TACK_OK;
 }
 
+tack_status tack_backend_copy_to_host(tack_device *device, void *dst, const void *src, size_t nbytes)
+{
+    return copy(device->ops->memory->copy_to_host, device, dst, src, nbytes);
+}
+
 tack_status tack_backend_copy_from_host(tack_device *device, void *dst, const void *src, size_t nbytes)
 {
-    const struct tack_backend_memory *m = device->ops->memory;
-    if (m->copy_from_host)
-        return m->copy_from_host(device, dst, src, nbytes);
-    memcpy(dst, src, nbytes);
-    return TACK_OK;
+    return copy(device->ops->memory->copy_from_host, device, dst, src, nbytes);
 }
 
 tack_status tack_backend_export_memory(tack_buffer *buffer, tack_exported_memory *out)
@@ -129,4 +132,62 @@ tack_status tack_backend_wait_stream(tack_device *device, uint64_t stream)
 {
     const struct tack_backend_queue *q = device->ops->queue;
     return q && q->wait_stream ? q->wait_stream(device, stream) : TACK_OK;
+}
+
+const struct tack_dialect *tack_backend_dialect(const struct tack_backend_ops *ops)
+{
+    return ops && ops->toolchain ? ops->toolchain->dialect : NULL;
+}
+
+tack_status tack_backend_runs_kernels(const tack_device *device)
+{
+    if (device->ops->toolchain)
+        return TACK_OK;
+    return tack_error_set(TACK_ERUNTIME, "kernels cannot be launched on the %s backend yet (device %s)",
+                          device->ops->name, device->name);
+}
+
+int tack_backend_keeps_code(const struct tack_backend_ops *ops)
+{
+    return ops->toolchain && ops->toolchain->kernel_key != NULL;
+}
+
+tack_status tack_backend_kernel_key(const struct tack_backend_ops *ops, struct tack_compile *job)
+{
+    const struct tack_backend_toolchain *t = ops->toolchain;
+    return t && t->kernel_key ? t->kernel_key(job) : TACK_OK;
+}
+
+tack_status (*tack_backend_compiler(const struct tack_backend_ops *ops))(const struct tack_compile *job,
+                                                                            struct tack_kernel_code *out)
+{
+    return ops->toolchain ? ops->toolchain->kernel_compile : NULL;
+}
+
+tack_status tack_backend_kernel_compile(const struct tack_backend_ops *ops, const struct tack_compile *job,
+                                        struct tack_kernel_code *out)
+{
+    return ops->toolchain->kernel_compile(job, out);
+}
+
+tack_status tack_backend_kernel_load(tack_device *device, struct tack_kernel_code *code, void **kernel)
+{
+    /* Each backend sizes its argument arrays by the bound. */
+    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
+        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
+                              code->nargs);
+    return device->ops->toolchain->kernel_load(device, code, kernel);
+}
+
+uint64_t tack_backend_kernel_expected_ns(const tack_device *device, void *kernel, int64_t n)
+{
+    const struct tack_backend_toolchain *t = device->ops->toolchain;
+    return t && t->kernel_expected_ns ? t->kernel_expected_ns(kernel, n) : UINT64_MAX;
+}
+
+void tack_backend_kernel_unload(tack_device *device, void *kernel)
+{
+    const struct tack_backend_toolchain *t = device->ops->toolchain;
+    if (t && t->kernel_unload)
+        t->kernel_unload(device, kernel);
 }

@@ -1,4 +1,5 @@
-/* The one way the core calls a backend's memory and queue tables: each
+/* The one way the core and the kernel layer call a backend's memory, queue
+ * and toolchain tables: each
  * wrapper applies its optional slot's default as src/core/internal.h
  * states it, so that no caller tests a slot itself. Not installed. */
 #ifndef TACK_BACKEND_H
@@ -60,5 +61,40 @@ uint64_t tack_backend_stream_handle(const tack_device *device);
 tack_status tack_backend_order_stream(tack_buffer *buffer, int64_t stream);
 /* wait_stream: TACK_OK, nothing to wait for. */
 tack_status tack_backend_wait_stream(tack_device *device, uint64_t stream);
+
+/* The toolchain (internal.h's struct tack_backend_toolchain). */
+/* The backend's dialect; NULL when it runs no kernels (no toolchain). */
+const struct tack_dialect *tack_backend_dialect(const struct tack_backend_ops *ops);
+/* No toolchain: TACK_ERUNTIME "kernels cannot be launched on the <backend>
+ * backend yet (device <name>)"; else TACK_OK. */
+tack_status tack_backend_runs_kernels(const tack_device *device);
+/* Whether the backend keys its code, so the kernel layer keeps it: false
+ * without kernel_key. */
+int tack_backend_keeps_code(const struct tack_backend_ops *ops);
+/* optional kernel_key: TACK_OK, job untouched (code not kept). */
+tack_status tack_backend_kernel_key(const struct tack_backend_ops *ops, struct tack_compile *job);
+/* The compile slot itself, which also tells code of one compiler from
+ * another's; NULL without a toolchain. */
+tack_status (*tack_backend_compiler(const struct tack_backend_ops *ops))(const struct tack_compile *job,
+                                                                            struct tack_kernel_code *out);
+/* Required slots of a toolchain (the caller has checked there is one):
+ * errors as the backend's; a load of code with more than
+ * TACK_KERNEL_MAX_PARAMS arguments (or fewer than none) is TACK_EVALUE
+ * before any backend sees it. */
+tack_status tack_backend_kernel_compile(const struct tack_backend_ops *ops, const struct tack_compile *job,
+                                        struct tack_kernel_code *out);
+tack_status tack_backend_kernel_load(tack_device *device, struct tack_kernel_code *code, void **kernel);
+/* No toolchain: as tack_backend_runs_kernels. Inline: it is on every
+ * launch's path. */
+static inline tack_status tack_backend_kernel_launch(tack_device *device, void *kernel,
+                                                     const struct tack_launch *launch)
+{
+    const struct tack_backend_toolchain *t = device->ops->toolchain;
+    return t ? t->kernel_launch(device, kernel, launch) : tack_backend_runs_kernels(device);
+}
+/* optional kernel_expected_ns: UINT64_MAX, not known. */
+uint64_t tack_backend_kernel_expected_ns(const tack_device *device, void *kernel, int64_t n);
+/* optional kernel_unload: nothing. */
+void tack_backend_kernel_unload(tack_device *device, void *kernel);
 
 #endif

@@ -1,8 +1,12 @@
 /* The backends Tack knows, in the order DLPack imports consult them: each
- * is a table in src/backend/<name>.c, tack_<name>_backend. */
+ * is a table in src/backend/<name>/<name>.c, tack_<name>_backend. The list
+ * itself is src/backend/meson.build's, given as TACK_BACKENDS(X), which
+ * applies X to each name in that order. */
 #include "internal.h"
 
-#define TACK_BACKENDS(X) X(cpu) X(cuda) X(hip) X(level_zero)
+#ifndef TACK_BACKENDS
+#error "TACK_BACKENDS(X) comes from the build (src/backend/meson.build)"
+#endif
 
 #define TACK_BACKEND_DECLARE(name) extern const struct tack_backend_ops tack_##name##_backend;
 TACK_BACKENDS(TACK_BACKEND_DECLARE)

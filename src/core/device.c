@@ -146,17 +146,25 @@ done:
     return st;
 }
 
+/* The backend and ordinal `name` names, with `options` checked against
+ * the backend's. TACK_EVALUE for a bad name or option; nothing set. */
+static tack_status check_name_and_options(const char *name, const tack_option *options, size_t n_options,
+                                          const struct tack_backend_ops **ops, int *ordinal)
+{
+    tack_status st = parse_name(name, ops, ordinal);
+    if (st != TACK_OK)
+        return st;
+    if (n_options && !options)
+        return tack_error_set(TACK_EVALUE, "%zu options given but the option array is NULL", n_options);
+    return check_options(*ops, options, n_options);
+}
+
 tack_status tack_device_open(const char *name, const tack_option *options, size_t n_options, tack_device **out)
 {
     TACK_PUBLIC_CALL();
     const struct tack_backend_ops *ops;
     int ordinal;
-    tack_status st = parse_name(name, &ops, &ordinal);
-    if (st != TACK_OK)
-        return st;
-    if (n_options && !options)
-        return tack_error_set(TACK_EVALUE, "%zu options given but the option array is NULL", n_options);
-    st = check_options(ops, options, n_options);
+    tack_status st = check_name_and_options(name, options, n_options, &ops, &ordinal);
     if (st != TACK_OK)
         return st;
     if (!out)
@@ -171,13 +179,7 @@ tack_status tack_device_check_options(const char *name, const tack_option *optio
     TACK_PUBLIC_CALL();
     const struct tack_backend_ops *ops;
     int ordinal;
-    tack_status st = parse_name(name, &ops, &ordinal);
-    if (st != TACK_OK)
-        return st;
-    if (n_options && !options)
-        return tack_error_set(TACK_EVALUE, "%zu options given but the option array is NULL",
-                              n_options);
-    return check_options(ops, options, n_options);
+    return check_name_and_options(name, options, n_options, &ops, &ordinal);
 }
 
 tack_status tack_device_for_dlpack(DLDevice dl, tack_device **out)

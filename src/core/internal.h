@@ -121,11 +121,12 @@ struct tack_kernel_code;
 struct tack_launch;
 
 /*
- * One table per backend (src/backend/<name>.c), pointing at a memory table
- * and, where the backend queues work, a queue table, each defined in the
- * backend's file of that topic. Slots marked "optional" may be NULL; the
- * comment gives the default, which the wrappers in src/core/backend.c
- * apply: the core calls a slot only through them.
+ * One table per backend (src/backend/<name>/<name>.c), pointing at a memory
+ * table, where the backend queues work a queue table, and where it runs
+ * kernels a toolchain table, each defined in the backend's file of that
+ * topic. Slots marked "optional" may be NULL; the comment gives the
+ * default, which the wrappers in src/core/backend.c apply: the core and
+ * the kernel layer call a slot only through them.
  */
 
 /* The memory a backend's devices allocate, wrap, copy and exchange. */
@@ -199,6 +200,54 @@ struct tack_backend_queue {
     tack_status (*wait_stream)(tack_device *device, uint64_t producer_stream);
 };
 
+/* The kernel toolchain of a backend that runs kernels (src/core/toolchain.h
+ * says how the kernel layer uses it), defined in the backend's toolchain
+ * file. The dialect, kernel_compile, kernel_load and kernel_launch are
+ * required. */
+struct tack_backend_toolchain {
+    /* The backend's dialect: prelude, entry generator, what its kernels
+     * cannot take. */
+    const struct tack_dialect *dialect;
+    /* optional: not kept; code is compiled again for each device that
+     * loads it. Sets job->kind and writes to job->key, as text, what
+     * besides the source decides the code kernel_compile would make for
+     * `job`: the kernel layer keeps code on disk and in memory under a
+     * hash of both, and compiles only code it has not kept. Validates the
+     * target first (TACK_EVALUE), then loads the compiler: otherwise errors
+     * as kernel_compile. */
+    tack_status (*kernel_key)(struct tack_compile *job);
+    /* Compiles job->source into out->kind, out->data (malloc'd, the kernel layer's
+     * from then on) and out->size, of the kind kernel_key chose when there
+     * is one; file code (tack_code_kind_is_file) into the store's file
+     * job->output instead, which the kernel layer then loads
+     * (out->object). On error nothing is kept:
+     * TACK_ERUNTIME for a missing compiler (the message says what to
+     * install) or for source that does not compile (out->failed set, the
+     * compiler's log in out->log), TACK_EVALUE for a target it has no such
+     * name for, TACK_ENOMEM. */
+    tack_status (*kernel_compile)(const struct tack_compile *job, struct tack_kernel_code *out);
+    /* Makes a launchable kernel on `device` from code compiled for this
+     * backend. On error nothing is kept: TACK_ERUNTIME for code of another
+     * kind or a driver failure (out->failed and out->log set when the
+     * driver cannot build the code). */
+    tack_status (*kernel_load)(tack_device *device, struct tack_kernel_code *code, void **kernel);
+    /* Runs `kernel` over the launch's domain (src/core/toolchain.h):
+     * enqueued on the device's stream, without waiting, when the backend
+     * has a queue table; complete on return when it has none. The argument
+     * values are read before returning. */
+    tack_status (*kernel_launch)(tack_device *device, void *kernel, const struct tack_launch *launch);
+    /* optional: UINT64_MAX, not known. How long a launch of `kernel` over
+     * n > 0 indices is expected to take, in nanoseconds, from what the
+     * backend measured of its earlier launches; UINT64_MAX before any. The
+     * kernel layer calls a launch's hooks around a launch expected to take
+     * longer than they say, and around every launch of a backend without
+     * it. */
+    uint64_t (*kernel_expected_ns)(void *kernel, int64_t n);
+    /* optional: nothing to free. Frees what kernel_load made; the kernel
+     * layer has waited for the launches of it. */
+    void (*kernel_unload)(tack_device *device, void *kernel);
+};
+
 /* The backend itself: what it is called and wraps, how a device of it is
  * opened, its memory and queue, and its kernel toolchain. */
 struct tack_backend_ops {
@@ -213,7 +262,7 @@ struct tack_backend_ops {
      * the backend. For tack_backend_describe, fills out->driver (where the
      * loader found it and its version, or why not), out->device_count and
      * out->devices, and out->compiler when the backend compiles its own
-     * kernels (kernel_compile): loads the libraries as open and a build
+     * kernels (its toolchain's kernel_compile): loads the libraries as open and a build
      * would, creates no context and allocates nothing. What is missing is
      * written down; never fails. */
     void (*describe)(tack_backend_report *out);
@@ -231,49 +280,9 @@ struct tack_backend_ops {
      * for, no stream or context handle to give. */
     const struct tack_backend_queue *queue;
 
-    /* ---- kernels: the backend's toolchain (src/core/toolchain.h says how
-     * the kernel layer uses it). optional: no kernels; a build or launch on
-     * the backend is TACK_ERUNTIME. With a dialect, kernel_load and
-     * kernel_launch are required. */
-    const struct tack_dialect *dialect;
-    /* optional: not kept; code is compiled again for each device that
-     * loads it. Sets job->kind and writes to job->key, as text, what
-     * besides the source decides the code kernel_compile would make for
-     * `job`: the kernel layer keeps code on disk and in memory under a
-     * hash of both, and compiles only code it has not kept. Validates the
-     * target first (TACK_EVALUE), then loads the compiler: otherwise errors
-     * as kernel_compile. */
-    tack_status (*kernel_key)(struct tack_compile *job);
-    /* optional: the backend has no compiler for its kernels. Compiles
-     * job->source into out->kind, out->data (malloc'd, the kernel layer's
-     * from then on) and out->size, of the kind kernel_key chose when there
-     * is one; file code (tack_code_kind_is_file) into the store's file
-     * job->output instead, which the kernel layer then loads (out->object). On error nothing is kept:
-     * TACK_ERUNTIME for a missing compiler (the message says what to
-     * install) or for source that does not compile (out->failed set, the
-     * compiler's log in out->log), TACK_EVALUE for a target it has no such
-     * name for, TACK_ENOMEM. */
-    tack_status (*kernel_compile)(const struct tack_compile *job, struct tack_kernel_code *out);
-    /* Makes a launchable kernel on `device` from code compiled for this
-     * backend. On error nothing is kept: TACK_ERUNTIME for code of another
-     * kind or a driver failure (out->failed and out->log set when the
-     * driver cannot build the code). */
-    tack_status (*kernel_load)(tack_device *device, struct tack_kernel_code *code, void **kernel);
-    /* Runs `kernel` over the launch's domain (src/core/toolchain.h):
-     * enqueued on the device's stream, without waiting, on a backend with a
-     * queue (synchronize); complete on return on one without. The argument
-     * values are read before returning. */
-    tack_status (*kernel_launch)(tack_device *device, void *kernel, const struct tack_launch *launch);
-    /* optional: UINT64_MAX, not known. How long a launch of `kernel` over
-     * n > 0 indices is expected to take, in nanoseconds, from what the
-     * backend measured of its earlier launches; UINT64_MAX before any. The
-     * kernel layer calls a launch's hooks around a launch expected to take
-     * longer than they say, and around every launch of a backend without
-     * it. */
-    uint64_t (*kernel_expected_ns)(void *kernel, int64_t n);
-    /* optional: nothing to free. Frees what kernel_load made; the kernel
-     * layer has waited for the launches of it. */
-    void (*kernel_unload)(tack_device *device, void *kernel);
+    /* optional: the backend runs no kernels; a build or launch on it is
+     * TACK_ERUNTIME. */
+    const struct tack_backend_toolchain *toolchain;
 };
 
 struct tack_device {
@@ -422,6 +431,14 @@ tack_status tack_array_wrap_memory(tack_device *device, void *data, tack_dtype d
  * on failure). The shape must already be checked: size and nbytes are its. */
 tack_status tack_array_adopt_buffer(tack_buffer *buffer, tack_dtype dtype, int ndim, const int64_t *shape,
                                     size_t size, size_t nbytes, int writable, tack_array **out);
+
+/* An array over the memory an export record `e` describes (import_memory.c),
+ * on `device`, or without one on the device of the record's backend whose
+ * UUID it names; read-only when `read_only` or the handle allows reading
+ * only. e->handle stays the caller's. TACK_EVALUE for a bad shape, record
+ * or device, else errors as the backend's import_memory; nothing kept. */
+tack_status tack_exported_import(tack_device *device, const tack_exported_memory *e, tack_dtype dtype, int ndim,
+                                 const int64_t *shape, int read_only, tack_array **out);
 
 /* Waits for the queued launches that use `buffer`. */
 tack_status tack_buffer_wait(tack_buffer *buffer);

@@ -11,11 +11,6 @@ static void record(tack_buffer *b, uint64_t seq)
     }
 }
 
-tack_status tack_queue_unlaunchable(const tack_device *d)
-{
-    return tack_error_set(TACK_ERUNTIME, "the %s backend loads kernels but cannot launch them", d->ops->name);
-}
-
 tack_status tack_queue_record(tack_device *d, tack_buffer *const *buffers, size_t nbuffers)
 {
     /* Numbered after it is enqueued: a synchronize that reads `submitted`

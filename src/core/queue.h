@@ -8,12 +8,11 @@
 #include "backend.h"
 #include "internal.h"
 
-/* The parts of tack_queue_launch that are not on every launch's path. */
-tack_status tack_queue_unlaunchable(const tack_device *device);
+/* The part of tack_queue_launch that is not on every launch's path. */
 tack_status tack_queue_record(tack_device *device, tack_buffer *const *buffers, size_t nbuffers);
 
-/* Hands a launch to the device through ops->kernel_launch. On a backend
- * with a queue (one with synchronize) it also records the launch on every
+/* Hands a launch to the device through its toolchain's kernel_launch. On a
+ * backend with a queue table it also records the launch on every
  * buffer it uses, and waits for it when one of them is shared (another
  * library may touch that memory at any moment, with no Tack call in
  * between); a backend without one has completed the launch on return, so
@@ -24,10 +23,7 @@ tack_status tack_queue_record(tack_device *device, tack_buffer *const *buffers, 
 static inline tack_status tack_queue_launch(tack_device *device, void *kernel, const struct tack_launch *launch,
                                             tack_buffer *const *buffers, size_t nbuffers)
 {
-    const struct tack_backend_ops *ops = device->ops;
-    if (!ops->kernel_launch)
-        return tack_queue_unlaunchable(device);
-    tack_status st = ops->kernel_launch(device, kernel, launch);
+    tack_status st = tack_backend_kernel_launch(device, kernel, launch);
     if (st != TACK_OK || !tack_backend_has_queue(device))
         return st;
     return tack_queue_record(device, buffers, nbuffers);

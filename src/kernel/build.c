@@ -76,18 +76,19 @@ static tack_status generated_locked(tack_kernel *k, const struct tack_dialect *d
 
 tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, const char **out)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !backend || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_generated_source: arguments must not be NULL");
+        return tack_error_set(TACK_EVALUE, "arguments must not be NULL");
     const struct tack_backend_ops *ops = tack_backend_find(backend, strlen(backend));
-    if (!ops || !ops->dialect) {
+    if (!ops || !tack_backend_dialect(ops)) {
         char list[256];
         size_t used = 0;
         int n = 0, shown = 0;
         list[0] = 0;
         for (int i = 0; tack_backends[i]; i++)
-            n += tack_backends[i]->dialect != NULL;
+            n += tack_backend_dialect(tack_backends[i]) != NULL;
         for (int i = 0; tack_backends[i] && used < sizeof list; i++) {
-            if (!tack_backends[i]->dialect)
+            if (!tack_backend_dialect(tack_backends[i]))
                 continue;
             shown++;
             used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'",
@@ -96,7 +97,7 @@ tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, co
         return tack_error_set(TACK_EVALUE, "no generated source for backend '%s'; Tack generates %s", backend, list);
     }
     pthread_mutex_lock(&k->lock);
-    tack_status st = generated_locked(k, ops->dialect, out);
+    tack_status st = generated_locked(k, tack_backend_dialect(ops), out);
     pthread_mutex_unlock(&k->lock);
     return st;
 }
@@ -147,14 +148,14 @@ static tack_status compile_kept(const struct tack_backend_ops *ops, struct tack_
 {
     char dir[4096], path[4400];
     tack_status refused = TACK_OK;
-    int cached = ops->kernel_key && cache_path(ops->dialect, job, dir, sizeof dir, path, sizeof path, &refused);
+    int cached = tack_backend_keeps_code(ops) && cache_path(tack_backend_dialect(ops), job, dir, sizeof dir, path, sizeof path, &refused);
     if (refused != TACK_OK)
         return refused;
     if (tack_code_kind_is_file(job->kind)) {
         if (!cached)
             return tack_error_set(TACK_ERUNTIME, "the kernel cache directory's path is too long; set TACK_CACHE_DIR");
         code->kind = job->kind;
-        return report(tack_store_object(dir, strrchr(path, '/') + 1, job, ops->kernel_compile, code), code);
+        return report(tack_store_object(dir, strrchr(path, '/') + 1, job, tack_backend_compiler(ops), code), code);
     }
     int text = tack_code_kind_is_text(job->kind);
     if (cached) {
@@ -170,16 +171,10 @@ static tack_status compile_kept(const struct tack_backend_ops *ops, struct tack_
         }
         free(data);
     }
-    tack_status st = report(ops->kernel_compile(job, code), code);
+    tack_status st = report(tack_backend_kernel_compile(ops, job, code), code);
     if (st == TACK_OK && cached)
         (void)tack_cache_store(dir, path, code->data, text ? code->size - 1 : code->size);
     return st;
-}
-
-static tack_status unsupported(const tack_device *d)
-{
-    return tack_error_set(TACK_ERUNTIME, "kernels cannot be launched on the %s backend yet (device %s)",
-                          d->ops->name, d->name);
 }
 
 /* A compile that failed on the generated signature check
@@ -268,9 +263,7 @@ static tack_status c_header_advice(const struct tack_backend_ops *ops, tack_stat
 static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *ops, tack_device *device,
                                const char *target, struct tack_built **out)
 {
-    const struct tack_dialect *d = ops->dialect;
-    if (!ops->kernel_compile)
-        return tack_error_set(TACK_ERUNTIME, "the %s backend has no compiler for its kernels", ops->name);
+    const struct tack_dialect *d = tack_backend_dialect(ops);
     struct tack_compile job = {
         .name = k->sig.name,
         .uses_f64 = k->uses_f64,
@@ -279,13 +272,13 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
         .device = device,
         .target = target};
     tack_status st = generated_locked(k, d, &job.source);
-    if (st == TACK_OK && ops->kernel_key)
-        st = ops->kernel_key(&job);
+    if (st == TACK_OK)
+        st = tack_backend_kernel_key(ops, &job);
     if (st != TACK_OK)
         return st;
     /* Code is one per key. */
     for (struct tack_built *b = k->built; b; b = b->next) {
-        if (b->dialect != d || b->compile != ops->kernel_compile)
+        if (b->dialect != d || b->compile != tack_backend_compiler(ops))
             continue;
         if (b->key && b->code.kind == job.kind && !strcmp(b->key, job.key)) {
             *out = b;
@@ -293,7 +286,7 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
         }
     }
     struct tack_built *b = calloc(1, sizeof *b);
-    if (!b || (ops->kernel_key && !(b->key = strdup(job.key)))) {
+    if (!b || (tack_backend_keeps_code(ops) && !(b->key = strdup(job.key)))) {
         free(b);
         return tack_error_set(TACK_ENOMEM, "out of memory compiling kernel '%s'", k->sig.name);
     }
@@ -304,7 +297,7 @@ static tack_status code_locked(tack_kernel *k, const struct tack_backend_ops *op
         return st;
     }
     b->dialect = d;
-    b->compile = ops->kernel_compile;
+    b->compile = tack_backend_compiler(ops);
     b->next = k->built;
     k->built = b;
     *out = b;
@@ -352,8 +345,9 @@ tack_status tack_kernel_build_locked(tack_kernel *k, tack_device *d, struct tack
 {
     *loaded = NULL;
     const struct tack_backend_ops *ops = d->ops;
-    if (!ops->dialect || !ops->kernel_load || !ops->kernel_launch)
-        return unsupported(d);
+    tack_status st = tack_backend_runs_kernels(d);
+    if (st != TACK_OK)
+        return st;
     for (struct tack_loaded *l = k->loaded; l; l = l->next) {
         if (l->device == d) {
             *loaded = l;
@@ -366,7 +360,6 @@ tack_status tack_kernel_build_locked(tack_kernel *k, tack_device *d, struct tack
     struct tack_built *b;
     struct tack_kernel_code code;
     char *refused = NULL; /* the key of the code the driver refused */
-    tack_status st;
     for (;;) {
         st = code_locked(k, ops, d, NULL, &b);
         if (st != TACK_OK)
@@ -376,8 +369,8 @@ tack_status tack_kernel_build_locked(tack_kernel *k, tack_device *d, struct tack
                                 d->name, k->sig.name, ops->name);
             break;
         }
-        load_job(k, ops->dialect, b, &code);
-        st = report(ops->kernel_load(d, &code, &l->handle), &code);
+        load_job(k, tack_backend_dialect(ops), b, &code);
+        st = report(tack_backend_kernel_load(d, &code, &l->handle), &code);
         int again = st != TACK_OK && code.refused && !refused;
         if (again && !(refused = strdup(b->key ? b->key : ""))) {
             st = tack_error_set(TACK_ENOMEM, "out of memory loading kernel '%s'", k->sig.name);
@@ -402,8 +395,9 @@ tack_status tack_kernel_build_locked(tack_kernel *k, tack_device *d, struct tack
 
 tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !d)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_build: kernel and device must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel and device must not be NULL");
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -415,8 +409,9 @@ tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
 
 tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !d || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_target: kernel, device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, device and out must not be NULL");
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -430,13 +425,14 @@ tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
 
 tack_status tack_kernel_ptx(tack_kernel *k, const char *arch, const char **ptx, size_t *size)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !ptx || !size)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_ptx: kernel, ptx and size must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, ptx and size must not be NULL");
     /* The backend whose code without a device is PTX. */
     const struct tack_backend_ops *ops = NULL;
     for (int i = 0; tack_backends[i] && !ops; i++)
-        if (tack_backends[i]->dialect && tack_backends[i]->dialect->offline == TACK_CODE_PTX &&
-            tack_backends[i]->kernel_compile)
+        if (tack_backend_dialect(tack_backends[i]) &&
+            tack_backend_dialect(tack_backends[i])->offline == TACK_CODE_PTX)
             ops = tack_backends[i];
     if (!ops)
         return tack_error_set(TACK_ERUNTIME, "no backend of this Tack compiles kernels to PTX");

@@ -11,6 +11,7 @@
 
 tack_status tack_kernel_create(const char *source, const char *name, tack_kernel **out)
 {
+    TACK_PUBLIC_CALL();
     return tack_kernel_create_with(source, name, NULL, out);
 }
 
@@ -54,8 +55,9 @@ static tack_status hidden_params(tack_kernel *k)
 tack_status tack_kernel_create_with(const char *source, const char *name, const tack_kernel_options *options,
                                     tack_kernel **out)
 {
+    TACK_PUBLIC_CALL();
     if (!source || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_create: source and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "source and out must not be NULL");
     tack_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory creating a kernel");
@@ -122,8 +124,7 @@ void tack_kernel_release(tack_kernel *k)
         next = l->next;
         /* Queued launches still run the code being freed. */
         (void)tack_device_synchronize(l->device);
-        if (l->device->ops->kernel_unload)
-            l->device->ops->kernel_unload(l->device, l->handle);
+        tack_backend_kernel_unload(l->device, l->handle);
         tack_device_release(l->device);
         free(l);
     }
@@ -151,6 +152,7 @@ int tack_kernel_first_writable(const tack_kernel *k) { return k->first_writable;
 
 tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_param *out)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !out || i < 0 || i >= k->sig.nparams)
         return tack_error_set(TACK_EVALUE, "kernel parameter %d does not exist", i);
     const struct tack_param *p = &k->sig.params[i];
@@ -163,8 +165,9 @@ tack_status tack_kernel_param_info(const tack_kernel *k, int i, tack_kernel_para
 
 tack_status tack_kernel_compile(const char *source, const char *name, tack_device *device, tack_kernel **out)
 {
+    TACK_PUBLIC_CALL();
     if (!device || !out)
-        return tack_error_set(TACK_EVALUE, "tack_kernel_compile: device and out must not be NULL");
+        return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
     tack_kernel *k;
     tack_status st = tack_kernel_create(source, name, &k);
     if (st != TACK_OK)
@@ -427,8 +430,7 @@ static tack_status run(const tack_kernel *k, const struct tack_loaded *l, const 
 {
     tack_device *d = b->device;
     if (hooks && !begun) {
-        const struct tack_backend_ops *ops = d->ops;
-        if (!ops->kernel_expected_ns || ops->kernel_expected_ns(l->handle, b->n) > hooks->above_ns) {
+        if (tack_backend_kernel_expected_ns(d, l->handle, b->n) > hooks->above_ns) {
             hooks->begin(hooks->context);
             begun = 1;
         }
@@ -581,8 +583,9 @@ static tack_status call(tack_kernel *k, const tack_arg *args, size_t nargs, cons
 
 tack_status tack_kernel_launch(tack_kernel *k, tack_device *device, int64_t n, const tack_arg *args, size_t nargs)
 {
+    TACK_PUBLIC_CALL();
     if (!k || (nargs && !args))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch: kernel and args must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel and args must not be NULL");
     return launch(k, device, 1, &n, args, nargs, NULL);
 }
 
@@ -593,23 +596,24 @@ uint64_t tack_kernel_expected_ns(tack_kernel *k, const tack_device *device, int6
     /* The kernel last launched, without a lock as a warm launch finds it;
      * any other has not run (or not lately): not known. */
     struct tack_loaded *l = k ? atomic_load_explicit(&k->last, memory_order_acquire) : NULL;
-    if (!l || !device || l->device != device || !device->ops->kernel_expected_ns)
+    if (!l || !device || l->device != device)
         return UINT64_MAX;
-    return device->ops->kernel_expected_ns(l->handle, n);
+    return tack_backend_kernel_expected_ns(device, l->handle, n);
 }
 
 tack_status tack_kernel_call(tack_kernel *k, const tack_arg *args, size_t nargs)
 {
+    TACK_PUBLIC_CALL();
     if (!k || (nargs && !args))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_call: kernel and args must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel and args must not be NULL");
     return call(k, args, nargs, NULL);
 }
 
 tack_status tack_kernel_call_hooked(tack_kernel *k, const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
 {
+    TACK_PUBLIC_CALL();
     if (!k || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_call_hooked: kernel, args and the hooks' functions must "
-                                           "not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, args and the hooks' functions must not be NULL");
     return call(k, args, nargs, hooks);
 }
 
@@ -623,17 +627,18 @@ const char *tack_kernel_dim_name(const tack_kernel *k, int d)
 tack_status tack_kernel_launch_nd(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
                                   const tack_arg *args, size_t nargs)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !shape || (nargs && !args))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_nd: kernel, shape and args must not be NULL");
+        return tack_error_set(TACK_EVALUE, "kernel, shape and args must not be NULL");
     return launch(k, device, ndim, shape, args, nargs, NULL);
 }
 
 tack_status tack_kernel_launch_hooked(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape,
                                       const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
 {
+    TACK_PUBLIC_CALL();
     if (!k || !shape || (nargs && !args) || (hooks && (!hooks->begin || !hooks->end)))
-        return tack_error_set(TACK_EVALUE, "tack_kernel_launch_hooked: kernel, shape, args and the hooks' "
-                                           "functions must not be NULL (tack_kernel_call_hooked launches over "
-                                           "the arguments' shape)");
+        return tack_error_set(TACK_EVALUE, "kernel, shape, args and the hooks' functions must not be NULL "
+                                           "(tack_kernel_call_hooked launches over the arguments' shape)");
     return launch(k, device, ndim, shape, args, nargs, hooks);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/backend.h"
 #include "../core/internal.h"
 #include "../core/toolchain.h"
 #include "tack/kernel.h"

@@ -448,6 +448,23 @@ static tack_status check_return(struct scan *s, const struct def *d, const char 
                           s->t.v[d->name].line, kname, type);
 }
 
+/* Where the definition's parameter list and body lie in the source, and
+ * whether a directive sits among the parameters. */
+static void record_spans(const struct scan *s, const struct def *d, struct tack_signature *out)
+{
+    const struct tok *pb = &s->t.v[d->params_begin], *pe = &s->t.v[d->params_end];
+    out->params_begin = (size_t)(pb->s - s->src);
+    out->params_end = (size_t)(pe->s - s->src);
+    out->params_line = pb->line;
+    out->params_plain = 1;
+    for (int i = d->params_begin; i < d->params_end; i++)
+        out->params_plain &= s->t.v[i].dir == 0;
+    const struct tok *open = &s->t.v[d->body_open], *close = &s->t.v[d->body_close];
+    out->body_begin = (size_t)(open->s - s->src);
+    out->body_end = (size_t)(close->s + close->len - s->src);
+    out->body_line = open->line;
+}
+
 static tack_status read_signature(struct scan *s, const struct def *d, struct tack_signature *out)
 {
     const struct tok *nt = &s->t.v[d->name];
@@ -516,17 +533,7 @@ static tack_status read_signature(struct scan *s, const struct def *d, struct ta
         return tack_error_set(TACK_EVALUE, "line %d: the first parameter of kernel '%s' must be the index, "
                                            "declared `tack_index i` (any name)",
                               nt->line, out->name);
-    const struct tok *pb = &s->t.v[d->params_begin], *pe = &s->t.v[d->params_end];
-    out->params_begin = (size_t)(pb->s - s->src);
-    out->params_end = (size_t)(pe->s - s->src);
-    out->params_line = pb->line;
-    out->params_plain = 1;
-    for (int i = d->params_begin; i < d->params_end; i++)
-        out->params_plain &= s->t.v[i].dir == 0;
-    const struct tok *open = &s->t.v[d->body_open], *close = &s->t.v[d->body_close];
-    out->body_begin = (size_t)(open->s - s->src);
-    out->body_end = (size_t)(close->s + close->len - s->src);
-    out->body_line = open->line;
+    record_spans(s, d, out);
     return TACK_OK;
 }
 

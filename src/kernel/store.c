@@ -607,6 +607,7 @@ int tack_store_seal(int dirfd, const char *tmp, const char *name)
 
 tack_status tack_kernel_cache_dir(char *out, size_t cap)
 {
+    TACK_PUBLIC_CALL();
     char dir[4096];
     int unsafe;
     tack_status st = tack_cache_dir(dir, sizeof dir, &unsafe);

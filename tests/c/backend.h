@@ -26,6 +26,23 @@ static inline void bail_if(int failed)
     }
 }
 
+/* With the environment variable `variable` set to `value`, opening `name`
+ * fails as a device that is not there (TACK_ENODEVICE), sets nothing, and
+ * says each of `parts` (NULL-terminated). */
+static inline void backend_open_fails(const char *file, int line, const char *variable, const char *value,
+                                      const char *name, const char *const *parts)
+{
+    setenv(variable, value, 1);
+    tack_device *d = NULL;
+    CHECK_STATUS_AT(file, line, tack_device_open(name, NULL, 0, &d), TACK_ENODEVICE);
+    CHECK_AT(file, line, d == NULL);
+    for (int i = 0; parts[i]; i++)
+        CHECK_AT(file, line, contains(tack_last_error(), parts[i]));
+}
+
+#define check_open_fails(variable, value, name, ...)                                                                   \
+    backend_open_fails(__FILE__, __LINE__, (variable), (value), (name), (const char *const[]){__VA_ARGS__, NULL})
+
 static inline tack_device *backend_open_device(const char *file, int line, const char *name)
 {
     tack_device *d = NULL;

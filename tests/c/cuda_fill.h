@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/core/backend.h"
 #include "../../src/core/internal.h"
 #include "../../src/core/toolchain.h"
 #include "../../src/driver/cuda.h"
@@ -65,7 +66,7 @@ static inline void *cuda_fill_load(const char *file, int line, tack_device *d)
     static const size_t sizes[2] = {sizeof(void *), sizeof(float)};
     struct tack_kernel_code code = {.kind = TACK_CODE_PTX, .data = fake_ptx, .size = sizeof fake_ptx, .entry = "tack_kernel_entry", .nargs = 2, .arg_sizes = sizes};
     void *k = NULL;
-    CHECK_OK_AT(file, line, d->ops->kernel_load(d, &code, &k));
+    CHECK_OK_AT(file, line, tack_backend_kernel_load(d, &code, &k));
     bail_if(!k);
     return k;
 }

@@ -7,31 +7,10 @@
 
 #include "../../src/core/backend.h"
 #include "../../src/core/internal.h"
+#include "../../src/core/toolchain.h"
 #include "check.h"
-
-static tack_status m_open(tack_device *d, const tack_option *o, size_t n)
-{
-    (void)d;
-    (void)o;
-    (void)n;
-    return TACK_OK;
-}
-
-static tack_status m_alloc(tack_device *d, size_t nbytes, int exportable, void **data, void **ctx)
-{
-    (void)d;
-    (void)exportable;
-    *data = calloc(1, nbytes);
-    *ctx = NULL;
-    return *data ? TACK_OK : TACK_ENOMEM;
-}
-
-static void m_free(tack_device *d, void *data, void *ctx)
-{
-    (void)d;
-    (void)ctx;
-    free(data);
-}
+#include "host_slots.h"
+#include "tack/kernel.h"
 
 static int syncs;
 
@@ -46,16 +25,16 @@ static const DLDeviceType m_wraps[] = {kDLCPU, 0};
 
 /* Only what every backend must have: no close, no describe, no queue, and
  * a memory table of alloc and free alone. */
-static const struct tack_backend_memory minimal_memory = {.alloc = m_alloc, .free = m_free};
+static const struct tack_backend_memory minimal_memory = {.alloc = host_alloc, .free = host_free};
 static const struct tack_backend_ops minimal = {
-    .name = "minimal", .dl_type = kDLCPU, .wraps = m_wraps, .open = m_open, .memory = &minimal_memory};
+    .name = "minimal", .dl_type = kDLCPU, .wraps = m_wraps, .open = host_open, .memory = &minimal_memory};
 
 /* A queue of synchronize alone: the queue's own optional slots missing. */
 static const struct tack_backend_queue sync_only_queue = {.synchronize = m_synchronize};
 static const struct tack_backend_ops sync_only = {.name = "sync_only",
                                                   .dl_type = kDLCPU,
                                                   .wraps = m_wraps,
-                                                  .open = m_open,
+                                                  .open = host_open,
                                                   .memory = &minimal_memory,
                                                   .queue = &sync_only_queue};
 
@@ -204,6 +183,105 @@ static void test_report_without_describe(void)
     CHECK(strcmp(r.devices[0], "minimal") == 0);
 }
 
+/* A toolchain of the required slots alone (the cpu dialect's text; code
+ * that is a counter): no kernel_key, no kernel_expected_ns, no
+ * kernel_unload. */
+static int compiles, loads, launches, begins;
+static int loaded_kernel;
+
+static tack_status t_compile(const struct tack_compile *job, struct tack_kernel_code *out)
+{
+    (void)job;
+    compiles++;
+    out->kind = TACK_CODE_OPENCL_C;
+    out->data = strdup("code");
+    out->size = 5;
+    return out->data ? TACK_OK : TACK_ENOMEM;
+}
+
+static tack_status t_load(tack_device *d, struct tack_kernel_code *code, void **kernel)
+{
+    (void)d;
+    (void)code;
+    loads++;
+    *kernel = &loaded_kernel;
+    return TACK_OK;
+}
+
+static tack_status t_launch(tack_device *d, void *kernel, const struct tack_launch *l)
+{
+    (void)d;
+    (void)l;
+    CHECK(kernel == &loaded_kernel);
+    launches++;
+    return TACK_OK;
+}
+
+static void t_begin(void *c)
+{
+    (void)c;
+    begins++;
+}
+
+static void t_end(void *c) { (void)c; }
+
+static struct tack_backend_toolchain required_toolchain = {
+    .kernel_compile = t_compile, .kernel_load = t_load, .kernel_launch = t_launch};
+/* The minimal backend with that toolchain (set in the case). */
+static struct tack_backend_ops with_toolchain;
+
+static const char fill_source[] = "void fill(tack_index i, float *y) { y[i] = 1; }";
+
+/* No toolchain: the backend runs no kernels, and says so. */
+static void test_no_toolchain(void)
+{
+    tack_device *d = make_device(&minimal);
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(fill_source, NULL, &k));
+    CHECK(tack_backend_dialect(&minimal) == NULL);
+    CHECK_STATUS(tack_kernel_build(k, d), TACK_ERUNTIME);
+    CHECK(strstr(tack_last_error(), "kernels cannot be launched on the minimal backend") != NULL);
+    tack_array *y = vector(d, 4);
+    tack_arg args[1] = {tack_arg_array(y)};
+    CHECK_STATUS(tack_kernel_launch(k, NULL, 4, args, 1), TACK_ERUNTIME);
+    CHECK(tack_kernel_expected_ns(k, d, 4) == UINT64_MAX);
+    tack_array_release(y);
+    tack_kernel_release(k);
+    tack_device_release(d);
+}
+
+/* No kernel_key: code is not kept, so each device compiles its own; no
+ * kernel_expected_ns: not known, so hooks run around every launch; no
+ * kernel_unload: the release frees nothing of the backend's. */
+static void test_toolchain_without_optional_slots(void)
+{
+    required_toolchain.dialect = tack_backend_dialect(tack_backend_find("cpu", 3));
+    with_toolchain = minimal;
+    with_toolchain.name = "with_toolchain";
+    with_toolchain.toolchain = &required_toolchain;
+    tack_device *a = make_device(&with_toolchain), *b = make_device(&with_toolchain);
+    CHECK(!tack_backend_keeps_code(&with_toolchain));
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(fill_source, NULL, &k));
+    CHECK_OK(tack_kernel_build(k, a));
+    CHECK_OK(tack_kernel_build(k, a));
+    CHECK(compiles == 1 && loads == 1);
+    CHECK_OK(tack_kernel_build(k, b));
+    CHECK(compiles == 2 && loads == 2);
+    tack_array *y = vector(a, 4);
+    tack_arg args[1] = {tack_arg_array(y)};
+    const int64_t shape[1] = {4};
+    tack_launch_hooks hooks = {.above_ns = 0, .begin = t_begin, .end = t_end};
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(tack_kernel_launch_hooked(k, NULL, 1, shape, args, 1, &hooks));
+    CHECK(launches == 2 && begins == 2);
+    CHECK(tack_kernel_expected_ns(k, a, 4) == UINT64_MAX);
+    tack_array_release(y);
+    tack_kernel_release(k);
+    tack_device_release(a);
+    tack_device_release(b);
+}
+
 int main(void)
 {
     RUN(test_copies_are_memcpy);
@@ -213,5 +291,7 @@ int main(void)
     RUN(test_no_queue);
     RUN(test_queue_without_streams);
     RUN(test_report_without_describe);
+    RUN(test_no_toolchain);
+    RUN(test_toolchain_without_optional_slots);
     CHECK_DONE();
 }

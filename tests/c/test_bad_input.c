@@ -35,14 +35,6 @@ static int is_known(const char *call)
     return 0;
 }
 
-/* Calls whose messages do not yet begin with the call's name: the kernel
- * calls, whose files set their messages without TACK_PUBLIC_CALL. An entry
- * is a prefix of the call's name. */
-static const char *const unnamed_yet[] = {
-    "tack_kernel_",
-    NULL,
-};
-
 /* Whether `message` begins with the name of the call `text` makes
  * ("tack_array_reshape(e->a, ...)" -> "tack_array_reshape: "), as every
  * message of a public call must, so that a C user reading it knows which of
@@ -50,9 +42,6 @@ static const char *const unnamed_yet[] = {
 static int names_its_call(const char *text, const char *message)
 {
     size_t n = strcspn(text, "(");
-    for (int i = 0; unnamed_yet[i]; i++)
-        if (!strncmp(text, unnamed_yet[i], strlen(unnamed_yet[i])))
-            return 1;
     return !strncmp(message, text, n) && !strncmp(message + n, ": ", 2) && message[n + 2];
 }
 

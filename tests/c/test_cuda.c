@@ -29,100 +29,9 @@
 #include "check.h"
 #include "cubin.h"
 #include "cuda_fill.h"
+#include "cuda_sim.h"
 #include "sim.h"
 #include "tack/tack.h"
-
-/* ---- the simulator, as another library in the process sees it -------- */
-
-typedef void *(*capture_fn)(const char *name, void **params, const unsigned grid[3], const unsigned block[3]);
-typedef void (*run_fn)(void *closure);
-
-static struct sim {
-    void *lib;
-    long long (*stats)(const char *name);
-    int (*fail)(const char *symbol, int error, int nth);
-    void *(*host_address)(CUdeviceptr ptr, size_t n);
-    void (*set_kernel_hook)(capture_fn capture, run_fn run);
-    CUresult (*cuInit)(unsigned int);
-    CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
-    CUresult (*cuCtxDestroy_v2)(CUcontext);
-    CUresult (*cuCtxGetCurrent)(CUcontext *);
-    CUresult (*cuCtxSetCurrent)(CUcontext);
-    CUresult (*cuCtxPushCurrent_v2)(CUcontext);
-    CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
-    CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
-    CUresult (*cuDeviceGetUuid_v2)(CUuuid *, CUdevice);
-    CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
-    CUresult (*cuMemFree_v2)(CUdeviceptr);
-    CUresult (*cuMemAllocHost_v2)(void **, size_t);
-    CUresult (*cuMemFreeHost)(void *);
-    CUresult (*cuMemAllocManaged)(CUdeviceptr *, size_t, unsigned int);
-    CUresult (*cuMemHostRegister_v2)(void *, size_t, unsigned int);
-    CUresult (*cuMemHostUnregister)(void *);
-    CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
-    CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
-    CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
-    CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-    CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
-    CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-    CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
-    CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
-} sim;
-
-/* A driver entry point, and one of the simulator's own hooks. */
-#define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
-#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_cuda_" #name)
-
-/* Opens the same library Tack will (one instance per process) and, like
- * any library using CUDA, initialises it. */
-static void sim_open(void)
-{
-    sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
-    SIM_OWN(stats);
-    SIM_OWN(fail);
-    SIM_OWN(host_address);
-    SIM_OWN(set_kernel_hook);
-    fill_host_address = sim.host_address;
-    SIM_LOAD(cuInit);
-    SIM_LOAD(cuCtxCreate_v2);
-    SIM_LOAD(cuCtxDestroy_v2);
-    SIM_LOAD(cuCtxGetCurrent);
-    SIM_LOAD(cuCtxSetCurrent);
-    SIM_LOAD(cuCtxPushCurrent_v2);
-    SIM_LOAD(cuCtxPopCurrent_v2);
-    SIM_LOAD(cuDevicePrimaryCtxRetain);
-    SIM_LOAD(cuDevicePrimaryCtxRelease_v2);
-    SIM_LOAD(cuDevicePrimaryCtxReset_v2);
-    SIM_LOAD(cuDeviceGetUuid_v2);
-    SIM_LOAD(cuMemAlloc_v2);
-    SIM_LOAD(cuMemFree_v2);
-    SIM_LOAD(cuMemAllocHost_v2);
-    SIM_LOAD(cuMemFreeHost);
-    SIM_LOAD(cuMemAllocManaged);
-    SIM_LOAD(cuMemHostRegister_v2);
-    SIM_LOAD(cuMemHostUnregister);
-    SIM_LOAD(cuMemcpyHtoD_v2);
-    SIM_LOAD(cuMemcpyDtoH_v2);
-    SIM_LOAD(cuMemImportFromShareableHandle);
-    SIM_LOAD(cuMemAddressReserve);
-    SIM_LOAD(cuMemAddressFree);
-    SIM_LOAD(cuMemMap);
-    SIM_LOAD(cuMemUnmap);
-    SIM_LOAD(cuMemSetAccess);
-    SIM_LOAD(cuMemRelease);
-    if (sim.cuInit(0) != CUDA_SUCCESS) {
-        fprintf(stderr, "the simulated driver did not initialise\n");
-        exit(2);
-    }
-}
-
-static long long sim_stat(const char *name)
-{
-    return sim_counter(sim.stats, name);
-}
 
 static CUcontext current_context(void)
 {
@@ -165,12 +74,9 @@ static int array_is_ramp(tack_array *a, float scale)
 
 static void test_no_driver_is_a_runtime_error(void)
 {
-    setenv("TACK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    check_open_fails("TACK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", "cuda", "CUDA is not available",
+                     "/nonexistent/libcuda.so.1");
     tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(d == NULL);
-    CHECK(contains(tack_last_error(), "CUDA is not available"));
-    CHECK(contains(tack_last_error(), "/nonexistent/libcuda.so.1"));
     /* The same answer every time, and everything else keeps working. */
     CHECK_STATUS(tack_device_open("cuda:0", NULL, 0, &d), TACK_ENODEVICE);
     tack_device *cpu = open_device("cpu");
@@ -183,19 +89,12 @@ static void test_no_driver_is_a_runtime_error(void)
 
 static void test_no_device_is_a_runtime_error(void)
 {
-    setenv("TACK_SIM_CUDA_DEVICES", "0", 1);
-    tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(contains(tack_last_error(), "no CUDA device"));
+    check_open_fails("TACK_SIM_CUDA_DEVICES", "0", "cuda", "no CUDA device");
 }
 
 static void test_failed_init_is_a_runtime_error(void)
 {
-    setenv("TACK_SIM_CUDA_INIT_ERROR", "999", 1);
-    tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(contains(tack_last_error(), "cuInit"));
-    CHECK(contains(tack_last_error(), "CUDA_ERROR_UNKNOWN"));
+    check_open_fails("TACK_SIM_CUDA_INIT_ERROR", "999", "cuda", "cuInit", "CUDA_ERROR_UNKNOWN");
 }
 
 static void test_ordinals(void)
@@ -736,7 +635,7 @@ static tack_status launch_fill(tack_device *d, void *k, tack_array *a, float val
     void *const args[2] = {&data, &value};
     int64_t n = (int64_t)tack_array_size(a);
     struct tack_launch l = {.ndim = 1, .shape = &n, .n = n, .args = args};
-    tack_status st = d->ops->kernel_launch(d, k, &l);
+    tack_status st = tack_backend_kernel_launch(d, k, &l);
     if (st == TACK_OK)
         atomic_store(&tack_array_buffer(a)->last_launch, atomic_fetch_add(&d->submitted, 1) + 1);
     return st;
@@ -765,7 +664,7 @@ static void test_launches_are_queued_and_ordered(void)
     CHECK_OK(tack_backend_copy_to_host(d, v, tack_array_data(a), sizeof v));
     CHECK(v[0] == 2.5f && v[999] == 2.5f);
     CHECK(sim_stat("launches_done") == 1);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_array_release(a);
     tack_device_release(d);
 }
@@ -780,15 +679,15 @@ static void test_launch_geometry_strides_over_large_ranges(void)
     float value = 1.0f;
     void *const args[2] = {&data, &value};
     int64_t huge = (int64_t)1 << 40, none = 0;
-    CHECK_OK(d->ops->kernel_launch(d, k, &(struct tack_launch){1, &huge, huge, args, 0}));
+    CHECK_OK(tack_backend_kernel_launch(d, k, &(struct tack_launch){1, &huge, huge, args, 0}));
     CHECK(fill_last.n == (int64_t)1 << 40);
     /* Filling the GPU (4 multiprocessors here), the entry strides over the rest. */
     CHECK(fill_last.grid == 4 * 32 && fill_last.block == 256);
-    CHECK_OK(d->ops->kernel_launch(d, k, &(struct tack_launch){1, &none, none, args, 0}));
+    CHECK_OK(tack_backend_kernel_launch(d, k, &(struct tack_launch){1, &none, none, args, 0}));
     CHECK(sim_stat("launches") == 1);
     sim.set_kernel_hook(NULL, NULL);
     CHECK_OK(tack_device_synchronize(d));
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_device_release(d);
 }
 
@@ -798,16 +697,16 @@ static void test_kernel_load_errors(void)
     tack_device *d = open_device("cuda");
     void *k = NULL;
     struct tack_kernel_code host = {.kind = TACK_CODE_HOST, .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &host, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &host, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "PTX"));
     static const char bad[] = "// tack-sim: invalid\n";
     struct tack_kernel_code broken = {.kind = TACK_CODE_PTX, .data = bad, .size = sizeof bad,
                                       .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &broken, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &broken, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_INVALID_PTX"));
     struct tack_kernel_code missing = {.kind = TACK_CODE_PTX, .data = fake_ptx, .size = sizeof fake_ptx,
                                        .entry = "no_such_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &missing, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &missing, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NOT_FOUND"));
     CHECK(k == NULL);
     tack_device_release(d);
@@ -826,11 +725,11 @@ static void test_kernel_load_of_cubins(void)
     unsigned char *image = cubin(90, 135, 8, 1, &size);
     bail_if(!image);
     struct tack_kernel_code code = {.kind = TACK_CODE_CUBIN, .data = image, .size = size, .entry = "tack_kernel_entry"};
-    CHECK_OK(d->ops->kernel_load(d, &code, &k));
+    CHECK_OK(tack_backend_kernel_load(d, &code, &k));
     CHECK(sim_stat("modules_cubin") == 1 && sim_stat("modules_ptx") == 0);
     CHECK(!strcmp(code.target, "cubin sm_90 (CUDA 13.5)"));
     CHECK(!code.refused);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     k = NULL;
 
     /* Shorter than its headers say: a driver, which takes no size, would
@@ -838,10 +737,10 @@ static void test_kernel_load_of_cubins(void)
     long long loads = sim_stat("modules_loaded");
     struct tack_kernel_code cut = code;
     cut.size = size - 1;
-    CHECK_STATUS(d->ops->kernel_load(d, &cut, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &cut, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "damaged"));
     cut.size = 40;
-    CHECK_STATUS(d->ops->kernel_load(d, &cut, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &cut, &k), TACK_ERUNTIME);
     /* A section reaching past the end (the third's size, in the table at
      * the end of the file, grown). */
     struct tack_kernel_code long_section = code;
@@ -854,11 +753,11 @@ static void test_kernel_load_of_cubins(void)
     memcpy(grown, image, size);
     memcpy(grown + (table - image) + 3 * sizeof third, &third, sizeof third);
     long_section.data = grown;
-    CHECK_STATUS(d->ops->kernel_load(d, &long_section, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &long_section, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "damaged"));
     free(grown);
     memcpy(image, "\177ELX", 4);
-    CHECK_STATUS(d->ops->kernel_load(d, &code, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &code, &k), TACK_ERUNTIME);
     CHECK(sim_stat("modules_loaded") == loads);
     CHECK(!cut.refused && !code.refused && k == NULL);
     free(image);
@@ -867,7 +766,7 @@ static void test_kernel_load_of_cubins(void)
     bail_if(!(image = cubin(80, 130, 8, 1, &size)));
     struct tack_kernel_code other = {.kind = TACK_CODE_CUBIN, .data = image, .size = size,
                                      .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &other, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &other, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_NO_BINARY_FOR_GPU"));
     CHECK(contains(tack_last_error(), "cubin sm_80 (CUDA 13.0)"));
     CHECK(other.refused == 1 && k == NULL);
@@ -878,7 +777,7 @@ static void test_kernel_load_of_cubins(void)
                                 ".visible .entry tack_kernel_entry()\n";
     struct tack_kernel_code ptx = {.kind = TACK_CODE_PTX, .data = newer, .size = sizeof newer,
                                    .entry = "tack_kernel_entry"};
-    CHECK_STATUS(d->ops->kernel_load(d, &ptx, &k), TACK_ERUNTIME);
+    CHECK_STATUS(tack_backend_kernel_load(d, &ptx, &k), TACK_ERUNTIME);
     CHECK(contains(tack_last_error(), "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"));
     CHECK(contains(tack_last_error(), "ptx compute_90 (PTX ISA 9.5, CUDA 13.5)"));
     CHECK(contains(tack_last_error(), "pip install \"nvidia-cuda-nvrtc==13.0.*\""));
@@ -904,7 +803,7 @@ static void test_dlpack_export_waits_for_queued_launches(void)
     CHECK(sim_stat("launches_done") == 1);
     CHECK(tack_buffer_is_shared(tack_array_buffer(a)));
     t->deleter(t);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_array_release(a);
     tack_device_release(d);
 }
@@ -994,7 +893,7 @@ static void test_plain_array_exports_a_copy(void)
     CHECK_OK(tack_array_export_memory(a, &again));
     CHECK(again.handle == rec.handle);
     CHECK(sim_stat("copies_dtod") == 1 && sim_stat("exports") == 1);
-    d->ops->kernel_unload(d, k);
+    tack_backend_kernel_unload(d, k);
     tack_array_release(a);
     CHECK(!fd_is_open(fd));
     CHECK(sim_stat("vmm_live") == 0);

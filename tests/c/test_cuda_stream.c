@@ -23,66 +23,9 @@
 #include "backend.h"
 #include "check.h"
 #include "cuda_fill.h"
+#include "cuda_sim.h"
 #include "sim.h"
 #include "tack/tack.h"
-
-/* ---- the simulator, as the consumer library sees it ---------------------- */
-
-typedef void *(*capture_fn)(const char *name, void **params, const unsigned grid[3], const unsigned block[3]);
-typedef void (*run_fn)(void *closure);
-
-static struct sim {
-    void *lib;
-    long long (*stats)(const char *name);
-    int (*fail)(const char *symbol, int error, int nth);
-    void *(*host_address)(CUdeviceptr ptr, size_t n);
-    void (*set_kernel_hook)(capture_fn capture, run_fn run);
-    CUresult (*cuInit)(unsigned int);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
-    CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
-    CUresult (*cuCtxDestroy_v2)(CUcontext);
-    CUresult (*cuCtxPushCurrent_v2)(CUcontext);
-    CUresult (*cuCtxPopCurrent_v2)(CUcontext *);
-    CUresult (*cuStreamCreate)(CUstream *, unsigned int);
-    CUresult (*cuStreamDestroy_v2)(CUstream);
-    CUresult (*cuStreamSynchronize)(CUstream);
-    CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
-} sim;
-
-/* A driver entry point, and one of the simulator's own hooks. */
-#define SIM_LOAD(name) SIM_SYMBOL(sim.lib, sim.name, #name)
-#define SIM_OWN(name) SIM_SYMBOL(sim.lib, sim.name, "tack_sim_cuda_" #name)
-
-static void sim_open(void)
-{
-    sim.lib = sim_library("TACK_CUDA_LIBRARY", "the simulated driver");
-    SIM_OWN(stats);
-    SIM_OWN(fail);
-    SIM_OWN(host_address);
-    SIM_OWN(set_kernel_hook);
-    fill_host_address = sim.host_address;
-    SIM_LOAD(cuInit);
-    SIM_LOAD(cuDevicePrimaryCtxRetain);
-    SIM_LOAD(cuDevicePrimaryCtxRelease_v2);
-    SIM_LOAD(cuCtxCreate_v2);
-    SIM_LOAD(cuCtxDestroy_v2);
-    SIM_LOAD(cuCtxPushCurrent_v2);
-    SIM_LOAD(cuCtxPopCurrent_v2);
-    SIM_LOAD(cuStreamCreate);
-    SIM_LOAD(cuStreamDestroy_v2);
-    SIM_LOAD(cuStreamSynchronize);
-    SIM_LOAD(cuMemcpyDtoHAsync_v2);
-    if (sim.cuInit(0) != CUDA_SUCCESS) {
-        fprintf(stderr, "the simulated driver did not initialise\n");
-        exit(2);
-    }
-}
-
-static long long sim_stat(const char *name)
-{
-    return sim_counter(sim.stats, name);
-}
 
 /* The host waits the simulator has seen: stream, context and event syncs. */
 static long long host_waits(void)
@@ -166,7 +109,7 @@ static struct fixture setup(float value)
 
 static void teardown(struct fixture *f)
 {
-    f->d->ops->kernel_unload(f->d, f->k);
+    tack_backend_kernel_unload(f->d, f->k);
     tack_array_release(f->a);
     tack_device_release(f->d);
     sim.cuDevicePrimaryCtxRelease_v2(0);

@@ -111,22 +111,13 @@ static void test_devices_are_the_runtimes(void)
 
 static void test_no_runtime_library_is_a_runtime_error(void)
 {
-    setenv("TACK_HIP_LIBRARY", "/nonexistent/libamdhip64.so", 1);
-    tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(contains(tack_last_error(), "TACK_HIP_LIBRARY"));
-    CHECK(contains(tack_last_error(), "/nonexistent/libamdhip64.so"));
-    CHECK(d == NULL);
+    check_open_fails("TACK_HIP_LIBRARY", "/nonexistent/libamdhip64.so", "hip", "TACK_HIP_LIBRARY",
+                     "/nonexistent/libamdhip64.so");
 }
 
 static void test_no_gpu_is_a_runtime_error(void)
 {
-    setenv("TACK_SIM_HIP_DEVICES", "0", 1);
-    tack_device *d = NULL;
-    CHECK_STATUS(tack_device_open("hip", NULL, 0, &d), TACK_ENODEVICE);
-    CHECK(contains(tack_last_error(), "hipInit"));
-    CHECK(contains(tack_last_error(), "no ROCm-capable device"));
-    CHECK(d == NULL);
+    check_open_fails("TACK_SIM_HIP_DEVICES", "0", "hip", "hipInit", "no ROCm-capable device");
 }
 
 /* ---- memory ---------------------------------------------------------------- */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/backend/host_cpu.h"
+#include "../../src/backend/cpu/host_cpu.h"
 #include "check.h"
 
 /* The value of `key` in the first processor's block of /proc/cpuinfo. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "host_slots.h"
 #include "kernels.h"
 #include "internal.h"
 #include "queue.h"
@@ -42,30 +43,6 @@ struct qstream {
     int loads, unloads;
     struct qlaunch last; /* the last launch enqueued, kept after it ran */
 };
-
-static tack_status q_open(tack_device *d, const tack_option *o, size_t n)
-{
-    (void)d;
-    (void)o;
-    (void)n;
-    return TACK_OK;
-}
-
-static tack_status q_alloc(tack_device *d, size_t nbytes, int exportable, void **data, void **ctx)
-{
-    (void)d;
-    (void)exportable;
-    *data = calloc(1, nbytes);
-    *ctx = NULL;
-    return *data ? TACK_OK : TACK_ENOMEM;
-}
-
-static void q_free(tack_device *d, void *data, void *ctx)
-{
-    (void)d;
-    (void)ctx;
-    free(data);
-}
 
 static tack_status q_synchronize(tack_device *d)
 {
@@ -139,20 +116,24 @@ static const DLDeviceType q_wraps[] = {kDLCPU, 0};
 
 /* Its dialect and toolchain are the cpu backend's (set in main): host
  * code, which this backend queues instead of running at once. */
-static const struct tack_backend_memory q_memory = {.alloc = q_alloc, .free = q_free};
+static const struct tack_backend_memory q_memory = {.alloc = host_alloc, .free = host_free};
 static const struct tack_backend_queue q_queue = {.synchronize = q_synchronize};
 
-static struct tack_backend_ops queue_backend = {
-    .name = "queue",
-    .dl_type = kDLCPU,
-    .wraps = q_wraps,
-    .open = q_open,
-    .close = q_close,
-    .memory = &q_memory,
-    .queue = &q_queue,
+static struct tack_backend_toolchain q_toolchain = {
     .kernel_load = q_kernel_load,
     .kernel_launch = q_kernel_launch,
     .kernel_unload = q_kernel_unload,
+};
+
+static const struct tack_backend_ops queue_backend = {
+    .name = "queue",
+    .dl_type = kDLCPU,
+    .wraps = q_wraps,
+    .open = host_open,
+    .close = q_close,
+    .memory = &q_memory,
+    .queue = &q_queue,
+    .toolchain = &q_toolchain,
 };
 
 static tack_device *qdev;
@@ -373,7 +354,7 @@ static void test_two_devices(void)
 static void test_backend_without_toolchain_runs_none(void)
 {
     static const struct tack_backend_ops bare = {
-        .name = "bare", .dl_type = kDLCPU, .wraps = q_wraps, .open = q_open, .memory = &q_memory};
+        .name = "bare", .dl_type = kDLCPU, .wraps = q_wraps, .open = host_open, .memory = &q_memory};
     tack_device *d = make_queue_device();
     free(d->impl);
     d->impl = NULL;
@@ -498,9 +479,9 @@ int main(void)
         return 1;
     /* The cpu backend's dialect and toolchain slots, through its table. */
     const struct tack_backend_ops *cpu_ops = tack_backend_find("cpu", 3);
-    queue_backend.dialect = cpu_ops->dialect;
-    queue_backend.kernel_key = cpu_ops->kernel_key;
-    queue_backend.kernel_compile = cpu_ops->kernel_compile;
+    q_toolchain.dialect = cpu_ops->toolchain->dialect;
+    q_toolchain.kernel_key = cpu_ops->toolchain->kernel_key;
+    q_toolchain.kernel_compile = cpu_ops->toolchain->kernel_compile;
     qdev = make_queue_device();
     qs = qdev->impl;
     RUN(test_launch_is_queued);

@@ -1,7 +1,6 @@
 /* What the files of the cpu backend share: cpu.c (the table, open,
  * describe, code generation and the kernel slots), memory.c, pool.c,
- * policy.c and atomics.c. Private to src/backend/cpu.c and
- * src/backend/cpu/.
+ * policy.c and atomics.c. Private to src/backend/cpu/.
  *
  * Functions and variables with external linkage here carry cpu_, except
  * those the kernel slots in cpu.c call by their old names (pool_run,

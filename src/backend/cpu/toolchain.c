@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../host_cpu.h"
+#include "host_cpu.h"
 #include "toolchain.h"
 
 const char *const tack_cpu_entry_names[] = {TACK_ENTRY_NAME, TACK_ENTRY_NAME "_restrict", TACK_ENTRY_NAME "_plain",
@@ -88,16 +88,21 @@ static char **compile_argv(const struct tack_c_compiler *c, char *const *own, si
     return argv;
 }
 
+/* The compile's time limit and the C compiler, as both slots need them:
+ * errors as tack_compile_limit and tack_c_compiler_find. */
+static tack_status limit_and_compiler(int64_t *limit_ns, struct tack_c_compiler *c)
+{
+    tack_status st = tack_compile_limit(limit_ns);
+    return st != TACK_OK ? st : tack_c_compiler_find(c);
+}
+
 tack_status tack_cpu_kernel_key(struct tack_compile *job)
 {
-    /* Read first, so that a limit that cannot be read is refused whether
-     * or not this kernel needs compiling. */
+    /* The limit is read first, so that one that cannot be read is refused
+     * whether or not this kernel needs compiling. */
     int64_t limit_ns;
-    tack_status st = tack_compile_limit(&limit_ns);
-    if (st != TACK_OK)
-        return st;
     struct tack_c_compiler c;
-    st = tack_c_compiler_find(&c);
+    tack_status st = limit_and_compiler(&limit_ns, &c);
     if (st != TACK_OK)
         return st;
     tack_sha256 h;
@@ -189,11 +194,8 @@ tack_status tack_cpu_kernel_compile(const struct tack_compile *job, struct tack_
 {
     (void)code; /* the code is the file job->output, which the store keeps */
     int64_t limit_ns;
-    tack_status st = tack_compile_limit(&limit_ns);
-    if (st != TACK_OK)
-        return st;
     struct tack_c_compiler c;
-    st = tack_c_compiler_find(&c);
+    tack_status st = limit_and_compiler(&limit_ns, &c);
     if (st != TACK_OK)
         return st;
     char *paths = NULL, **argv = NULL;
@@ -225,3 +227,15 @@ void tack_cpu_entries(const struct tack_kernel_code *code, tack_host_entry out[T
         memcpy(&out[i], &sym, sizeof sym);
     }
 }
+
+/* The system C compiler's shared objects, kept in the store and run on the
+ * pool (cpu.c). */
+const struct tack_backend_toolchain tack_cpu_toolchain = {
+    .dialect = &cpu_dialect,
+    .kernel_key = tack_cpu_kernel_key,
+    .kernel_compile = tack_cpu_kernel_compile,
+    .kernel_load = cpu_kernel_load,
+    .kernel_launch = cpu_kernel_launch,
+    .kernel_expected_ns = cpu_kernel_expected_ns,
+    .kernel_unload = cpu_kernel_unload,
+};

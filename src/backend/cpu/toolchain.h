@@ -25,6 +25,18 @@ tack_status tack_cpu_kernel_key(struct tack_compile *job);
  * compiler cannot be run, runs out of time or is interrupted; TACK_ENOMEM.
  * Leaves nothing to free. */
 tack_status tack_cpu_kernel_compile(const struct tack_compile *job, struct tack_kernel_code *code);
+/* The dialect and the slots on loaded code (cpu.c): kernel_load resolves
+ * the entries of host code (TACK_ERUNTIME for code of another kind,
+ * TACK_ENOMEM); kernel_launch runs on the pool, complete on return;
+ * kernel_expected_ns says what the launches so far measured. */
+extern const struct tack_dialect cpu_dialect;
+tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out);
+tack_status cpu_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l);
+uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n);
+void cpu_kernel_unload(tack_device *device, void *kernel);
+/* The table of the above, the cpu backend's toolchain. */
+extern const struct tack_backend_toolchain tack_cpu_toolchain;
+
 /* The code's entry points by their index above, resolved by name in its
  * loaded object; NULL for one it does not define. Never fails. */
 void tack_cpu_entries(const struct tack_kernel_code *code, tack_host_entry out[TACK_CPU_ENTRIES]);

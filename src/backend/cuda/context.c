@@ -2,7 +2,7 @@
  * The CUDA backend's context: which one a device adopts, and making it
  * current for the length of a call (one push and one pop for every context
  * Tack makes current: the device's, an allocation's or a kernel's at their
- * release, a consumer stream's). See src/backend/cuda.c.
+ * release, a consumer stream's). See src/backend/cuda/cuda.c.
  */
 #include "cuda.h"
 

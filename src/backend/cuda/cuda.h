@@ -1,6 +1,5 @@
 /*
- * What the files of the CUDA backend share (src/backend/cuda.c and
- * src/backend/cuda/): the device record, the allocation record, and the
+ * What the files of the CUDA backend share (src/backend/cuda/): the device record, the allocation record, and the
  * functions one topic calls in another. Private to the backend.
  */
 #ifndef TACK_BACKEND_CUDA_CUDA_H
@@ -139,6 +138,7 @@ tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kern
 tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *code, void **out);
 tack_status cuda_kernel_launch(tack_device *d, void *kernel, const struct tack_launch *l);
 void cuda_kernel_unload(tack_device *d, void *kernel);
+extern const struct tack_backend_toolchain tack_cuda_toolchain;
 
 /* ---- describe (describe.c) ---------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
  * The CUDA backend's part of tack_report: the driver, every NVRTC found,
  * each GPU and the code its kernels would be built as. See
- * src/backend/cuda.c.
+ * src/backend/cuda/cuda.c.
  */
 #include <stdio.h>
 

@@ -1,7 +1,7 @@
 /*
  * The CUDA backend's dialect: the CUDA C prelude every generated kernel
  * starts with (integer widths, half types, atomics), its entry point, and
- * the dtypes it cannot take. See src/backend/cuda.c.
+ * the dtypes it cannot take. See src/backend/cuda/cuda.c.
  */
 #include "cuda.h"
 

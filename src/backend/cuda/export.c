@@ -1,7 +1,7 @@
 /*
  * The CUDA backend's memory as OS handles: exporting a buffer as a POSIX
  * file descriptor (a plain buffer through an exportable copy), and mapping
- * one exported by Tack or another library. See src/backend/cuda.c.
+ * one exported by Tack or another library. See src/backend/cuda/cuda.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

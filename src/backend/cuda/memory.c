@@ -2,7 +2,7 @@
  * The CUDA backend's memory: allocations (stream-ordered from the device's
  * pool, plain, or exportable through virtual memory management), each
  * zero-filled before anyone gets its pointer; frees; what an address is;
- * copies to and from the host. See src/backend/cuda.c.
+ * copies to and from the host. See src/backend/cuda/cuda.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -268,35 +268,33 @@ tack_status cuda_memory_space(tack_device *d, uint64_t address, const char **out
     return st;
 }
 
-tack_status cuda_copy_to_host(tack_device *d, void *dst, const void *src, size_t nbytes)
+/* A copy on Tack's stream, so after the launches queued before it, and
+ * waited for: the host side is the caller's, free to go once we return,
+ * and the device side may be read by another library at once. */
+static tack_status copy_waited(tack_device *d, int to_host, void *dst, const void *src, size_t nbytes)
 {
     struct cuda_device *cd = impl_of(d);
     int pushed;
     tack_status st = cuda_enter(d, cd, &pushed);
     if (st != TACK_OK)
         return st;
-    /* On Tack's stream, so after the launches queued before it. */
-    CUresult r = cd->cu->cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, nbytes, cd->stream);
+    CUresult r = to_host ? cd->cu->cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, nbytes, cd->stream)
+                         : cd->cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, nbytes, cd->stream);
     if (r == CUDA_SUCCESS)
         r = cd->cu->cuStreamSynchronize(cd->stream);
     cuda_pop_context(cd->cu, pushed);
-    return r == CUDA_SUCCESS ? TACK_OK : cuda_driver_error(TACK_ERUNTIME, r, "copying to the host", d);
+    const char *what = to_host ? "copying to the host" : "copying from the host";
+    return r == CUDA_SUCCESS ? TACK_OK : cuda_driver_error(TACK_ERUNTIME, r, what, d);
+}
+
+tack_status cuda_copy_to_host(tack_device *d, void *dst, const void *src, size_t nbytes)
+{
+    return copy_waited(d, 1, dst, src, nbytes);
 }
 
 tack_status cuda_copy_from_host(tack_device *d, void *dst, const void *src, size_t nbytes)
 {
-    struct cuda_device *cd = impl_of(d);
-    int pushed;
-    tack_status st = cuda_enter(d, cd, &pushed);
-    if (st != TACK_OK)
-        return st;
-    /* Waited for: the source is the caller's, free to go once we return,
-     * and the destination may be read by another library at once. */
-    CUresult r = cd->cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, nbytes, cd->stream);
-    if (r == CUDA_SUCCESS)
-        r = cd->cu->cuStreamSynchronize(cd->stream);
-    cuda_pop_context(cd->cu, pushed);
-    return r == CUDA_SUCCESS ? TACK_OK : cuda_driver_error(TACK_ERUNTIME, r, "copying from the host", d);
+    return copy_waited(d, 0, dst, src, nbytes);
 }
 
 const struct tack_backend_memory tack_cuda_memory = {

@@ -1,7 +1,7 @@
 /*
  * The CUDA backend's kernels on the device: what a CUBIN or PTX is (read
  * before the driver sees it), loading it as a module, launching it on the
- * device's stream, unloading it. See src/backend/cuda.c.
+ * device's stream, unloading it. See src/backend/cuda/cuda.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,9 +141,6 @@ tack_status cuda_kernel_load(tack_device *d, struct tack_kernel_code *code, void
     if (!code || (code->kind != TACK_CODE_PTX && code->kind != TACK_CODE_CUBIN) || !code->data || !code->entry)
         return tack_error_set(TACK_ERUNTIME, "%s runs PTX and CUBIN kernels; it was given %s code", d->name,
                               tack_code_kind_name(code ? code->kind : TACK_CODE_NONE));
-    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
-        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
-                              code->nargs);
     if ((code->kind == TACK_CODE_PTX && (!code->size || ((const char *)code->data)[code->size - 1])) ||
         !describe(code, what, sizeof what))
         return tack_error_set(TACK_ERUNTIME, "the kernel's %s (%zu bytes) is damaged; nothing was loaded",

@@ -1,7 +1,7 @@
 /*
  * The CUDA backend's queue: waiting for Tack's stream, the handles other
  * libraries share, and ordering Tack's stream and another library's after
- * each other without the host waiting. See src/backend/cuda.c.
+ * each other without the host waiting. See src/backend/cuda/cuda.c.
  */
 #include "cuda.h"
 

@@ -1,6 +1,6 @@
 /*
  * The CUDA backend's toolchain: which NVRTC makes what code for a device,
- * the kernel's cache key, and compiling with NVRTC. See src/backend/cuda.c.
+ * the kernel's cache key, and compiling with NVRTC. See src/backend/cuda/cuda.c.
  *
  * The generated source is CUDA C, which NVRTC compiles in process. For a
  * device, the code is a CUBIN for the GPU's own architecture when an NVRTC
@@ -400,3 +400,14 @@ tack_status cuda_kernel_compile(const struct tack_compile *job, struct tack_kern
     options_free(&o);
     return st;
 }
+
+/* NVRTC's code, loaded and launched as modules (module.c); no measured
+ * cost, so a launch's hooks are called around every launch. */
+const struct tack_backend_toolchain tack_cuda_toolchain = {
+    .dialect = &cuda_dialect,
+    .kernel_key = cuda_kernel_key,
+    .kernel_compile = cuda_kernel_compile,
+    .kernel_load = cuda_kernel_load,
+    .kernel_launch = cuda_kernel_launch,
+    .kernel_unload = cuda_kernel_unload,
+};

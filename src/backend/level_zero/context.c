@@ -1,7 +1,7 @@
 /*
  * The Level Zero backend's contexts: the external_context option that
  * adopts another library's, Tack's own (one per process), and the memory
- * domain of each (context, device) pair. See src/backend/level_zero.c.
+ * domain of each (context, device) pair. See src/backend/level_zero/level_zero.c.
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
  * The Level Zero backend's part of tack_report: the loader, the first
- * driver's devices, and libocloc. See src/backend/level_zero.c.
+ * driver's devices, and libocloc. See src/backend/level_zero/level_zero.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

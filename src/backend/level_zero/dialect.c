@@ -1,7 +1,7 @@
 /*
  * The Level Zero backend's dialect: the OpenCL C prelude every generated
  * kernel starts with (integer widths, atomics, half), its entry point, and
- * the dtypes it cannot take. See src/backend/level_zero.c.
+ * the dtypes it cannot take. See src/backend/level_zero/level_zero.c.
  */
 #include "level_zero.h"
 

@@ -1,7 +1,6 @@
 /*
- * What the files of the Level Zero backend share (src/backend/level_zero.c
- * and src/backend/level_zero/): the device record with its launch ring, and
- * the functions one topic calls in another. Private to the backend.
+ * What the files of the Level Zero backend share (src/backend/level_zero/):
+ * the device record with its launch ring, and the functions one topic calls in another. Private to the backend.
  */
 #ifndef TACK_BACKEND_LEVEL_ZERO_LEVEL_ZERO_H
 #define TACK_BACKEND_LEVEL_ZERO_LEVEL_ZERO_H
@@ -113,6 +112,7 @@ tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel
 tack_status ze_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out);
 tack_status ze_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l);
 void ze_kernel_unload(tack_device *device, void *kernel);
+extern const struct tack_backend_toolchain tack_level_zero_toolchain;
 
 /* ---- describe (describe.c) ---------------------------------------------- */
 

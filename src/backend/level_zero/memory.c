@@ -1,7 +1,7 @@
 /*
  * The Level Zero backend's memory: zero-filled USM device allocations,
  * frees (deferred by the driver where it can), what an address is, and
- * copies on the synchronous list. See src/backend/level_zero.c.
+ * copies on the synchronous list. See src/backend/level_zero/level_zero.c.
  */
 #include <string.h>
 

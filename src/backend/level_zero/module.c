@@ -1,7 +1,7 @@
 /*
  * The Level Zero backend's kernels on the device: SPIR-V made a module and
  * a kernel with its group size, launched through the ring, and forgotten.
- * See src/backend/level_zero.c.
+ * See src/backend/level_zero/level_zero.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +40,6 @@ tack_status ze_kernel_load(tack_device *device, struct tack_kernel_code *code, v
     if (code->kind != TACK_CODE_SPIRV)
         return tack_error_set(TACK_ERUNTIME, "%s runs OpenCL C kernels compiled to SPIR-V; it was given %s code",
                               device->name, tack_code_kind_name(code->kind));
-    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
-        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
-                              code->nargs);
     struct ze_loaded_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");

@@ -1,7 +1,7 @@
 /*
  * The Level Zero backend's queue: the synchronous copy list, the
  * asynchronous launch queue and its ring of command lists with fences, and
- * waiting for it. See src/backend/level_zero.c.
+ * waiting for it. See src/backend/level_zero/level_zero.c.
  */
 #include "level_zero.h"
 

@@ -1,6 +1,6 @@
 /*
  * The Level Zero backend's toolchain: libocloc, its version, the kernel's
- * cache key and compiling OpenCL C to SPIR-V. See src/backend/level_zero.c.
+ * cache key and compiling OpenCL C to SPIR-V. See src/backend/level_zero/level_zero.c.
  *
  * The generated source is OpenCL C, which libocloc (oclocInvoke, the
  * library form of Intel's ocloc) compiles in process to SPIR-V for the
@@ -214,3 +214,14 @@ tack_status ze_kernel_compile(const struct tack_compile *job, struct tack_kernel
     free(options);
     return st;
 }
+
+/* ocloc's SPIR-V, loaded and launched as modules (module.c); no measured
+ * cost, so a launch's hooks are called around every launch. */
+const struct tack_backend_toolchain tack_level_zero_toolchain = {
+    .dialect = &ze_dialect,
+    .kernel_key = ze_kernel_key,
+    .kernel_compile = ze_kernel_compile,
+    .kernel_load = ze_kernel_load,
+    .kernel_launch = ze_kernel_launch,
+    .kernel_unload = ze_kernel_unload,
+};

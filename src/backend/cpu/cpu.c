@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
-#include "../core/toolchain.h"
-#include "cpu/cpu.h"
-#include "cpu/toolchain.h"
+#include "../../core/internal.h"
+#include "../../core/toolchain.h"
+#include "cpu.h"
+#include "toolchain.h"
 
 static tack_status cpu_open(tack_device *device, const tack_option *options, size_t n_options)
 {
@@ -250,7 +250,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     }
 }
 
-static const struct tack_dialect cpu_dialect = {
+const struct tack_dialect cpu_dialect = {
     .name = "cpu",
     .prelude = "#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n#include <math.h>\n"
                "typedef int64_t tack_index;\n"
@@ -297,7 +297,7 @@ struct cpu_kernel {
     struct run_costs costs;
 };
 
-static tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out)
+tack_status cpu_kernel_load(tack_device *device, struct tack_kernel_code *code, void **out)
 {
     tack_host_entry e[TACK_CPU_ENTRIES];
     tack_cpu_entries(code, e);
@@ -358,7 +358,7 @@ static void run_launch(struct cpu_kernel *k, tack_host_entry e, uint64_t ps, con
 }
 
 /* Complete on return: the backend has no queue. */
-static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l)
+tack_status cpu_kernel_launch(tack_device *device, void *kernel, const struct tack_launch *l)
 {
     (void)device;
     struct cpu_kernel *k = kernel;
@@ -372,13 +372,13 @@ static tack_status cpu_kernel_launch(tack_device *device, void *kernel, const st
 }
 
 /* Serial time: what one thread takes, which the pool does not exceed. */
-static uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n)
+uint64_t cpu_kernel_expected_ns(void *kernel, int64_t n)
 {
     struct cpu_kernel *k = kernel;
     return expected_ns(atomic_load_explicit(&k->costs.cost_ps, memory_order_relaxed), n);
 }
 
-static void cpu_kernel_unload(tack_device *device, void *kernel)
+void cpu_kernel_unload(tack_device *device, void *kernel)
 {
     (void)device;
     free(kernel);
@@ -420,11 +420,5 @@ const struct tack_backend_ops tack_cpu_backend = {
     .describe = cpu_describe,
     .open = cpu_open,
     .memory = &tack_cpu_memory,
-    .dialect = &cpu_dialect,
-    .kernel_key = tack_cpu_kernel_key,
-    .kernel_compile = tack_cpu_kernel_compile,
-    .kernel_load = cpu_kernel_load,
-    .kernel_launch = cpu_kernel_launch,
-    .kernel_expected_ns = cpu_kernel_expected_ns,
-    .kernel_unload = cpu_kernel_unload,
+    .toolchain = &tack_cpu_toolchain,
 };

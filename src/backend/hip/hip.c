@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
-#include "../core/toolchain.h"
-#include "../driver/hip.h"
-#include "../driver/hiprtc.h"
+#include "../../core/internal.h"
+#include "../../core/toolchain.h"
+#include "../../driver/hip.h"
+#include "../../driver/hiprtc.h"
 #include "tack/kernel.h"
 
 struct hip_device_state {
@@ -487,9 +487,6 @@ static tack_status hip_kernel_load(tack_device *device, struct tack_kernel_code 
     if (code->kind != TACK_CODE_HIP_OBJECT)
         return tack_error_set(TACK_ERUNTIME, "%s runs HIP kernels compiled by hipRTC; it was given %s code",
                               device->name, tack_code_kind_name(code->kind));
-    if (code->nargs < 0 || code->nargs > TACK_KERNEL_MAX_PARAMS)
-        return tack_error_set(TACK_EVALUE, "a kernel has at most %d parameters, not %d", TACK_KERNEL_MAX_PARAMS,
-                              code->nargs);
     struct hip_loaded_kernel *k = calloc(1, sizeof *k);
     if (!k)
         return tack_error_set(TACK_ENOMEM, "out of memory loading a kernel");
@@ -569,6 +566,15 @@ static const struct tack_backend_queue hip_queue = {
     .synchronize = hip_synchronize,
 };
 
+/* No kernel_key: the code object is compiled for each GPU that loads it. */
+static const struct tack_backend_toolchain hip_toolchain = {
+    .dialect = &hip_dialect,
+    .kernel_compile = hip_kernel_compile,
+    .kernel_load = hip_kernel_load,
+    .kernel_launch = hip_kernel_launch,
+    .kernel_unload = hip_kernel_unload,
+};
+
 const struct tack_backend_ops tack_hip_backend = {
     .name = "hip",
     .dl_type = kDLROCM,
@@ -578,9 +584,5 @@ const struct tack_backend_ops tack_hip_backend = {
     .close = hip_close,
     .memory = &hip_memory,
     .queue = &hip_queue,
-    .dialect = &hip_dialect,
-    .kernel_compile = hip_kernel_compile,
-    .kernel_load = hip_kernel_load,
-    .kernel_launch = hip_kernel_launch,
-    .kernel_unload = hip_kernel_unload,
+    .toolchain = &hip_toolchain,
 };

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda.h"
+#include "cuda.h"
 
 static void device_free(struct cuda_device *cd)
 {
@@ -176,10 +176,5 @@ const struct tack_backend_ops tack_cuda_backend = {
     .close = cuda_close,
     .memory = &tack_cuda_memory,
     .queue = &tack_cuda_queue,
-    .dialect = &cuda_dialect,
-    .kernel_key = cuda_kernel_key,
-    .kernel_compile = cuda_kernel_compile,
-    .kernel_load = cuda_kernel_load,
-    .kernel_launch = cuda_kernel_launch,
-    .kernel_unload = cuda_kernel_unload,
+    .toolchain = &tack_cuda_toolchain,
 };

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "level_zero/level_zero.h"
+#include "level_zero.h"
 
 tack_status ze_fail(const char *call, tack_ze_result r)
 {
@@ -269,10 +269,5 @@ const struct tack_backend_ops tack_level_zero_backend = {
     .close = ze_close,
     .memory = &tack_level_zero_memory,
     .queue = &tack_level_zero_queue,
-    .dialect = &ze_dialect,
-    .kernel_key = ze_kernel_key,
-    .kernel_compile = ze_kernel_compile,
-    .kernel_load = ze_kernel_load,
-    .kernel_launch = ze_kernel_launch,
-    .kernel_unload = ze_kernel_unload,
+    .toolchain = &tack_level_zero_toolchain,
 };
