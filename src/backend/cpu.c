@@ -58,7 +58,96 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "uint32_t *: tack_atomic_add_u32_, int64_t *: tack_atomic_add_i64_, uint64_t *: tack_atomic_add_u64_, "      \
     "float *: tack_atomic_add_f32_, double *: tack_atomic_add_f64_)((p), (v))\n"                                 \
     "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
-    "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"
+    "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"                                                 \
+    "TACK_ATOMIC_PICK_(min, <, float, f32) TACK_ATOMIC_PICK_(min, <, double, f64)\n"                             \
+    "TACK_ATOMIC_PICK_(max, >, float, f32) TACK_ATOMIC_PICK_(max, >, double, f64)\n" CPU_REDUCE_DIRECT
+
+/* The reductions outside the kernel's own body (in a helper it calls) and
+ * in the plain copy: each contribution one atomic (there, a plain one).
+ * Floating-point min and max by compare-and-swap, as x86 has no
+ * instruction for them; a NaN contribution loses every comparison and
+ * changes nothing. */
+#define CPU_REDUCE_DIRECT                                                                                          \
+    "#define TACK_REDUCE_PICK_(op, p, v) _Generic((p), int32_t *: tack_atomic_##op##_i32_, "                     \
+    "uint32_t *: tack_atomic_##op##_u32_, int64_t *: tack_atomic_##op##_i64_, "                                   \
+    "uint64_t *: tack_atomic_##op##_u64_, float *: tack_atomic_##op##_f32_, "                                     \
+    "double *: tack_atomic_##op##_f64_)((p), (v))\n"                                                              \
+    "#define tack_reduce_add(p, v) ((void)tack_atomic_add(p, v))\n"                                               \
+    "#define tack_reduce_min(p, v) ((void)TACK_REDUCE_PICK_(min, p, v))\n"                                        \
+    "#define tack_reduce_max(p, v) ((void)TACK_REDUCE_PICK_(max, p, v))\n"
+
+/* The reductions in the kernel's body: each range an entry runs keeps a
+ * private table of targets, open-addressed by address (256 slots; a
+ * target found within TACK_RPROBES_ of its home slot), each slot the
+ * range's combined contribution to one target under one operation and
+ * type. The entry flushes the table at the end of its range, one real
+ * atomic per target, and the table flushes itself when a new target finds
+ * no free slot. The home slot is the address over the element's size, so
+ * the bins of a histogram of up to 256 counts never collide.
+ *
+ * A slot has TACK_RLANES_ partial values, the index's last bits choosing
+ * one: consecutive indices that meet in one slot (a dot product: every
+ * index) make independent chains of additions through memory instead of
+ * one, each waiting for the last. A float sum is kept in double until the
+ * flush, so that a range's many small terms do not round away against
+ * their large sum. The kernel's copy takes the table (tack_rt_) and the
+ * lane (tack_rl_) as its first parameters. tack_rclaim_ returns 1 for a
+ * slot it claimed for the target (the caller stores the first value), 0
+ * for the target's slot found past its home. */
+#define CPU_REDUCE_TABLE                                                                                           \
+    "#define TACK_RSLOTS_ 256\n#define TACK_RPROBES_ 8\n#define TACK_RLANES_ 4\n"                                  \
+    "typedef union { int32_t i32; uint32_t u32; int64_t i64; uint64_t u64; float f32; double f64; } tack_rval_;\n" \
+    "typedef struct { void *key; int tag; tack_rval_ v[TACK_RLANES_]; } tack_rslot_;\n"                            \
+    "typedef struct { int n; uint16_t used[TACK_RSLOTS_]; tack_rslot_ s[TACK_RSLOTS_]; } tack_rtab_;\n"            \
+    "static inline void tack_rinit_(tack_rtab_ *t) { t->n = 0; __builtin_memset(t->s, 0, sizeof t->s); }\n"        \
+    "static void tack_rflush_(tack_rtab_ *t);\n"                                                                   \
+    "__attribute__((noinline)) static int tack_rclaim_(tack_rtab_ *t, void *p, int tag, unsigned h, "             \
+    "tack_rslot_ **out)\n{\n"                                                                                       \
+    "    for (unsigned k = 0; k < TACK_RPROBES_; k++) {\n"                                                         \
+    "        tack_rslot_ *e = &t->s[(h + k) & (TACK_RSLOTS_ - 1)];\n"                                               \
+    "        if (e->key == p && e->tag == tag) { *out = e; return 0; }\n"                                           \
+    "        if (!e->key) {\n            e->key = p;\n            e->tag = tag;\n"                                  \
+    "            t->used[t->n++] = (uint16_t)((h + k) & (TACK_RSLOTS_ - 1));\n            *out = e;\n"             \
+    "            return 1;\n        }\n    }\n"                                                                      \
+    "    tack_rflush_(t);\n    return tack_rclaim_(t, p, tag, h, out);\n}\n"                                        \
+    /* One (operation, type): the combining into a lane, the first value   \
+     * (add: in its lane, the others 0; min and max: in every lane), the    \
+     * folding of the lanes at the flush. */                                                                      \
+    "#define TACK_RPUT_(op, T, S, F, TAG, COMBINE, FIRST) "                                                        \
+    "static inline void tack_r##op##_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "                              \
+    "{ const unsigned h = (unsigned)((uintptr_t)p / sizeof(T)) & (TACK_RSLOTS_ - 1); tack_rslot_ *e = &t->s[h]; " \
+    "if (__builtin_expect(e->key != p || e->tag != TAG, 0) && tack_rclaim_(t, p, TAG, h, &e)) "                 \
+    "{ for (unsigned k = 0; k < TACK_RLANES_; k++) e->v[k].F = FIRST; e->v[l].F = v; return; } "                  \
+    "__typeof__(e->v[0].F) *a = &e->v[l].F; COMBINE; } "                                                           \
+    "static inline void tack_rflush_##op##_##S##_(tack_rslot_ *e) { __typeof__(e->v[0].F) *a = &e->v[0].F; "      \
+    "for (unsigned k = 1; k < TACK_RLANES_; k++) { __typeof__(e->v[0].F) v = e->v[k].F; COMBINE; } "              \
+    "(void)tack_atomic_##op##_##S##_(e->key, (T)*a); }\n"                                                          \
+    "#define TACK_RPUT_PICK_(T, s, tag) TACK_RPUT_(min, T, s, s, tag + 6, if (v < *a) *a = v, v) "                \
+    "TACK_RPUT_(max, T, s, s, tag + 12, if (v > *a) *a = v, v)\n"                                                  \
+    "#define TACK_RPUT_INT_(T, U, s, tag) TACK_RPUT_(add, T, s, s, tag, *a = (T)((U)*a + (U)v), 0) "             \
+    "TACK_RPUT_PICK_(T, s, tag)\n"                                                                                 \
+    "TACK_RPUT_INT_(int32_t, uint32_t, i32, 0) TACK_RPUT_INT_(uint32_t, uint32_t, u32, 1)\n"                      \
+    "TACK_RPUT_INT_(int64_t, uint64_t, i64, 2) TACK_RPUT_INT_(uint64_t, uint64_t, u64, 3)\n"                      \
+    "TACK_RPUT_(add, float, f32, f64, 4, *a += v, 0) TACK_RPUT_PICK_(float, f32, 4)\n"                            \
+    "TACK_RPUT_(add, double, f64, f64, 5, *a += v, 0) TACK_RPUT_PICK_(double, f64, 5)\n"                          \
+    "#define TACK_RFLUSH_(base, op) case base: tack_rflush_##op##_i32_(e); break; "                                \
+    "case base + 1: tack_rflush_##op##_u32_(e); break; case base + 2: tack_rflush_##op##_i64_(e); break; "        \
+    "case base + 3: tack_rflush_##op##_u64_(e); break; case base + 4: tack_rflush_##op##_f32_(e); break; "        \
+    "case base + 5: tack_rflush_##op##_f64_(e); break;\n"                                                         \
+    "__attribute__((noinline)) static void tack_rflush_(tack_rtab_ *t)\n{\n"                                        \
+    "    for (int i = 0; i < t->n; i++) {\n        tack_rslot_ *e = &t->s[t->used[i]];\n"                          \
+    "        switch (e->tag) { TACK_RFLUSH_(0, add) TACK_RFLUSH_(6, min) TACK_RFLUSH_(12, max) }\n"               \
+    "        e->key = 0;\n    }\n    t->n = 0;\n}\n"
+
+/* The kernel's reductions into the table, tack_rt_ (CPU_REDUCE_TABLE). */
+#define CPU_REDUCE_TABLED                                                                                          \
+    "#undef tack_reduce_add\n#undef tack_reduce_min\n#undef tack_reduce_max\n"                                    \
+    "#define TACK_RTABLE_(op, p, v) _Generic((p), int32_t *: tack_r##op##_i32_, uint32_t *: tack_r##op##_u32_, "  \
+    "int64_t *: tack_r##op##_i64_, uint64_t *: tack_r##op##_u64_, float *: tack_r##op##_f32_, "                   \
+    "double *: tack_r##op##_f64_)(tack_rt_, tack_rl_, (p), (v))\n"                                                          \
+    "#define tack_reduce_add(p, v) TACK_RTABLE_(add, p, v)\n"                                                     \
+    "#define tack_reduce_min(p, v) TACK_RTABLE_(min, p, v)\n"                                                     \
+    "#define tack_reduce_max(p, v) TACK_RTABLE_(max, p, v)\n"
 
 /* The same atomics as plain loads and stores, for the copy of the kernel
  * that runs launches on one thread alone (see "plain atomics" above): one
@@ -102,11 +191,16 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * whose arrays are disjoint (checked per launch by the kernel layer).
  *
  * `<name>_tack_plain_` is compiled under the plain atomics (CPU_PLAIN_ATOMICS)
- * for launches that run on one thread alone. */
+ * for launches that run on one thread alone.
+ *
+ * With `reduce`, the copy's first parameters are the range's table of
+ * reductions and a lane of it, tack_rt_ and tack_rl_ (CPU_REDUCE_TABLE),
+ * which its body's tack_reduce_* combine into. */
 static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *sig, const char *source,
-                            const char *suffix, const char *qualifier)
+                            const char *suffix, const char *qualifier, int reduce)
 {
-    tack_source_put(b, "static inline void %s%s(", sig->name, suffix);
+    tack_source_put(b, "static inline void %s%s(%s", sig->name, suffix,
+                    reduce ? "tack_rtab_ *restrict tack_rt_, unsigned tack_rl_, " : "");
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
     for (int k = 0; k < sig->nparams; k++) {
@@ -137,7 +231,7 @@ static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *
  * update; Clang does vectorise a histogram so). The position of begin
  * costs a division per range, not per index. */
 static void cpu_entry_point(struct tack_source *b, const struct tack_signature *sig, const char *entry,
-                            const char *function, int simd)
+                            const char *function, int simd, int reduce)
 {
 
     tack_source_put(b,
@@ -156,13 +250,16 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     }
     if (sig->nparams == 0)
         tack_source_put(b, "    (void)tack_args_;\n");
+    if (reduce)
+        tack_source_put(b, "    tack_rtab_ tack_rtab_v_, *const tack_rt_ = &tack_rtab_v_;\n    tack_rinit_(tack_rt_);\n");
+    const char *flush = reduce ? "    tack_rflush_(tack_rt_);\n" : "";
     if (sig->ndim == 1) {
         tack_source_put(b,
                         "    (void)tack_shape_;\n%s"
                         "    for (tack_index tack_i_ = tack_begin_; tack_i_ < tack_end_; tack_i_++)\n        ",
                         simd ? "    TACK_SIMD_\n" : "");
         tack_source_call(b, sig, function);
-        tack_source_put(b, "}\n");
+        tack_source_put(b, "%s}\n", flush);
         return;
     }
     const char *last = sig->ndim == 2 ? "tack_j_" : "tack_k_";
@@ -188,7 +285,7 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     else
         tack_source_put(b, "        if (++tack_j_ == tack_h_) {\n            tack_j_ = 0;\n            tack_i_++;\n"
                            "        }\n");
-    tack_source_put(b, "    }\n}\n");
+    tack_source_put(b, "    }\n%s}\n", flush);
 }
 
 /* The entry points are host C that the system compiler builds
@@ -212,13 +309,23 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     int variant = arrays > 1 && written;
     /* Atomics in a helper the kernel calls stay locked in the plain copy
      * too (only the kernel's own body is copied): slower, still right. */
-    int atomics = sig->uses_atomics;
+    /* Reductions: every entry runs a copy that combines them in a table
+     * (CPU_REDUCE_TABLE), the plain one too, which keeps a float sum in
+     * double as the others do, and registers the launch with the plain
+     * atomics' registry (their flush is atomic). A kernel without them
+     * gets the source it had before. */
+    int reduce = sig->uses_reductions;
+    int atomics = sig->uses_atomics || reduce;
     tack_source_signature_check(b, sig, source, TACK_CHECK_C);
+    if (reduce) {
+        tack_source_append(b, CPU_REDUCE_TABLE CPU_REDUCE_TABLED);
+        cpu_kernel_copy(b, sig, source, "_tack_reduce_", "", 1);
+    }
     if (variant)
-        cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ");
+        cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ", reduce);
     if (atomics) {
         tack_source_append(b, CPU_PLAIN_ATOMICS);
-        cpu_kernel_copy(b, sig, source, "_tack_plain_", "");
+        cpu_kernel_copy(b, sig, source, "_tack_plain_", "", reduce);
     }
     tack_source_put(b, "#if defined(__GNUC__)\n"
                        "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
@@ -226,14 +333,35 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
                        "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
                        "#else\n#define TACK_SIMD_\n#endif\n");
     char copy[TACK_NAME_MAX + 32];
-    cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL, 1);
-    if (variant) {
-        snprintf(copy, sizeof copy, "%s_tack_restrict_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 1);
+    /* A reduction's lane (CPU_REDUCE_TABLE): the fastest index's last bits. */
+    const char *lane = sig->ndim == 1 ? "tack_i_" : sig->ndim == 2 ? "tack_j_" : "tack_k_";
+    if (reduce) {
+        /* The copies' calls through a macro, which puts the table first;
+         * no simd: two indices may meet in one slot. */
+        tack_source_put(b, "#define %s_tack_rcall_(...) %s_tack_reduce_(tack_rt_, (unsigned)%s & 3u, __VA_ARGS__)\n",
+                        sig->name, sig->name, lane);
+        snprintf(copy, sizeof copy, "%s_tack_rcall_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME, copy, 0, 1);
+    } else {
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL, 1, 0);
     }
-    if (atomics) {
+    if (variant && reduce) {
+        tack_source_put(b, "#define %s_tack_rrcall_(...) %s_tack_restrict_(tack_rt_, (unsigned)%s & 3u, __VA_ARGS__)\n",
+                        sig->name, sig->name, lane);
+        snprintf(copy, sizeof copy, "%s_tack_rrcall_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 0, 1);
+    } else if (variant) {
+        snprintf(copy, sizeof copy, "%s_tack_restrict_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 1, 0);
+    }
+    if (atomics && reduce) {
+        tack_source_put(b, "#define %s_tack_rpcall_(...) %s_tack_plain_(tack_rt_, (unsigned)%s & 3u, __VA_ARGS__)\n",
+                        sig->name, sig->name, lane);
+        snprintf(copy, sizeof copy, "%s_tack_rpcall_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0, 1);
+    } else if (atomics) {
         snprintf(copy, sizeof copy, "%s_tack_plain_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0, 0);
     }
 }
 

@@ -70,6 +70,9 @@ struct tack_signature {
     /* The source names one of Tack's atomics: an identifier beginning
      * tack_atomic_, anywhere in it (a helper's or a macro's included). */
     int uses_atomics;
+    /* The source names a reduction: an identifier beginning tack_reduce_,
+     * anywhere in it. */
+    int uses_reductions;
 };
 
 /* ---- generated source ------------------------------------------------- */

@@ -576,16 +576,16 @@ static tack_status conditionals_check(struct scan *s, const struct def *d, const
     return TACK_OK;
 }
 
-/* Whether the source names one of Tack's atomics: an identifier that
- * begins tack_atomic_, wherever it is (in a helper the kernel calls, or a
+/* Whether the source names an identifier that begins `prefix`
+ * (tack_atomic_: one of Tack's atomics; tack_reduce_: a reduction),
+ * wherever it is (in a helper the kernel calls, or a
  * macro, it still makes the kernel's updates atomic ones). Comments and
  * strings are not identifiers. */
-static int names_atomics(const struct toks *t)
+static int names_prefixed(const struct toks *t, const char *prefix)
 {
-    static const char prefix[] = "tack_atomic_";
+    const int n = (int)strlen(prefix);
     for (int i = 0; i < t->n; i++)
-        if (t->v[i].kind == T_IDENT && t->v[i].len >= (int)sizeof prefix - 1 &&
-            !strncmp(t->v[i].s, prefix, sizeof prefix - 1))
+        if (t->v[i].kind == T_IDENT && t->v[i].len >= n && !strncmp(t->v[i].s, prefix, (size_t)n))
             return 1;
     return 0;
 }
@@ -640,8 +640,10 @@ tack_status tack_signature_parse(const char *source, const char *name, struct ta
         st = read_signature(&s, found, out);
     if (st == TACK_OK && s.uncertain_alias)
         st = uncertain_error(s.t.v[found->name].line, out->name, s.uncertain_alias);
-    if (st == TACK_OK)
-        out->uses_atomics = names_atomics(&s.t);
+    if (st == TACK_OK) {
+        out->uses_atomics = names_prefixed(&s.t, "tack_atomic_");
+        out->uses_reductions = names_prefixed(&s.t, "tack_reduce_");
+    }
 done:
     free(s.t.v);
     free(s.aliases);
