@@ -77,29 +77,43 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "#define tack_reduce_max(p, v) ((void)TACK_REDUCE_PICK_(max, p, v))\n"
 
 /* The reductions in the kernel's body: each range an entry runs keeps a
- * private table of targets, open-addressed by address (256 slots; a
- * target found within TACK_RPROBES_ of its home slot), each slot the
- * range's combined contribution to one target under one operation and
- * type. The entry flushes the table at the end of its range, one real
- * atomic per target, and the table flushes itself when a new target finds
- * no free slot. The home slot is the address over the element's size, so
- * the bins of a histogram of up to 256 counts never collide.
+ * private table (tack_rtab_), which the entry flushes at the end of its
+ * range with one real atomic per target it holds.
  *
- * A slot has TACK_RLANES_ partial values, the index's last bits choosing
- * one: consecutive indices that meet in one slot (a dot product: every
- * index) make independent chains of additions through memory instead of
- * one, each waiting for the last. A float sum is kept in double until the
- * flush, so that a range's many small terms do not round away against
- * their large sum. The kernel's copy takes the table (tack_rt_) and the
- * lane (tack_rl_) as its first parameters. tack_rclaim_ returns 1 for a
- * slot it claimed for the target (the caller stores the first value), 0
- * for the target's slot found past its home. */
+ * Sums go to a window: 16 KiB holding the partial sums of one run of
+ * elements of one type, from 512 elements before the first target an add
+ * met to 512 after (256 for 8-byte partial sums), so a histogram of up to
+ * 512 bins, or a dot product's one target, costs a subtraction, a test
+ * and an add. The window's zeros are what the flush skips (adding 0
+ * changes nothing), so it never touches an element no index targeted.
+ * Each element has TACK_RLANES_ partial sums, the index's last bits
+ * choosing one: consecutive indices that meet in one element (a dot
+ * product: every index) make independent chains of additions through
+ * memory instead of one, each waiting for the last. A float sum is kept
+ * in double until the flush, so that a range's many small terms do not
+ * round away against their large sum; integer sums wrap as atomics do.
+ *
+ * Sums outside the window, and every min and max, go to a table of 256
+ * slots, open-addressed by address (a target found within TACK_RPROBES_ of
+ * its home slot, the address over the element's size), each slot one
+ * target under one operation and type, with lanes as above; it flushes
+ * itself when a new target finds no free slot, and is cleared only once a
+ * range uses it. tack_rclaim_ returns 1 for a slot it claimed for the
+ * target (the caller stores the first value), 0 for the target's slot
+ * found past its home.
+ *
+ * The kernel's copy takes the table (tack_rt_) and the lane (tack_rl_)
+ * as its first parameters. The window's base, one per type, is
+ * UINTPTR_MAX where the window is not that type's, which fails every
+ * address the test. */
 #define CPU_REDUCE_TABLE                                                                                           \
-    "#define TACK_RSLOTS_ 256\n#define TACK_RPROBES_ 8\n#define TACK_RLANES_ 4\n"                                  \
+    "#define TACK_RSLOTS_ 256\n#define TACK_RPROBES_ 8\n#define TACK_RLANES_ 4\n#define TACK_RWIN_ 16384\n"         \
     "typedef union { int32_t i32; uint32_t u32; int64_t i64; uint64_t u64; float f32; double f64; } tack_rval_;\n" \
     "typedef struct { void *key; int tag; tack_rval_ v[TACK_RLANES_]; } tack_rslot_;\n"                            \
-    "typedef struct { int n; uint16_t used[TACK_RSLOTS_]; tack_rslot_ s[TACK_RSLOTS_]; } tack_rtab_;\n"            \
-    "static inline void tack_rinit_(tack_rtab_ *t) { t->n = 0; __builtin_memset(t->s, 0, sizeof t->s); }\n"        \
+    "typedef struct {\n    uintptr_t wbase[6];\n    int wtag, n, cleared;\n    uint16_t used[TACK_RSLOTS_];\n"       \
+    "    tack_rslot_ s[TACK_RSLOTS_];\n    _Alignas(64) unsigned char win[TACK_RWIN_];\n} tack_rtab_;\n"             \
+    "static inline void tack_rinit_(tack_rtab_ *t)\n{\n    for (int k = 0; k < 6; k++)\n"                           \
+    "        t->wbase[k] = UINTPTR_MAX;\n    t->wtag = -1;\n    t->n = t->cleared = 0;\n}\n"                         \
     "static void tack_rflush_(tack_rtab_ *t);\n"                                                                   \
     "__attribute__((noinline)) static int tack_rclaim_(tack_rtab_ *t, void *p, int tag, unsigned h, "             \
     "tack_rslot_ **out)\n{\n"                                                                                       \
@@ -110,12 +124,10 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "            t->used[t->n++] = (uint16_t)((h + k) & (TACK_RSLOTS_ - 1));\n            *out = e;\n"             \
     "            return 1;\n        }\n    }\n"                                                                      \
     "    tack_rflush_(t);\n    return tack_rclaim_(t, p, tag, h, out);\n}\n"                                        \
-    /* One (operation, type): the combining into a lane, the first value   \
-     * (add: in its lane, the others 0; min and max: in every lane), the    \
-     * folding of the lanes at the flush. */                                                                      \
     "#define TACK_RPUT_(op, T, S, F, TAG, COMBINE, FIRST) "                                                        \
-    "static inline void tack_r##op##_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "                              \
-    "{ const unsigned h = (unsigned)((uintptr_t)p / sizeof(T)) & (TACK_RSLOTS_ - 1); tack_rslot_ *e = &t->s[h]; " \
+    "static inline void tack_rslot_##op##_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "                          \
+    "{ if (__builtin_expect(!t->cleared, 0)) { __builtin_memset(t->s, 0, sizeof t->s); t->cleared = 1; } "        \
+    "const unsigned h = (unsigned)((uintptr_t)p / sizeof(T)) & (TACK_RSLOTS_ - 1); tack_rslot_ *e = &t->s[h]; "   \
     "if (__builtin_expect(e->key != p || e->tag != TAG, 0) && tack_rclaim_(t, p, TAG, h, &e)) "                 \
     "{ for (unsigned k = 0; k < TACK_RLANES_; k++) e->v[k].F = FIRST; e->v[l].F = v; return; } "                  \
     "__typeof__(e->v[0].F) *a = &e->v[l].F; COMBINE; } "                                                           \
@@ -123,13 +135,31 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "for (unsigned k = 1; k < TACK_RLANES_; k++) { __typeof__(e->v[0].F) v = e->v[k].F; COMBINE; } "              \
     "(void)tack_atomic_##op##_##S##_(e->key, (T)*a); }\n"                                                          \
     "#define TACK_RPUT_PICK_(T, s, tag) TACK_RPUT_(min, T, s, s, tag + 6, if (v < *a) *a = v, v) "                \
-    "TACK_RPUT_(max, T, s, s, tag + 12, if (v > *a) *a = v, v)\n"                                                  \
-    "#define TACK_RPUT_INT_(T, U, s, tag) TACK_RPUT_(add, T, s, s, tag, *a = (T)((U)*a + (U)v), 0) "             \
-    "TACK_RPUT_PICK_(T, s, tag)\n"                                                                                 \
-    "TACK_RPUT_INT_(int32_t, uint32_t, i32, 0) TACK_RPUT_INT_(uint32_t, uint32_t, u32, 1)\n"                      \
-    "TACK_RPUT_INT_(int64_t, uint64_t, i64, 2) TACK_RPUT_INT_(uint64_t, uint64_t, u64, 3)\n"                      \
-    "TACK_RPUT_(add, float, f32, f64, 4, *a += v, 0) TACK_RPUT_PICK_(float, f32, 4)\n"                            \
-    "TACK_RPUT_(add, double, f64, f64, 5, *a += v, 0) TACK_RPUT_PICK_(double, f64, 5)\n"                          \
+    "TACK_RPUT_(max, T, s, s, tag + 12, if (v > *a) *a = v, v) "                                                   \
+    "static inline void tack_rmin_##s##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                  \
+    "{ tack_rslot_min_##s##_(t, l, p, v); } "                                                                      \
+    "static inline void tack_rmax_##s##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                  \
+    "{ tack_rslot_max_##s##_(t, l, p, v); }\n"                                                                     \
+    "#define TACK_RSUM_(T, A, S, F, TAG) TACK_RPUT_(add, T, S, F, TAG, *a = (__typeof__(*a))(*a + v), 0) "        \
+    "TACK_RPUT_PICK_(T, S, TAG) "                                                                                  \
+    "enum { tack_rspan_##S##_ = TACK_RWIN_ / (TACK_RLANES_ * (int)sizeof(A)) }; "                                \
+    "__attribute__((noinline)) static void tack_rmiss_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "               \
+    "{ if (t->wtag >= 0) { tack_rslot_add_##S##_(t, l, p, v); return; } "                                         \
+    "__builtin_memset(t->win, 0, sizeof t->win); t->wtag = TAG; "                                                  \
+    "t->wbase[TAG] = (uintptr_t)p - (uintptr_t)(tack_rspan_##S##_ / 2) * sizeof(T); "                             \
+    "((A *)(t->win + ((uintptr_t)p - t->wbase[TAG]) / sizeof(T) * (TACK_RLANES_ * sizeof(A))))[l] = (A)v; } "    \
+    "static inline void tack_radd_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                  \
+    "{ const uintptr_t off = (uintptr_t)p - t->wbase[TAG]; "                                                      \
+    "if (__builtin_expect(!(off & (~(uintptr_t)(tack_rspan_##S##_ * sizeof(T) - 1) | (sizeof(T) - 1))), 1)) "    \
+    "{ A *a = (A *)(t->win + off / sizeof(T) * (TACK_RLANES_ * sizeof(A))) + l; *a += (A)v; return; } "           \
+    "tack_rmiss_##S##_(t, l, p, v); } "                                                                           \
+    "static void tack_rwflush_##S##_(tack_rtab_ *t) { const A *w = (const A *)t->win; "                           \
+    "for (uintptr_t k = 0; k < tack_rspan_##S##_; k++, w += TACK_RLANES_) { A sum = (A)0; "                       \
+    "for (int j = 0; j < TACK_RLANES_; j++) sum += w[j]; "                                                        \
+    "if (sum != (A)0) (void)tack_atomic_add_##S##_((T *)(t->wbase[TAG] + k * sizeof(T)), (T)sum); } }\n"          \
+    "TACK_RSUM_(int32_t, uint32_t, i32, i32, 0) TACK_RSUM_(uint32_t, uint32_t, u32, u32, 1)\n"                    \
+    "TACK_RSUM_(int64_t, uint64_t, i64, i64, 2) TACK_RSUM_(uint64_t, uint64_t, u64, u64, 3)\n"                    \
+    "TACK_RSUM_(float, double, f32, f64, 4) TACK_RSUM_(double, double, f64, f64, 5)\n"                            \
     "#define TACK_RFLUSH_(base, op) case base: tack_rflush_##op##_i32_(e); break; "                                \
     "case base + 1: tack_rflush_##op##_u32_(e); break; case base + 2: tack_rflush_##op##_i64_(e); break; "        \
     "case base + 3: tack_rflush_##op##_u64_(e); break; case base + 4: tack_rflush_##op##_f32_(e); break; "        \
@@ -137,7 +167,11 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "__attribute__((noinline)) static void tack_rflush_(tack_rtab_ *t)\n{\n"                                        \
     "    for (int i = 0; i < t->n; i++) {\n        tack_rslot_ *e = &t->s[t->used[i]];\n"                          \
     "        switch (e->tag) { TACK_RFLUSH_(0, add) TACK_RFLUSH_(6, min) TACK_RFLUSH_(12, max) }\n"               \
-    "        e->key = 0;\n    }\n    t->n = 0;\n}\n"
+    "        e->key = 0;\n    }\n    t->n = 0;\n"                                                                    \
+    "    switch (t->wtag) { case 0: tack_rwflush_i32_(t); break; case 1: tack_rwflush_u32_(t); break; "            \
+    "case 2: tack_rwflush_i64_(t); break; case 3: tack_rwflush_u64_(t); break; case 4: tack_rwflush_f32_(t); "    \
+    "break; case 5: tack_rwflush_f64_(t); break; }\n"                                                             \
+    "    if (t->wtag >= 0)\n        t->wbase[t->wtag] = UINTPTR_MAX;\n    t->wtag = -1;\n}\n"
 
 /* The kernel's reductions into the table, tack_rt_ (CPU_REDUCE_TABLE). */
 #define CPU_REDUCE_TABLED                                                                                          \
@@ -148,6 +182,23 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "#define tack_reduce_add(p, v) TACK_RTABLE_(add, p, v)\n"                                                     \
     "#define tack_reduce_min(p, v) TACK_RTABLE_(min, p, v)\n"                                                     \
     "#define tack_reduce_max(p, v) TACK_RTABLE_(max, p, v)\n"
+
+/* The reductions in the plain copy (after CPU_PLAIN_ATOMICS): integers
+ * as plain updates, exact in any order; floats still in the table, whose
+ * double sums keep the precision the other entries give. Every branch of
+ * a _Generic must compile, so the integers' own names float pointers too
+ * (never chosen). */
+#define CPU_REDUCE_PLAIN                                                                                           \
+    "#undef tack_reduce_add\n#undef tack_reduce_min\n#undef tack_reduce_max\n"                                    \
+    "#define TACK_RPLAIN_(op, p, v, INT) ((void)_Generic((p), "                                                   \
+    "float *: tack_r##op##_f32_(tack_rt_, tack_rl_, (float *)(p), (float)(v)), "                                  \
+    "double *: tack_r##op##_f64_(tack_rt_, tack_rl_, (double *)(p), (double)(v)), default: INT))\n"              \
+    "#define tack_reduce_add(p, v) TACK_RPLAIN_(add, p, v, tack_atomic_add(p, v))\n"                             \
+    "#define TACK_RPLAIN_PICK_(op, p, v) _Generic((p), int32_t *: tack_plain_##op##_i32_, "                       \
+    "uint32_t *: tack_plain_##op##_u32_, int64_t *: tack_plain_##op##_i64_, uint64_t *: tack_plain_##op##_u64_, " \
+    "float *: tack_atomic_##op##_f32_, double *: tack_atomic_##op##_f64_)((p), (v))\n"                           \
+    "#define tack_reduce_min(p, v) TACK_RPLAIN_(min, p, v, TACK_RPLAIN_PICK_(min, p, v))\n"                      \
+    "#define tack_reduce_max(p, v) TACK_RPLAIN_(max, p, v, TACK_RPLAIN_PICK_(max, p, v))\n"
 
 /* The same atomics as plain loads and stores, for the copy of the kernel
  * that runs launches on one thread alone (see "plain atomics" above): one
@@ -309,11 +360,11 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     int variant = arrays > 1 && written;
     /* Atomics in a helper the kernel calls stay locked in the plain copy
      * too (only the kernel's own body is copied): slower, still right. */
-    /* Reductions: every entry runs a copy that combines them in a table
-     * (CPU_REDUCE_TABLE), the plain one too, which keeps a float sum in
-     * double as the others do, and registers the launch with the plain
-     * atomics' registry (their flush is atomic). A kernel without them
-     * gets the source it had before. */
+    /* Reductions: every entry but the plain one runs a copy that
+     * combines them in a table (CPU_REDUCE_TABLE); the plain one takes
+     * integers as plain updates (CPU_REDUCE_PLAIN). A kernel with them
+     * registers its launches as one with atomics does. A kernel without
+     * them gets the source it had before. */
     int reduce = sig->uses_reductions;
     int atomics = sig->uses_atomics || reduce;
     tack_source_signature_check(b, sig, source, TACK_CHECK_C);
@@ -325,6 +376,8 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
         cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ", reduce);
     if (atomics) {
         tack_source_append(b, CPU_PLAIN_ATOMICS);
+        if (reduce)
+            tack_source_append(b, CPU_REDUCE_PLAIN);
         cpu_kernel_copy(b, sig, source, "_tack_plain_", "", reduce);
     }
     tack_source_put(b, "#if defined(__GNUC__)\n"
