@@ -110,6 +110,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "#define TACK_RSLOTS_ 256\n#define TACK_RPROBES_ 8\n#define TACK_RLANES_ 4\n#define TACK_RWIN_ 16384\n"         \
     "typedef union { int32_t i32; uint32_t u32; int64_t i64; uint64_t u64; float f32; double f64; } tack_rval_;\n" \
     "typedef struct { void *key; int tag; tack_rval_ v[TACK_RLANES_]; } tack_rslot_;\n"                            \
+    "typedef struct { float *p32; double *p64; double a32[TACK_RLANES_], a64[TACK_RLANES_]; } tack_rhot_;\n"     \
     "typedef struct {\n    uintptr_t wbase[6];\n    int wtag, n, cleared;\n    uint16_t used[TACK_RSLOTS_];\n"       \
     "    tack_rslot_ s[TACK_RSLOTS_];\n    _Alignas(64) unsigned char win[TACK_RWIN_];\n} tack_rtab_;\n"             \
     "static inline void tack_rinit_(tack_rtab_ *t)\n{\n    for (int k = 0; k < 6; k++)\n"                           \
@@ -136,10 +137,10 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "(void)tack_atomic_##op##_##S##_(e->key, (T)*a); }\n"                                                          \
     "#define TACK_RPUT_PICK_(T, s, tag) TACK_RPUT_(min, T, s, s, tag + 6, if (v < *a) *a = v, v) "                \
     "TACK_RPUT_(max, T, s, s, tag + 12, if (v > *a) *a = v, v) "                                                   \
-    "static inline void tack_rmin_##s##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                  \
-    "{ tack_rslot_min_##s##_(t, l, p, v); } "                                                                      \
-    "static inline void tack_rmax_##s##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                  \
-    "{ tack_rslot_max_##s##_(t, l, p, v); }\n"                                                                     \
+    "static inline void tack_rmin_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, T *p, T v) "                  \
+    "{ (void)h; tack_rslot_min_##s##_(t, l, p, v); } "                                                             \
+    "static inline void tack_rmax_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, T *p, T v) "                  \
+    "{ (void)h; tack_rslot_max_##s##_(t, l, p, v); }\n"                                                                     \
     "#define TACK_RSUM_(T, A, S, F, TAG) TACK_RPUT_(add, T, S, F, TAG, *a = (__typeof__(*a))(*a + v), 0) "        \
     "TACK_RPUT_PICK_(T, S, TAG) "                                                                                  \
     "enum { tack_rspan_##S##_ = TACK_RWIN_ / (TACK_RLANES_ * (int)sizeof(A)) }; "                                \
@@ -148,7 +149,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "__builtin_memset(t->win, 0, sizeof t->win); t->wtag = TAG; "                                                  \
     "t->wbase[TAG] = (uintptr_t)p - (uintptr_t)(tack_rspan_##S##_ / 2) * sizeof(T); "                             \
     "((A *)(t->win + ((uintptr_t)p - t->wbase[TAG]) / sizeof(T) * (TACK_RLANES_ * sizeof(A))))[l] = (A)v; } "    \
-    "static inline void tack_radd_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                  \
+    "static inline void tack_rwadd_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                 \
     "{ const uintptr_t off = (uintptr_t)p - t->wbase[TAG]; "                                                      \
     "if (__builtin_expect(!(off & (~(uintptr_t)(tack_rspan_##S##_ * sizeof(T) - 1) | (sizeof(T) - 1))), 1)) "    \
     "{ A *a = (A *)(t->win + off / sizeof(T) * (TACK_RLANES_ * sizeof(A))) + l; *a += (A)v; return; } "           \
@@ -160,6 +161,16 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "TACK_RSUM_(int32_t, uint32_t, i32, i32, 0) TACK_RSUM_(uint32_t, uint32_t, u32, u32, 1)\n"                    \
     "TACK_RSUM_(int64_t, uint64_t, i64, i64, 2) TACK_RSUM_(uint64_t, uint64_t, u64, u64, 3)\n"                    \
     "TACK_RSUM_(float, double, f32, f64, 4) TACK_RSUM_(double, double, f64, f64, 5)\n"                            \
+    "#define TACK_RINT_(T, S) static inline void tack_radd_##S##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, T *p, " \
+    "T v) { (void)h; tack_rwadd_##S##_(t, l, p, v); }\n"                                                           \
+    "TACK_RINT_(int32_t, i32) TACK_RINT_(uint32_t, u32) TACK_RINT_(int64_t, i64) TACK_RINT_(uint64_t, u64)\n"     \
+    "#define TACK_RHOT_(T, S, P, A) static inline void tack_radd_##S##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, " \
+    "T *p, T v) { if (__builtin_expect(h->P == p, 1) || (!h->P && (h->P = p))) { h->A[l] += v; return; } "        \
+    "tack_rwadd_##S##_(t, l, p, v); }\n"                                                                           \
+    "TACK_RHOT_(float, f32, p32, a32) TACK_RHOT_(double, f64, p64, a64)\n"                                        \
+    "static inline void tack_rhflush_(tack_rhot_ h)\n{\n"                                                          \
+    "    if (h.p32)\n        (void)tack_atomic_add_f32_(h.p32, (float)((h.a32[0] + h.a32[1]) + (h.a32[2] + h.a32[3])));\n" \
+    "    if (h.p64)\n        (void)tack_atomic_add_f64_(h.p64, (h.a64[0] + h.a64[1]) + (h.a64[2] + h.a64[3]));\n}\n"                            \
     "#define TACK_RFLUSH_(base, op) case base: tack_rflush_##op##_i32_(e); break; "                                \
     "case base + 1: tack_rflush_##op##_u32_(e); break; case base + 2: tack_rflush_##op##_i64_(e); break; "        \
     "case base + 3: tack_rflush_##op##_u64_(e); break; case base + 4: tack_rflush_##op##_f32_(e); break; "        \
@@ -178,7 +189,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "#undef tack_reduce_add\n#undef tack_reduce_min\n#undef tack_reduce_max\n"                                    \
     "#define TACK_RTABLE_(op, p, v) _Generic((p), int32_t *: tack_r##op##_i32_, uint32_t *: tack_r##op##_u32_, "  \
     "int64_t *: tack_r##op##_i64_, uint64_t *: tack_r##op##_u64_, float *: tack_r##op##_f32_, "                   \
-    "double *: tack_r##op##_f64_)(tack_rt_, tack_rl_, (p), (v))\n"                                                          \
+    "double *: tack_r##op##_f64_)(tack_rt_, tack_rh_, tack_rl_, (p), (v))\n"                                                          \
     "#define tack_reduce_add(p, v) TACK_RTABLE_(add, p, v)\n"                                                     \
     "#define tack_reduce_min(p, v) TACK_RTABLE_(min, p, v)\n"                                                     \
     "#define tack_reduce_max(p, v) TACK_RTABLE_(max, p, v)\n"
@@ -191,8 +202,8 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
 #define CPU_REDUCE_PLAIN                                                                                           \
     "#undef tack_reduce_add\n#undef tack_reduce_min\n#undef tack_reduce_max\n"                                    \
     "#define TACK_RPLAIN_(op, p, v, INT) ((void)_Generic((p), "                                                   \
-    "float *: tack_r##op##_f32_(tack_rt_, tack_rl_, (float *)(p), (float)(v)), "                                  \
-    "double *: tack_r##op##_f64_(tack_rt_, tack_rl_, (double *)(p), (double)(v)), default: INT))\n"              \
+    "float *: tack_r##op##_f32_(tack_rt_, tack_rh_, tack_rl_, (float *)(p), (float)(v)), "                        \
+    "double *: tack_r##op##_f64_(tack_rt_, tack_rh_, tack_rl_, (double *)(p), (double)(v)), default: INT))\n"              \
     "#define tack_reduce_add(p, v) TACK_RPLAIN_(add, p, v, tack_atomic_add(p, v))\n"                             \
     "#define TACK_RPLAIN_PICK_(op, p, v) _Generic((p), int32_t *: tack_plain_##op##_i32_, "                       \
     "uint32_t *: tack_plain_##op##_u32_, int64_t *: tack_plain_##op##_i64_, uint64_t *: tack_plain_##op##_u64_, " \
@@ -251,7 +262,7 @@ static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *
                             const char *suffix, const char *qualifier, int reduce)
 {
     tack_source_put(b, "static inline void %s%s(%s", sig->name, suffix,
-                    reduce ? "tack_rtab_ *restrict tack_rt_, unsigned tack_rl_, " : "");
+                    reduce ? "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, " : "");
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
     for (int k = 0; k < sig->nparams; k++) {
@@ -302,8 +313,28 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     if (sig->nparams == 0)
         tack_source_put(b, "    (void)tack_args_;\n");
     if (reduce)
-        tack_source_put(b, "    tack_rtab_ tack_rtab_v_, *const tack_rt_ = &tack_rtab_v_;\n    tack_rinit_(tack_rt_);\n");
-    const char *flush = reduce ? "    tack_rflush_(tack_rt_);\n" : "";
+        tack_source_put(b, "    tack_rtab_ tack_rtab_v_, *const tack_rt_ = &tack_rtab_v_;\n    tack_rinit_(tack_rt_);\n"
+                           "    tack_rhot_ tack_rh_v_ = {0};\n");
+    const char *flush = reduce ? "    tack_rhflush_(tack_rh_v_);\n    tack_rflush_(tack_rt_);\n" : "";
+    if (sig->ndim == 1 && reduce) {
+        /* Four indices a turn, each its own lane by a constant (the rest
+         * in lane 0), so that a float sum's lanes in tack_rh_v_ are never
+         * indexed by a variable and can live in registers. */
+        tack_source_put(b, "    (void)tack_shape_;\n    tack_index tack_b_ = tack_begin_;\n"
+                           "    for (; tack_end_ - tack_b_ >= 4; tack_b_ += 4) {\n");
+        for (int lane = 0; lane < 4; lane++) {
+            tack_source_put(b, "        {\n            const tack_index tack_i_ = tack_b_ + %d;\n"
+                               "            const unsigned tack_rlane_ = %du;\n            ", lane, lane);
+            tack_source_call(b, sig, function);
+            tack_source_put(b, "        }\n");
+        }
+        tack_source_put(b, "    }\n    for (; tack_b_ < tack_end_; tack_b_++) {\n"
+                           "        const tack_index tack_i_ = tack_b_;\n"
+                           "        const unsigned tack_rlane_ = 0u;\n        ");
+        tack_source_call(b, sig, function);
+        tack_source_put(b, "    }\n%s}\n", flush);
+        return;
+    }
     if (sig->ndim == 1) {
         tack_source_put(b,
                         "    (void)tack_shape_;\n%s"
@@ -386,12 +417,15 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
                        "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
                        "#else\n#define TACK_SIMD_\n#endif\n");
     char copy[TACK_NAME_MAX + 32];
-    /* A reduction's lane (CPU_REDUCE_TABLE): the fastest index's last bits. */
-    const char *lane = sig->ndim == 1 ? "tack_i_" : sig->ndim == 2 ? "tack_j_" : "tack_k_";
+    /* A reduction's lane (CPU_REDUCE_TABLE): the fastest index's last
+     * bits; a constant in the 1-D entry, which runs four indices a turn. */
+    const char *lane = sig->ndim == 1   ? "tack_rlane_"
+                       : sig->ndim == 2 ? "(unsigned)tack_j_ & 3u"
+                                        : "(unsigned)tack_k_ & 3u";
     if (reduce) {
         /* The copies' calls through a macro, which puts the table first;
          * no simd: two indices may meet in one slot. */
-        tack_source_put(b, "#define %s_tack_rcall_(...) %s_tack_reduce_(tack_rt_, (unsigned)%s & 3u, __VA_ARGS__)\n",
+        tack_source_put(b, "#define %s_tack_rcall_(...) %s_tack_reduce_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
                         sig->name, sig->name, lane);
         snprintf(copy, sizeof copy, "%s_tack_rcall_", sig->name);
         cpu_entry_point(b, sig, TACK_ENTRY_NAME, copy, 0, 1);
@@ -399,7 +433,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
         cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL, 1, 0);
     }
     if (variant && reduce) {
-        tack_source_put(b, "#define %s_tack_rrcall_(...) %s_tack_restrict_(tack_rt_, (unsigned)%s & 3u, __VA_ARGS__)\n",
+        tack_source_put(b, "#define %s_tack_rrcall_(...) %s_tack_restrict_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
                         sig->name, sig->name, lane);
         snprintf(copy, sizeof copy, "%s_tack_rrcall_", sig->name);
         cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 0, 1);
@@ -408,7 +442,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
         cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 1, 0);
     }
     if (atomics && reduce) {
-        tack_source_put(b, "#define %s_tack_rpcall_(...) %s_tack_plain_(tack_rt_, (unsigned)%s & 3u, __VA_ARGS__)\n",
+        tack_source_put(b, "#define %s_tack_rpcall_(...) %s_tack_plain_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
                         sig->name, sig->name, lane);
         snprintf(copy, sizeof copy, "%s_tack_rpcall_", sig->name);
         cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0, 1);
