@@ -146,6 +146,37 @@ def test_a_dot_product():
     assert out.strip() == "ok"
 
 
+TWO_AND_THREE = """
+    import numpy as np, tack
+    k2 = tack.Kernel('''
+    void rows(tack_index i, tack_index j, int64_t w, const float *a, double *rowsum, int32_t *count)
+    {
+        tack_reduce_add(&rowsum[i], (double)a[i * w + j]);
+        tack_reduce_add(&count[0], 1);
+        tack_reduce_max(&count[1], (int32_t)j);
+    }''')
+    k3 = tack.Kernel('''
+    void cube(tack_index i, tack_index j, tack_index k, float *s)
+    {
+        tack_reduce_add(&s[k], 1.0f);
+        tack_reduce_min(&s[3], (float)(i + j + k));
+    }''')
+    a = np.random.default_rng(8).standard_normal((301, 517)).astype(np.float32)
+    rowsum, count = np.zeros(301), np.zeros(2, np.int32)
+    k2.launch(a.shape, a.shape[1], a, rowsum, count)
+    assert np.allclose(rowsum, a.astype(np.float64).sum(axis=1), rtol=0, atol=1e-9)
+    assert count.tolist() == [a.size, 516]
+    s = np.array([0, 0, 0, 5], np.float32)
+    k3.launch((7, 9, 3), s)
+    assert s.tolist() == [63.0, 63.0, 63.0, 0.0]
+    print("ok")
+"""
+
+
+def test_two_and_three_index_kernels_reduce_too():
+    assert run_child(TWO_AND_THREE).strip() == "ok"
+
+
 # --------------------------------------------------------------------------
 # any memory
 
