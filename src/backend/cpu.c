@@ -102,8 +102,13 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * target (the caller stores the first value), 0 for the target's slot
  * found past its home.
  *
- * The kernel's copy takes the table (tack_rt_) and the lane (tack_rl_)
- * as its first parameters. The window's base, one per type, is
+ * The first float and the first double sum target a range meets (held
+ * only if the range's first index meets it: tack_ra_) are held apart, in
+ * tack_rhot_, whose lanes the compiler keeps in registers.
+ *
+ * The kernel's copy takes the table (tack_rt_), the held targets
+ * (tack_rh_), the lane (tack_rl_) and whether it may take a held target
+ * (tack_ra_) as its first parameters. The window's base, one per type, is
  * UINTPTR_MAX where the window is not that type's, which fails every
  * address the test. */
 #define CPU_REDUCE_TABLE                                                                                           \
@@ -137,10 +142,10 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "(void)tack_atomic_##op##_##S##_(e->key, (T)*a); }\n"                                                          \
     "#define TACK_RPUT_PICK_(T, s, tag) TACK_RPUT_(min, T, s, s, tag + 6, if (v < *a) *a = v, v) "                \
     "TACK_RPUT_(max, T, s, s, tag + 12, if (v > *a) *a = v, v) "                                                   \
-    "static inline void tack_rmin_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, T *p, T v) "                  \
-    "{ (void)h; tack_rslot_min_##s##_(t, l, p, v); } "                                                             \
-    "static inline void tack_rmax_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, T *p, T v) "                  \
-    "{ (void)h; tack_rslot_max_##s##_(t, l, p, v); }\n"                                                                     \
+    "static inline void tack_rmin_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, unsigned ad, T *p, T v) "                  \
+    "{ (void)h; (void)ad; tack_rslot_min_##s##_(t, l, p, v); } "                                                             \
+    "static inline void tack_rmax_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, unsigned ad, T *p, T v) "                  \
+    "{ (void)h; (void)ad; tack_rslot_max_##s##_(t, l, p, v); }\n"                                                                     \
     "#define TACK_RSUM_(T, A, S, F, TAG) TACK_RPUT_(add, T, S, F, TAG, *a = (__typeof__(*a))(*a + v), 0) "        \
     "TACK_RPUT_PICK_(T, S, TAG) "                                                                                  \
     "enum { tack_rspan_##S##_ = TACK_RWIN_ / (TACK_RLANES_ * (int)sizeof(A)) }; "                                \
@@ -161,11 +166,11 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "TACK_RSUM_(int32_t, uint32_t, i32, i32, 0) TACK_RSUM_(uint32_t, uint32_t, u32, u32, 1)\n"                    \
     "TACK_RSUM_(int64_t, uint64_t, i64, i64, 2) TACK_RSUM_(uint64_t, uint64_t, u64, u64, 3)\n"                    \
     "TACK_RSUM_(float, double, f32, f64, 4) TACK_RSUM_(double, double, f64, f64, 5)\n"                            \
-    "#define TACK_RINT_(T, S) static inline void tack_radd_##S##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, T *p, " \
-    "T v) { (void)h; tack_rwadd_##S##_(t, l, p, v); }\n"                                                           \
+    "#define TACK_RINT_(T, S) static inline void tack_radd_##S##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, unsigned ad, T *p, " \
+    "T v) { (void)h; (void)ad; tack_rwadd_##S##_(t, l, p, v); }\n"                                                           \
     "TACK_RINT_(int32_t, i32) TACK_RINT_(uint32_t, u32) TACK_RINT_(int64_t, i64) TACK_RINT_(uint64_t, u64)\n"     \
-    "#define TACK_RHOT_(T, S, P, A) static inline void tack_radd_##S##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, " \
-    "T *p, T v) { if (__builtin_expect(h->P == p, 1) || (!h->P && (h->P = p))) { h->A[l] += v; return; } "        \
+    "#define TACK_RHOT_(T, S, P, A) static inline void tack_radd_##S##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, unsigned ad, " \
+    "T *p, T v) { if (__builtin_expect(h->P == p, 1) || (ad && !h->P && (h->P = p))) { h->A[l] += v; return; } "        \
     "tack_rwadd_##S##_(t, l, p, v); }\n"                                                                           \
     "TACK_RHOT_(float, f32, p32, a32) TACK_RHOT_(double, f64, p64, a64)\n"                                        \
     "static inline void tack_rhflush_(tack_rhot_ h)\n{\n"                                                          \
@@ -189,7 +194,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "#undef tack_reduce_add\n#undef tack_reduce_min\n#undef tack_reduce_max\n"                                    \
     "#define TACK_RTABLE_(op, p, v) _Generic((p), int32_t *: tack_r##op##_i32_, uint32_t *: tack_r##op##_u32_, "  \
     "int64_t *: tack_r##op##_i64_, uint64_t *: tack_r##op##_u64_, float *: tack_r##op##_f32_, "                   \
-    "double *: tack_r##op##_f64_)(tack_rt_, tack_rh_, tack_rl_, (p), (v))\n"                                                          \
+    "double *: tack_r##op##_f64_)(tack_rt_, tack_rh_, tack_rl_, tack_ra_, (p), (v))\n"                                                          \
     "#define tack_reduce_add(p, v) TACK_RTABLE_(add, p, v)\n"                                                     \
     "#define tack_reduce_min(p, v) TACK_RTABLE_(min, p, v)\n"                                                     \
     "#define tack_reduce_max(p, v) TACK_RTABLE_(max, p, v)\n"
@@ -202,8 +207,8 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
 #define CPU_REDUCE_PLAIN                                                                                           \
     "#undef tack_reduce_add\n#undef tack_reduce_min\n#undef tack_reduce_max\n"                                    \
     "#define TACK_RPLAIN_(op, p, v, INT) ((void)_Generic((p), "                                                   \
-    "float *: tack_r##op##_f32_(tack_rt_, tack_rh_, tack_rl_, (float *)(p), (float)(v)), "                        \
-    "double *: tack_r##op##_f64_(tack_rt_, tack_rh_, tack_rl_, (double *)(p), (double)(v)), default: INT))\n"              \
+    "float *: tack_r##op##_f32_(tack_rt_, tack_rh_, tack_rl_, tack_ra_, (float *)(p), (float)(v)), "                        \
+    "double *: tack_r##op##_f64_(tack_rt_, tack_rh_, tack_rl_, tack_ra_, (double *)(p), (double)(v)), default: INT))\n"              \
     "#define tack_reduce_add(p, v) TACK_RPLAIN_(add, p, v, tack_atomic_add(p, v))\n"                             \
     "#define TACK_RPLAIN_PICK_(op, p, v) _Generic((p), int32_t *: tack_plain_##op##_i32_, "                       \
     "uint32_t *: tack_plain_##op##_u32_, int64_t *: tack_plain_##op##_i64_, uint64_t *: tack_plain_##op##_u64_, " \
@@ -262,7 +267,7 @@ static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *
                             const char *suffix, const char *qualifier, int reduce)
 {
     tack_source_put(b, "static inline void %s%s(%s", sig->name, suffix,
-                    reduce ? "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, " : "");
+                    reduce ? "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, unsigned tack_ra_, " : "");
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
     for (int k = 0; k < sig->nparams; k++) {
@@ -319,18 +324,24 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     if (sig->ndim == 1 && reduce) {
         /* Four indices a turn, each its own lane by a constant (the rest
          * in lane 0), so that a float sum's lanes in tack_rh_v_ are never
-         * indexed by a variable and can live in registers. */
+         * indexed by a variable and can live in registers. Only the first
+         * index may take the held target (tack_radopt_): after it the
+         * held address does not change in the loop, so the compiler can
+         * test it once (a dot product's loop then has no test at all). */
         tack_source_put(b, "    (void)tack_shape_;\n    tack_index tack_b_ = tack_begin_;\n"
-                           "    for (; tack_end_ - tack_b_ >= 4; tack_b_ += 4) {\n");
+                           "    if (tack_b_ < tack_end_) {\n        const tack_index tack_i_ = tack_b_++;\n"
+                           "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 1u;\n        ");
+        tack_source_call(b, sig, function);
+        tack_source_put(b, "    }\n    for (; tack_end_ - tack_b_ >= 4; tack_b_ += 4) {\n");
         for (int lane = 0; lane < 4; lane++) {
             tack_source_put(b, "        {\n            const tack_index tack_i_ = tack_b_ + %d;\n"
-                               "            const unsigned tack_rlane_ = %du;\n            ", lane, lane);
+                               "            const unsigned tack_rlane_ = %du, tack_radopt_ = 0u;\n            ", lane, lane);
             tack_source_call(b, sig, function);
             tack_source_put(b, "        }\n");
         }
         tack_source_put(b, "    }\n    for (; tack_b_ < tack_end_; tack_b_++) {\n"
                            "        const tack_index tack_i_ = tack_b_;\n"
-                           "        const unsigned tack_rlane_ = 0u;\n        ");
+                           "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 0u;\n        ");
         tack_source_call(b, sig, function);
         tack_source_put(b, "    }\n%s}\n", flush);
         return;
@@ -419,9 +430,9 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     char copy[TACK_NAME_MAX + 32];
     /* A reduction's lane (CPU_REDUCE_TABLE): the fastest index's last
      * bits; a constant in the 1-D entry, which runs four indices a turn. */
-    const char *lane = sig->ndim == 1   ? "tack_rlane_"
-                       : sig->ndim == 2 ? "(unsigned)tack_j_ & 3u"
-                                        : "(unsigned)tack_k_ & 3u";
+    const char *lane = sig->ndim == 1   ? "tack_rlane_, tack_radopt_"
+                       : sig->ndim == 2 ? "(unsigned)tack_j_ & 3u, 1u"
+                                        : "(unsigned)tack_k_ & 3u, 1u";
     if (reduce) {
         /* The copies' calls through a macro, which puts the table first;
          * no simd: two indices may meet in one slot. */
