@@ -83,8 +83,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * Sums go to a window: 16 KiB holding the partial sums of one run of
  * elements of one type, from 512 elements before the first target an add
  * met to 512 after (256 for 8-byte partial sums), so a histogram of up to
- * 512 bins, or a dot product's one target, costs a subtraction, a test
- * and an add. The window's zeros are what the flush skips (adding 0
+ * 512 bins (256 of 8 bytes) costs a subtraction, a test and an add. The window's zeros are what the flush skips (adding 0
  * changes nothing), so it never touches an element no index targeted.
  * Each element has TACK_RLANES_ partial sums, the index's last bits
  * choosing one: consecutive indices that meet in one element (a dot
@@ -102,15 +101,16 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * target (the caller stores the first value), 0 for the target's slot
  * found past its home.
  *
- * The first float and the first double sum target a range meets (held
- * only if the range's first index meets it: tack_ra_) are held apart, in
- * tack_rhot_, whose lanes the compiler keeps in registers.
+ * Before the window: the float and the double sum target of a range's
+ * first index (tack_ra_ says which index may take one) are held apart,
+ * in tack_rhot_, whose lanes the compiler keeps in registers: a dot
+ * product's one target costs an add.
  *
  * The kernel's copy takes the table (tack_rt_), the held targets
  * (tack_rh_), the lane (tack_rl_) and whether it may take a held target
  * (tack_ra_) as its first parameters. The window's base, one per type, is
- * UINTPTR_MAX where the window is not that type's, which fails every
- * address the test. */
+ * UINTPTR_MAX where the window is not that type's, which makes every
+ * address fail the test. */
 #define CPU_REDUCE_TABLE                                                                                           \
     "#define TACK_RSLOTS_ 256\n#define TACK_RPROBES_ 8\n#define TACK_RLANES_ 4\n#define TACK_RWIN_ 16384\n"         \
     "typedef union { int32_t i32; uint32_t u32; int64_t i64; uint64_t u64; float f32; double f64; } tack_rval_;\n" \
