@@ -157,7 +157,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "static inline void tack_rwadd_##S##_(tack_rtab_ *t, unsigned l, T *p, T v) "                                 \
     "{ const uintptr_t off = (uintptr_t)p - t->wbase[TAG]; "                                                      \
     "if (__builtin_expect(!(off & (~(uintptr_t)(tack_rspan_##S##_ * sizeof(T) - 1) | (sizeof(T) - 1))), 1)) "    \
-    "{ A *a = (A *)(t->win + off / sizeof(T) * (TACK_RLANES_ * sizeof(A))) + l; *a += (A)v; return; } "           \
+    "{ A *a = (A *)(t->win + off * (TACK_RLANES_ * sizeof(A) / sizeof(T))) + l; *a += (A)v; return; } "        \
     "tack_rmiss_##S##_(t, l, p, v); } "                                                                           \
     "static void tack_rwflush_##S##_(tack_rtab_ *t) { const A *w = (const A *)t->win; "                           \
     "for (uintptr_t k = 0; k < tack_rspan_##S##_; k++, w += TACK_RLANES_) { A sum = (A)0; "                       \
