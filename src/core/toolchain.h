@@ -93,6 +93,9 @@ struct tack_signature {
      * checked access (TACK_AT_ and TACK_REF_, tack_source_hidden). */
     char *body_stub;
     char *body_checked;
+    /* The source names a reduction: an identifier beginning tack_reduce_,
+     * anywhere in it. */
+    int uses_reductions;
 };
 
 /* The extents a kernel sees of an array (tack_extent): the first
@@ -388,6 +391,33 @@ int tack_launch_params(const struct tack_launch *l, int nargs, void **out);
     "    else /* rebias; half an ulp less one, plus the kept bit if odd, rounds to even */\n"                \
     "        h.bits = (uint16_t)(sign | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));\n"           \
     "    return h;\n}\n"
+
+/* The reductions for CUDA and HIP (C++): tack_reduce_add, _min and _max
+ * over tack_reduce_<op>(p, v), which the prelude defines after this (its
+ * combining, or none), and tack_rapply_<op>(p, v), the one atomic:
+ * tack_atomic_add, _min or _max, a compare-and-swap loop for a float min
+ * or max, which neither has (a NaN contribution loses every comparison).
+ * The value converts to the target's type; a const target, or a type
+ * without atomics, does not compile. The prelude defines the atomics and
+ * TACK_RDEV_ (how these are declared). */
+#define TACK_PRELUDE_REDUCE_CXX                                                                              \
+    "template <class T> struct tack_rid_ { typedef T type; };\n"                                             \
+    "template <int OP, class T> TACK_RDEV_ T tack_rjoin_(T a, T b) "                                         \
+    "{ return OP == 0 ? (T)(a + b) : OP == 1 ? (b < a ? b : a) : (b > a ? b : a); }\n"                       \
+    "#define TACK_RAPPLY_INT_(T) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "                  \
+    "{ if (OP == 0) tack_atomic_add(p, v); else if (OP == 1) tack_atomic_min(p, v); "                        \
+    "else tack_atomic_max(p, v); }\n"                                                                        \
+    "TACK_RAPPLY_INT_(int32_t) TACK_RAPPLY_INT_(uint32_t) TACK_RAPPLY_INT_(int64_t) TACK_RAPPLY_INT_(uint64_t)\n" \
+    "#define TACK_RAPPLY_FLOAT_(T, U, to, from) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "   \
+    "{ if (OP == 0) { tack_atomic_add(p, v); return; } U *q = (U *)p, old = *q, seen; "                      \
+    "while (OP == 1 ? v < from(old) : v > from(old)) { seen = old; old = atomicCAS(q, seen, to(v)); "        \
+    "if (old == seen) break; } }\n"                                                                          \
+    "TACK_RAPPLY_FLOAT_(float, unsigned, __float_as_uint, __uint_as_float)\n"                                \
+    "TACK_RAPPLY_FLOAT_(double, unsigned long long, (unsigned long long)__double_as_longlong, "              \
+    "__longlong_as_double)\n"                                                                                \
+    "#define tack_reduce_add(p, v) tack_reduce_<0>((p), (v))\n"                                              \
+    "#define tack_reduce_min(p, v) tack_reduce_<1>((p), (v))\n"                                              \
+    "#define tack_reduce_max(p, v) tack_reduce_<2>((p), (v))\n"
 
 #define TACK_PRELUDE_BF16_STORAGE                                                                            \
     "typedef struct { uint16_t bits; } tack_bf16;\n"                                                         \

@@ -83,7 +83,9 @@ tack_status tack_kernel_create_with(const char *source, const char *name, const 
     }
     atomic_init(&k->refs, 1);
     k->first_writable = -1;
-    k->uses_atomics = k->sig.uses_atomics;
+    /* A reduction is an atomic to the plain-atomics rules: on private
+     * memory a launch on one thread may run it as a plain update. */
+    k->uses_atomics = k->sig.uses_atomics || k->sig.uses_reductions;
     for (int i = 0; i < k->sig.nparams; i++) {
         const struct tack_param *p = &k->sig.params[i];
         k->arg_sizes[i] = p->is_array ? sizeof(void *) : tack_dtype_size(p->dtype);

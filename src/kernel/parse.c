@@ -583,16 +583,16 @@ static tack_status conditionals_check(struct scan *s, const struct def *d, const
     return TACK_OK;
 }
 
-/* Whether the source names one of Tack's atomics: an identifier that
- * begins tack_atomic_, wherever it is (in a helper the kernel calls, or a
+/* Whether the source names an identifier that begins `prefix`
+ * (tack_atomic_: one of Tack's atomics; tack_reduce_: a reduction),
+ * wherever it is (in a helper the kernel calls, or a
  * macro, it still makes the kernel's updates atomic ones). Comments and
  * strings are not identifiers. */
-static int names_atomics(const struct toks *t)
+static int names_prefixed(const struct toks *t, const char *prefix)
 {
-    static const char prefix[] = "tack_atomic_";
+    const int n = (int)strlen(prefix);
     for (int i = 0; i < t->n; i++)
-        if (t->v[i].kind == T_IDENT && t->v[i].len >= (int)sizeof prefix - 1 &&
-            !strncmp(t->v[i].s, prefix, sizeof prefix - 1))
+        if (t->v[i].kind == T_IDENT && t->v[i].len >= n && !strncmp(t->v[i].s, prefix, (size_t)n))
             return 1;
     return 0;
 }
@@ -808,7 +808,8 @@ tack_status tack_signature_parse_checked(const char *source, const char *name, i
     if (st == TACK_OK && s.uncertain_alias)
         st = uncertain_error(s.t.v[found->name].line, out->name, s.uncertain_alias);
     if (st == TACK_OK) {
-        out->uses_atomics = names_atomics(&s.t);
+        out->uses_atomics = names_prefixed(&s.t, "tack_atomic_");
+        out->uses_reductions = names_prefixed(&s.t, "tack_reduce_");
         out->extents_used = extents_named(&s.t, out);
         st = extents_check(&s, found, out);
     }

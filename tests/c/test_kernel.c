@@ -1115,6 +1115,68 @@ static void test_extents_and_checked_launches(void)
     tack_kernel_release(k);
     tack_array_release(x);
     tack_array_release(y);
+/* Reductions: every contribution reaches its target by the end of the
+ * launch, exactly for integers, on targets few (a window of partial sums)
+ * and many (5000 bins: more than the range's table holds, so it flushes
+ * as it goes), from the kernel's body and from a helper it calls; a
+ * kernel without them gets no table. */
+static void test_reductions(void)
+{
+    const char *src = "static void low(int64_t *m, int64_t v) { tack_reduce_min(m, v); }\n"
+                      "void red(tack_index i, const int64_t *v, int64_t *s, int64_t *bins, float *f)\n"
+                      "{\n"
+                      "    tack_reduce_add(&s[0], v[i]);\n"
+                      "    low(&s[1], v[i]);\n"
+                      "    tack_reduce_max(&s[2], v[i]);\n"
+                      "    tack_reduce_add(&bins[(v[i] % 5000 + 5000) % 5000], (int64_t)1);\n"
+                      "    tack_reduce_add(&f[0], 0.5f);\n"
+                      "    tack_reduce_min(&f[1], (float)v[i]);\n"
+                      "}\n";
+    tack_kernel *k = compile(src, NULL);
+    if (!k)
+        return;
+    const int64_t n = 200003, nbins = 5000;
+    tack_array *v = vec(TACK_I64, n), *s = vec(TACK_I64, 3), *bins = vec(TACK_I64, nbins), *f = vec(TACK_F32, 2);
+    int64_t *pv = tack_array_data(v), *ps = tack_array_data(s), *pb = tack_array_data(bins);
+    float *pf = tack_array_data(f);
+    int64_t sum = 0, lo = INT64_MAX, hi = INT64_MIN;
+    int64_t *want = calloc((size_t)nbins, sizeof *want);
+    uint64_t x = 12345;
+    for (int64_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        pv[i] = (int64_t)(x >> 20) - ((int64_t)1 << 43);
+        sum += pv[i];
+        lo = pv[i] < lo ? pv[i] : lo;
+        hi = pv[i] > hi ? pv[i] : hi;
+        want[(pv[i] % nbins + nbins) % nbins]++;
+    }
+    ps[0] = 7;
+    ps[1] = INT64_MAX;
+    ps[2] = INT64_MIN;
+    memset(pb, 0, (size_t)nbins * sizeof *pb);
+    pf[0] = 0.0f;
+    pf[1] = 1e30f;
+    tack_arg args[] = {tack_arg_array(v), tack_arg_array(s), tack_arg_array(bins), tack_arg_array(f)};
+    CHECK_OK(tack_kernel_launch(k, NULL, n, args, 4));
+    CHECK(ps[0] == sum + 7);
+    CHECK(ps[1] == lo);
+    CHECK(ps[2] == hi);
+    CHECK(!memcmp(pb, want, (size_t)nbins * sizeof *pb));
+    CHECK(pf[0] == 0.5f * (float)n); /* a multiple of 0.5 below 2^24: exact */
+    CHECK(pf[1] == (float)lo);
+    const char *generated = NULL;
+    CHECK_OK(tack_kernel_generated_source(k, "cpu", &generated));
+    CHECK(contains(generated, "tack_rtab_"));
+    free(want);
+    tack_array_release(v);
+    tack_array_release(s);
+    tack_array_release(bins);
+    tack_array_release(f);
+    tack_kernel_release(k);
+    tack_kernel *plain = compile(saxpy_src, NULL);
+    if (plain && tack_kernel_generated_source(plain, "cpu", &generated) == TACK_OK)
+        CHECK(!contains(generated, "tack_rtab_"));
+    tack_kernel_release(plain);
 }
 
 int main(void)
@@ -1150,6 +1212,7 @@ int main(void)
     RUN(test_generated_source);
     RUN(test_atomics_are_read_from_tokens);
     RUN(test_extents_and_checked_launches);
+    RUN(test_reductions);
     RUN(test_a_threads_compile_log_goes_with_it);
     RUN(test_a_spoiled_cached_object_is_rebuilt);
     RUN(test_a_cache_directory_others_can_write_is_refused);

@@ -6,7 +6,8 @@
  * with the kernel slots; cpu/ holds the rest, by topic: memory.c (memory,
  * exportable memory from a memfd), pool.c (the thread pool), policy.c (one
  * thread or the pool, and the constants that decide it, in cpu/cpu.h) and
- * atomics.c (plain atomics: the process-wide registry). */
+ * atomics.c (plain atomics: the process-wide registry); reduce.h holds
+ * the text of the reductions. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include "../../core/internal.h"
 #include "../../core/toolchain.h"
 #include "cpu.h"
+#include "reduce.h"
 #include "toolchain.h"
 
 static tack_status cpu_open(tack_device *device, const tack_option *options, size_t n_options)
@@ -58,7 +60,9 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "uint32_t *: tack_atomic_add_u32_, int64_t *: tack_atomic_add_i64_, uint64_t *: tack_atomic_add_u64_, "      \
     "float *: tack_atomic_add_f32_, double *: tack_atomic_add_f64_)((p), (v))\n"                                 \
     "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
-    "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"
+    "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"                                                 \
+    "TACK_ATOMIC_PICK_(min, <, float, f32) TACK_ATOMIC_PICK_(min, <, double, f64)\n"                             \
+    "TACK_ATOMIC_PICK_(max, >, float, f32) TACK_ATOMIC_PICK_(max, >, double, f64)\n" CPU_REDUCE_DIRECT
 
 /* The same atomics as plain loads and stores, for the copy of the kernel
  * that runs launches on one thread alone (see "plain atomics" above): one
@@ -102,15 +106,23 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * whose arrays are disjoint (checked per launch by the kernel layer).
  *
  * `<name>_tack_plain_` is compiled under the plain atomics (CPU_PLAIN_ATOMICS)
- * for launches that run on one thread alone. */
+ * for launches that run on one thread alone.
+ *
+ * With `reduce`, the copy's first parameters are the range's table of
+ * reductions and a lane of it, tack_rt_ and tack_rl_ (CPU_REDUCE_TABLE),
+ * which its body's tack_reduce_* combine into. */
 static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *sig, const char *source,
-                            const char *suffix, const char *qualifier)
+                            const char *suffix, const char *qualifier, int reduce)
 {
     if (tack_signature_hidden(sig)) {
+        /* A kernel with hidden parameters (extents, a checked launch)
+         * reduces through the prelude's atomics: its copy has no table. */
+        (void)reduce;
         tack_source_kernel_copy(b, sig, source, suffix, qualifier, TACK_CHECK_C);
         return;
     }
-    tack_source_put(b, "static inline void %s%s(", sig->name, suffix);
+    tack_source_put(b, "static inline void %s%s(%s", sig->name, suffix,
+                    reduce ? "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, unsigned tack_ra_, " : "");
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
     for (int k = 0; k < sig->nparams; k++) {
@@ -141,7 +153,7 @@ static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *
  * update; Clang does vectorise a histogram so). The position of begin
  * costs a division per range, not per index. */
 static void cpu_entry_point(struct tack_source *b, const struct tack_signature *sig, const char *entry,
-                            const char *function, int simd)
+                            const char *function, int simd, int reduce)
 {
 
     tack_source_put(b,
@@ -168,13 +180,42 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
         tack_source_put(b, "    tack_check_record_ *tack_check_ = *(tack_check_record_ *const *)tack_args_[%d];\n", at);
     if (sig->nparams == 0 && !tack_signature_hidden(sig))
         tack_source_put(b, "    (void)tack_args_;\n");
+    if (reduce)
+        tack_source_put(b, "    tack_rtab_ tack_rtab_v_, *const tack_rt_ = &tack_rtab_v_;\n    tack_rinit_(tack_rt_);\n"
+                           "    tack_rhot_ tack_rh_v_ = {0};\n");
+    const char *flush = reduce ? "    tack_rhflush_(tack_rh_v_);\n    tack_rflush_(tack_rt_);\n" : "";
+    if (sig->ndim == 1 && reduce) {
+        /* Four indices a turn, each its own lane by a constant (the rest
+         * in lane 0), so that a float sum's lanes in tack_rh_v_ are never
+         * indexed by a variable and can live in registers. Only the first
+         * index may take the held target (tack_radopt_): after it the
+         * held address does not change in the loop, so the compiler can
+         * test it once (a dot product's loop then has no test at all). */
+        tack_source_put(b, "    (void)tack_shape_;\n    tack_index tack_b_ = tack_begin_;\n"
+                           "    if (tack_b_ < tack_end_) {\n        const tack_index tack_i_ = tack_b_++;\n"
+                           "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 1u;\n        ");
+        tack_source_call(b, sig, function);
+        tack_source_put(b, "    }\n    for (; tack_end_ - tack_b_ >= 4; tack_b_ += 4) {\n");
+        for (int lane = 0; lane < 4; lane++) {
+            tack_source_put(b, "        {\n            const tack_index tack_i_ = tack_b_ + %d;\n"
+                               "            const unsigned tack_rlane_ = %du, tack_radopt_ = 0u;\n            ", lane, lane);
+            tack_source_call(b, sig, function);
+            tack_source_put(b, "        }\n");
+        }
+        tack_source_put(b, "    }\n    for (; tack_b_ < tack_end_; tack_b_++) {\n"
+                           "        const tack_index tack_i_ = tack_b_;\n"
+                           "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 0u;\n        ");
+        tack_source_call(b, sig, function);
+        tack_source_put(b, "    }\n%s}\n", flush);
+        return;
+    }
     if (sig->ndim == 1) {
         tack_source_put(b,
                         "    (void)tack_shape_;\n%s"
                         "    for (tack_index tack_i_ = tack_begin_; tack_i_ < tack_end_; tack_i_++)\n        ",
                         simd ? "    TACK_SIMD_\n" : "");
         tack_source_call(b, sig, function);
-        tack_source_put(b, "}\n");
+        tack_source_put(b, "%s}\n", flush);
         return;
     }
     const char *last = sig->ndim == 2 ? "tack_j_" : "tack_k_";
@@ -200,7 +241,7 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     else
         tack_source_put(b, "        if (++tack_j_ == tack_h_) {\n            tack_j_ = 0;\n            tack_i_++;\n"
                            "        }\n");
-    tack_source_put(b, "    }\n}\n");
+    tack_source_put(b, "    }\n%s}\n", flush);
 }
 
 /* The entry points are host C that the system compiler builds
@@ -224,14 +265,26 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     int variant = arrays > 1 && written;
     /* Atomics in a helper the kernel calls stay locked in the plain copy
      * too (only the kernel's own body is copied): slower, still right. */
-    int atomics = sig->uses_atomics;
+    /* Reductions: every entry but the plain one runs a copy that
+     * combines them in a table (CPU_REDUCE_TABLE); the plain one takes
+     * integers as plain updates (CPU_REDUCE_PLAIN). A kernel with them
+     * registers its launches as one with atomics does. A kernel without
+     * them gets the source it had before. */
+    int reduce = sig->uses_reductions && !tack_signature_hidden(sig);
+    int atomics = sig->uses_atomics || sig->uses_reductions;
     tack_source_signature_check(b, sig, source, TACK_CHECK_C);
     tack_source_hidden(b, sig, source, TACK_CHECK_C);
+    if (reduce) {
+        tack_source_append(b, CPU_REDUCE_TABLE CPU_REDUCE_TABLED);
+        cpu_kernel_copy(b, sig, source, "_tack_reduce_", "", 1);
+    }
     if (variant)
-        cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ");
+        cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ", reduce);
     if (atomics) {
         tack_source_append(b, CPU_PLAIN_ATOMICS);
-        cpu_kernel_copy(b, sig, source, "_tack_plain_", "");
+        if (reduce)
+            tack_source_append(b, CPU_REDUCE_PLAIN);
+        cpu_kernel_copy(b, sig, source, "_tack_plain_", "", reduce);
     }
     tack_source_put(b, "#if defined(__GNUC__)\n"
                        "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
@@ -239,14 +292,38 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
                        "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
                        "#else\n#define TACK_SIMD_\n#endif\n");
     char copy[TACK_NAME_MAX + 32];
-    cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL, 1);
-    if (variant) {
-        snprintf(copy, sizeof copy, "%s_tack_restrict_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 1);
+    /* A reduction's lane (CPU_REDUCE_TABLE): the fastest index's last
+     * bits; a constant in the 1-D entry, which runs four indices a turn. */
+    const char *lane = sig->ndim == 1   ? "tack_rlane_, tack_radopt_"
+                       : sig->ndim == 2 ? "(unsigned)tack_j_ & 3u, 1u"
+                                        : "(unsigned)tack_k_ & 3u, 1u";
+    if (reduce) {
+        /* The copies' calls through a macro, which puts the table first;
+         * no simd: two indices may meet in one slot. */
+        tack_source_put(b, "#define %s_tack_rcall_(...) %s_tack_reduce_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
+                        sig->name, sig->name, lane);
+        snprintf(copy, sizeof copy, "%s_tack_rcall_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME, copy, 0, 1);
+    } else {
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL, 1, 0);
     }
-    if (atomics) {
+    if (variant && reduce) {
+        tack_source_put(b, "#define %s_tack_rrcall_(...) %s_tack_restrict_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
+                        sig->name, sig->name, lane);
+        snprintf(copy, sizeof copy, "%s_tack_rrcall_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 0, 1);
+    } else if (variant) {
+        snprintf(copy, sizeof copy, "%s_tack_restrict_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 1, 0);
+    }
+    if (atomics && reduce) {
+        tack_source_put(b, "#define %s_tack_rpcall_(...) %s_tack_plain_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
+                        sig->name, sig->name, lane);
+        snprintf(copy, sizeof copy, "%s_tack_rpcall_", sig->name);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0, 1);
+    } else if (atomics) {
         snprintf(copy, sizeof copy, "%s_tack_plain_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0);
+        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0, 0);
     }
 }
 

@@ -80,7 +80,34 @@ const struct tack_dialect cuda_dialect = {
                "        old = atomicCAS(q, seen, (unsigned long long)__double_as_longlong("
                "__longlong_as_double((long long)seen) + v));\n"
                "    } while (old != seen);\n"
-               "    return __longlong_as_double((long long)old);\n#endif\n}\n",
+               "    return __longlong_as_double((long long)old);\n#endif\n}\n"
+               /* The reductions, warp-aggregated from sm_70 (where
+                * __match_any_sync is): the active lanes that share a target
+                * combine their values by pointer jumping along the lanes of
+                * their group (each step a lane adds the value of the lane
+                * `next` groups on, then takes that lane's next, so after
+                * log2(group) steps the group's lowest lane holds the whole),
+                * and that lane alone applies it, one atomic per target and
+                * warp. Every active lane takes every step (the shuffles
+                * need them all), whatever its group. Before sm_70 each lane
+                * applies its own. */
+               "#define TACK_RDEV_ static __device__ __forceinline__\n" TACK_PRELUDE_REDUCE_CXX
+               "template <int OP, class T> TACK_RDEV_ void tack_reduce_(T *p, typename tack_rid_<T>::type v)\n{\n"
+               "#if __CUDA_ARCH__ >= 700\n"
+               "    const unsigned active = __activemask();\n"
+               "    const unsigned peers = __match_any_sync(active, (unsigned long long)p);\n"
+               "    unsigned lane;\n"
+               "    asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane));\n"
+               "    const unsigned above = peers & ~((2u << lane) - 1u);\n"
+               "    unsigned next = above ? (unsigned)__ffs(above) - 1u : 32u;\n"
+               "    while (__any_sync(active, next < 32u)) {\n"
+               "        const unsigned from = next < 32u ? next : lane;\n"
+               "        const T other = __shfl_sync(active, v, from);\n"
+               "        const unsigned further = __shfl_sync(active, next, from);\n"
+               "        if (next < 32u) {\n            v = tack_rjoin_<OP>(v, other);\n            next = further;\n        }\n"
+               "    }\n"
+               "    if ((unsigned)__ffs(peers) - 1u == lane)\n        tack_rapply_<OP>(p, v);\n"
+               "#else\n    tack_rapply_<OP>(p, v);\n#endif\n}\n",
     .entry = cuda_entry,
     .offline = TACK_CODE_PTX,
     .lacks = cuda_lacks,

@@ -305,6 +305,13 @@ static const struct tack_dialect hip_dialect = {
                "while ((int64_t)old cmp v) { seen = old; old = atomicCAS(q, seen, (unsigned long long)v); "
                "if (old == seen) break; } return (int64_t)old; }\n"
                "TACK_ATOMIC_PICK_(min, >) TACK_ATOMIC_PICK_(max, <)\n"
+               /* The reductions: each lane applies its own contribution,
+                * one atomic each (HIP has no __match_any_sync in every
+                * version; a wavefront's combining would need it). Correct,
+                * and no faster than tack_atomic_*. */
+               "#define TACK_RDEV_ static __device__ inline\n" TACK_PRELUDE_REDUCE_CXX
+               "template <int OP, class T> TACK_RDEV_ void tack_reduce_(T *p, typename tack_rid_<T>::type v) "
+               "{ tack_rapply_<OP>(p, v); }\n"
                /* hipRTC has __half of its own: before ROCm 5.7 defined
                 * before any source (including HIP's hip_fp16.h again then
                 * defines it twice), from 5.7 in the hip_fp16.h it carries

@@ -64,6 +64,28 @@ const struct tack_dialect ze_dialect = {
                "TACK_ATOMIC_(min, atom_min, long) TACK_ATOMIC_(min, atom_min, ulong)\n"
                "TACK_ATOMIC_(max, atom_max, long) TACK_ATOMIC_(max, atom_max, ulong)\n"
                "#endif\n"
+               /* The reductions: each work-item applies its own
+                * contribution through the atomics above, one atomic each
+                * (no sub-group combining: correct, and no faster than
+                * tack_atomic_*); a float min or max by compare-and-swap,
+                * which OpenCL C has no atomic for. The value converts to
+                * the target's type; a const target does not compile. */
+               "#define TACK_RPICK_(op, T) static inline __attribute__((overloadable)) void tack_rpick_##op(T *p, T v) "
+               "{ (void)tack_atomic_##op(p, v); }\n"
+               "#define TACK_RPICK_FLOAT_(op, cmp, T, U, cas, as_t, as_u) static inline __attribute__((overloadable)) "
+               "void tack_rpick_##op(T *p, T v) { volatile __global U *q = (volatile __global U *)p; U old = *q, seen; "
+               "while (v cmp as_t(old)) { seen = old; old = cas(q, seen, as_u(v)); if (old == seen) break; } }\n"
+               "TACK_RPICK_(min, int) TACK_RPICK_(min, uint) TACK_RPICK_(max, int) TACK_RPICK_(max, uint)\n"
+               "TACK_RPICK_FLOAT_(min, <, float, uint, atomic_cmpxchg, as_float, as_uint)\n"
+               "TACK_RPICK_FLOAT_(max, >, float, uint, atomic_cmpxchg, as_float, as_uint)\n"
+               "#if defined(cl_khr_int64_base_atomics) && defined(cl_khr_fp64)\n"
+               "TACK_RPICK_FLOAT_(min, <, double, ulong, atom_cmpxchg, as_double, as_ulong)\n"
+               "TACK_RPICK_FLOAT_(max, >, double, ulong, atom_cmpxchg, as_double, as_ulong)\n#endif\n"
+               "#ifdef cl_khr_int64_extended_atomics\n"
+               "TACK_RPICK_(min, long) TACK_RPICK_(min, ulong) TACK_RPICK_(max, long) TACK_RPICK_(max, ulong)\n#endif\n"
+               "#define tack_reduce_add(p, v) ((void)tack_atomic_add((p), (__typeof__(*(p)))(v)))\n"
+               "#define tack_reduce_min(p, v) tack_rpick_min((p), (__typeof__(*(p)))(v))\n"
+               "#define tack_reduce_max(p, v) tack_rpick_max((p), (__typeof__(*(p)))(v))\n"
                "#define TACK_BACKEND_LEVEL_ZERO 1\n"
                "#define TACK_INLINE_ static inline\n"
                "#define tack_bits_of_float_(f) as_uint(f)\n"
