@@ -28,7 +28,7 @@ LABEL = 38
 def say(label, value=""):
     """A label and what it shows, the value wrapped in its own column (and
     started on the next line when the label fills the column)."""
-    lines = textwrap.wrap(str(value), WIDTH - LABEL - 2) or [""]
+    lines = textwrap.wrap(str(value), WIDTH - LABEL - 2, break_on_hyphens=False) or [""]
     if len(label) >= LABEL:
         print(f"  {label}")
         first = " " * LABEL

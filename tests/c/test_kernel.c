@@ -1115,6 +1115,8 @@ static void test_extents_and_checked_launches(void)
     tack_kernel_release(k);
     tack_array_release(x);
     tack_array_release(y);
+}
+
 /* Reductions: every contribution reaches its target by the end of the
  * launch, exactly for integers, on targets few (a window of partial sums)
  * and many (5000 bins: more than the range's table holds, so it flushes

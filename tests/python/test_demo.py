@@ -78,7 +78,7 @@ def test_no_timings(tour):
 def test_messages_are_whole(tour):
     # The kernel's refusal is printed in full, wrapped, not cut mid-word.
     joined = " ".join(line.strip() for line in tour.splitlines())
-    assert ("ValueError: parameter 'v' of kernel 'scale_add' is float *, which the kernel may store through, "
+    assert ("ValueError: Kernel.__call__ (tack_kernel_call_hooked): parameter 'v' of kernel 'scale_add' is float *, which the kernel may store through, "
             "but the array bound to it is read-only; pass a writable array, or declare the parameter const "
             "float * if the kernel only reads it") in joined
     assert "..." not in tour.replace("tack.Array(", "")
