@@ -100,6 +100,42 @@ static inline tack_status too_complex(void)
                           PARSE_BUDGET >> 20);
 }
 
+/* The nearest code token (not in a directive) before or after i; -1 or
+ * the token count when there is none. */
+static inline int scan_prev(const struct scan *s, int i)
+{
+    for (i--; i >= 0; i--)
+        if (!s->t.v[i].dir)
+            return i;
+    return -1;
+}
+
+static inline int scan_next(const struct scan *s, int i)
+{
+    for (i++; i < s->t.n; i++)
+        if (!s->t.v[i].dir)
+            return i;
+    return s->t.n;
+}
+
+/* Index of the bracket matching the one at i, scanning in `step` direction
+ * over code tokens; -1 if unbalanced or past the work budget (parse.c). */
+int tack_scan_match(struct scan *s, int i, char open, char close, int step);
+
+/* What the body uses and says (body.c). Whether the source names an
+ * identifier beginning `prefix` anywhere (comments and strings are not
+ * identifiers). */
+int tack_names_prefixed(const struct toks *t, const char *prefix);
+/* Bit k for each array parameter k named by tack_extent( or tack_size(. */
+uint64_t tack_extents_named(const struct toks *t, const struct tack_signature *sig);
+/* TACK_EVALUE for tack_extent or tack_size in the body of something that
+ * is no array parameter. */
+tack_status tack_extents_check(const struct scan *s, const struct def *d, const struct tack_signature *sig);
+/* The body with every subscript of an array parameter checked, and the
+ * body reduced to its directives (malloc'd; NULL out of memory). */
+char *tack_body_checked(struct scan *s, const struct def *d, const struct tack_signature *sig);
+char *tack_body_stub(const struct scan *s, const struct def *d);
+
 /* Follows the conditional directives (conditionals.c): marks the tokens of
  * groups the compiler skips (dir -1) and those of groups Tack cannot tell
  * taken or not (uncertain). TACK_EVALUE past the work budget or for

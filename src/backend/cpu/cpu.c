@@ -143,6 +143,33 @@ static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *
     tack_source_put(b, "#line 1 \"<tack entry>\"\n");
 }
 
+/* The loop of a 1-index entry with reductions: four indices a turn, each
+ * its own lane by a constant (the rest in lane 0), so that a float sum's
+ * lanes in tack_rh_v_ are never indexed by a variable and can live in
+ * registers. Only the first index may take the held target (tack_radopt_):
+ * after it the held address does not change in the loop, so the compiler
+ * can test it once (a dot product's loop then has no test at all). */
+static void cpu_reduce_loop(struct tack_source *b, const struct tack_signature *sig, const char *function,
+                            const char *flush)
+{
+    tack_source_put(b, "    (void)tack_shape_;\n    tack_index tack_b_ = tack_begin_;\n"
+                       "    if (tack_b_ < tack_end_) {\n        const tack_index tack_i_ = tack_b_++;\n"
+                       "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 1u;\n        ");
+    tack_source_call(b, sig, function);
+    tack_source_put(b, "    }\n    for (; tack_end_ - tack_b_ >= 4; tack_b_ += 4) {\n");
+    for (int lane = 0; lane < 4; lane++) {
+        tack_source_put(b, "        {\n            const tack_index tack_i_ = tack_b_ + %d;\n"
+                           "            const unsigned tack_rlane_ = %du, tack_radopt_ = 0u;\n            ", lane, lane);
+        tack_source_call(b, sig, function);
+        tack_source_put(b, "        }\n");
+    }
+    tack_source_put(b, "    }\n    for (; tack_b_ < tack_end_; tack_b_++) {\n"
+                       "        const tack_index tack_i_ = tack_b_;\n"
+                       "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 0u;\n        ");
+    tack_source_call(b, sig, function);
+    tack_source_put(b, "    }\n%s}\n", flush);
+}
+
 /* One entry point: [begin, end) of the flattened domain, row-major. A
  * range may begin and end inside a row (the pool cuts the domain where it
  * likes); each row's part is one loop over the last index, contiguous in
@@ -185,28 +212,7 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
                            "    tack_rhot_ tack_rh_v_ = {0};\n");
     const char *flush = reduce ? "    tack_rhflush_(tack_rh_v_);\n    tack_rflush_(tack_rt_);\n" : "";
     if (sig->ndim == 1 && reduce) {
-        /* Four indices a turn, each its own lane by a constant (the rest
-         * in lane 0), so that a float sum's lanes in tack_rh_v_ are never
-         * indexed by a variable and can live in registers. Only the first
-         * index may take the held target (tack_radopt_): after it the
-         * held address does not change in the loop, so the compiler can
-         * test it once (a dot product's loop then has no test at all). */
-        tack_source_put(b, "    (void)tack_shape_;\n    tack_index tack_b_ = tack_begin_;\n"
-                           "    if (tack_b_ < tack_end_) {\n        const tack_index tack_i_ = tack_b_++;\n"
-                           "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 1u;\n        ");
-        tack_source_call(b, sig, function);
-        tack_source_put(b, "    }\n    for (; tack_end_ - tack_b_ >= 4; tack_b_ += 4) {\n");
-        for (int lane = 0; lane < 4; lane++) {
-            tack_source_put(b, "        {\n            const tack_index tack_i_ = tack_b_ + %d;\n"
-                               "            const unsigned tack_rlane_ = %du, tack_radopt_ = 0u;\n            ", lane, lane);
-            tack_source_call(b, sig, function);
-            tack_source_put(b, "        }\n");
-        }
-        tack_source_put(b, "    }\n    for (; tack_b_ < tack_end_; tack_b_++) {\n"
-                           "        const tack_index tack_i_ = tack_b_;\n"
-                           "        const unsigned tack_rlane_ = 0u, tack_radopt_ = 0u;\n        ");
-        tack_source_call(b, sig, function);
-        tack_source_put(b, "    }\n%s}\n", flush);
+        cpu_reduce_loop(b, sig, function, flush);
         return;
     }
     if (sig->ndim == 1) {
