@@ -30,6 +30,33 @@ static inline int cache_dir_set(char *dir)
     return 1;
 }
 
+/* As cache_dir_set, for a test that keeps files of its own beside the
+ * cache: the cache is the folder's subfolder `cache`. */
+static inline int test_dir_set(char *dir)
+{
+    if (!mkdtemp(dir))
+        return 0;
+    char cache[PATH_MAX];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    setenv("TACK_CACHE_DIR", cache, 1);
+    return 1;
+}
+
+/* Opens the cpu backend into *cpu with the compiler, flags and cache size
+ * Tack chooses itself, whatever the environment the test runs in says.
+ * Zero, the error printed, if it cannot. */
+static inline int cpu_test_open(tack_device **cpu)
+{
+    unsetenv("TACK_CC");
+    unsetenv("TACK_CFLAGS");
+    unsetenv("TACK_CACHE_MAX");
+    if (tack_device_open("cpu", NULL, 0, cpu) != TACK_OK) {
+        fprintf(stderr, "%s\n", tack_last_error());
+        return 0;
+    }
+    return 1;
+}
+
 /* Removes folder `dir` and everything in it. */
 static inline void remove_tree(const char *dir)
 {

@@ -1120,19 +1120,12 @@ static void test_extents_and_checked_launches(void)
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
+    if (!test_dir_set(tmpdir)) {
         perror("mkdtemp");
         return 1;
     }
-    char cache[300];
-    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
-    setenv("TACK_CACHE_DIR", cache, 1);
-    unsetenv("TACK_CC");
-    unsetenv("TACK_CFLAGS");
-    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK) {
-        fprintf(stderr, "%s\n", tack_last_error());
+    if (!cpu_test_open(&cpu))
         return 1;
-    }
     RUN(test_signature);
     RUN(test_signature_errors);
     RUN(test_conditionals_and_budget);
