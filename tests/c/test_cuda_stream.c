@@ -221,31 +221,22 @@ static void test_minus_one_synchronises_nothing(void)
  * context (here no context is current: Tack's). The simulator runs
  * default-stream work at once, so the recorded launch runs when the wait is
  * issued; it is still an event wait, not a host sync. */
-static void test_legacy_default_stream(void)
+static void default_stream(int64_t stream)
 {
-    struct fixture f = setup(1.0f);
+    const float value = (float)stream;
+    struct fixture f = setup(value);
     long long waits = host_waits();
     DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, 1, &m));
+    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream, &m));
     CHECK(host_waits() == waits);
     CHECK(sim_stat("event_waits") == 1 && sim_stat("event_waits_done") == 1);
-    CHECK(device_floats(f.a)[0] == 1.0f);
+    CHECK(device_floats(f.a)[0] == value);
     m->deleter(m);
     teardown(&f);
 }
 
-static void test_per_thread_default_stream(void)
-{
-    struct fixture f = setup(2.0f);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, 2, &m));
-    CHECK(host_waits() == waits);
-    CHECK(sim_stat("event_waits") == 1 && sim_stat("event_waits_done") == 1);
-    CHECK(device_floats(f.a)[0] == 2.0f);
-    m->deleter(m);
-    teardown(&f);
-}
+static void test_legacy_default_stream(void) { default_stream(1); }
+static void test_per_thread_default_stream(void) { default_stream(2); }
 
 /* A refused stream value leaves everything as it was: no export, no mark,
  * nothing enqueued, the launch still queued. */
