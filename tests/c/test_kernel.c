@@ -1119,12 +1119,7 @@ static void test_extents_and_checked_launches(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-XXXXXX");
-    if (!test_dir_set(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    if (!cpu_test_open(&cpu))
+    if (!cpu_test_begin(tmpdir, sizeof tmpdir, "kernel", 1, &cpu))
         return 1;
     RUN(test_signature);
     RUN(test_signature_errors);

@@ -183,12 +183,7 @@ static void test_the_cpu_backend_builds_through_its_table(void)
 
 int main(void)
 {
-    snprintf(cache, sizeof cache, "/tmp/tack-test-kernel-cache-XXXXXX");
-    if (!cache_dir_set(cache)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    if (!cpu_test_open(&cpu))
+    if (!cpu_test_begin(cache, sizeof cache, "kernel-cache", 0, &cpu))
         return 1;
     RUN(test_a_long_command_line_reaches_the_compiler_whole);
     RUN(test_the_cache_is_held_to_tack_cache_max);

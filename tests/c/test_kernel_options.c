@@ -139,12 +139,7 @@ static void test_nvrtc_takes_them(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-options-XXXXXX");
-    if (!test_dir_set(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    if (!cpu_test_open(&cpu))
+    if (!cpu_test_begin(tmpdir, sizeof tmpdir, "kernel-options", 1, &cpu))
         return 1;
     find_venv_nvrtc();
     RUN(test_definitions_and_the_key);

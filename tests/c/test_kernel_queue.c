@@ -471,11 +471,8 @@ static void test_aliasing_follows_memory(void)
 
 int main(void)
 {
-    char cache[] = "/tmp/tack-test-queue-XXXXXX";
-    if (!cache_dir_set(cache))
-        return 1;
-    unsetenv("TACK_CC");
-    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK)
+    char cache[PATH_MAX];
+    if (!cpu_test_begin(cache, sizeof cache, "queue", 0, &cpu))
         return 1;
     /* The cpu backend's dialect and toolchain slots, through its table. */
     const struct tack_backend_ops *cpu_ops = tack_backend_find("cpu", 3);
