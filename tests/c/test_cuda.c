@@ -484,22 +484,13 @@ static void test_memory_space_is_the_drivers_answer(void)
     struct foreign_memory m;
     foreign_alloc(&m);
     float host[16];
-    struct {
-        uint64_t address;
-        const char *space;
-    } cases[] = {{m.dev, "cuda"},
-                 {m.dev + 32, "cuda"},
-                 {(uint64_t)(uintptr_t)m.pinned, "cuda_pinned"},
-                 {(uint64_t)(uintptr_t)m.registered, "cuda_pinned"},
-                 {m.managed, "cuda_managed"},
-                 {(uint64_t)(uintptr_t)host, "cpu"}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        long long queries = sim_stat("pointer_queries");
-        const char *space = NULL;
-        CHECK_OK(tack_memory_space(cases[i].address, &space));
-        CHECK(space && !strcmp(space, cases[i].space));
-        CHECK(sim_stat("pointer_queries") > queries);
-    }
+    const struct sim_space_case cases[] = {{m.dev, "cuda"},
+                                           {m.dev + 32, "cuda"},
+                                           {(uint64_t)(uintptr_t)m.pinned, "cuda_pinned"},
+                                           {(uint64_t)(uintptr_t)m.registered, "cuda_pinned"},
+                                           {m.managed, "cuda_managed"},
+                                           {(uint64_t)(uintptr_t)host, "cpu"}};
+    CHECK_MEMORY_SPACES(cases, sim_stat);
     CHECK_STATUS(tack_memory_space(m.dev, NULL), TACK_EVALUE);
     foreign_free(&m);
     tack_device_release(d);
