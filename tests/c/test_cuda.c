@@ -1023,10 +1023,8 @@ static void test_export_memory_reaches_another_process(void)
 
 int main(void)
 {
-    if (!getenv("TACK_CUDA_LIBRARY")) {
-        fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
+    if (!cuda_sim_named())
         return 1;
-    }
     RUN(test_no_driver_is_a_runtime_error);
     RUN(test_no_device_is_a_runtime_error);
     RUN(test_failed_init_is_a_runtime_error);

@@ -385,10 +385,8 @@ static void test_other_backends_wait_on_the_host(void)
 
 int main(void)
 {
-    if (!getenv("TACK_CUDA_LIBRARY")) {
-        fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
+    if (!cuda_sim_named())
         return 1;
-    }
     RUN(test_the_consumer_stream_waits_for_an_event_not_the_host);
     RUN(test_later_launches_complete_before_returning);
     RUN(test_nothing_queued_needs_no_event);
