@@ -223,15 +223,8 @@ tack_array *tack_array_retain(tack_array *a)
 
 void tack_array_release(tack_array *a)
 {
-    if (!a)
+    if (!a || !tack_ref_release_last(&a->refs, "tack_array_release", "array", a))
         return;
-    long left = tack_ref_drop(&a->refs);
-    if (left > 0)
-        return;
-    if (left < 0) {
-        tack_misuse_released("tack_array_release", "array", a);
-        return;
-    }
     tack_buffer *b = a->buffer;
     int in_buffer = a->in_buffer;
     atomic_store_explicit(&a->refs, TACK_REFS_FREED, memory_order_relaxed);
