@@ -116,17 +116,25 @@ static void teardown(struct fixture *f)
     CHECK(tack_dlpack_live_exports() == 0);
 }
 
+/* Exports f's array for the consumer's stream `value` (versioned), which
+ * orders the consumer without making the host wait. */
+static DLManagedTensorVersioned *export_for(struct fixture *f, int64_t value)
+{
+    long long waits = host_waits();
+    DLManagedTensorVersioned *m = NULL;
+    CHECK_OK(tack_array_to_dlpack_versioned_stream(f->a, value, &m));
+    CHECK(host_waits() == waits);
+    return m;
+}
+
 /* ---- the cases -------------------------------------------------------------- */
 
 static void test_the_consumer_stream_waits_for_an_event_not_the_host(void)
 {
     struct fixture f = setup(4.0f);
     CUstream cs = consumer_stream(f.primary);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream_value(cs), &m));
-    /* No host wait, and the launch has not run: the order is on the GPU. */
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, stream_value(cs));
+    /* The launch has not run: the order is on the GPU. */
     CHECK(sim_stat("launches_done") == 0);
     CHECK(device_floats(f.a)[0] == 0.0f);
     CHECK(sim_stat("event_records") == 1 && sim_stat("event_waits") == 1);
@@ -177,10 +185,7 @@ static void test_nothing_queued_needs_no_event(void)
     struct fixture f = setup(2.0f);
     CHECK_OK(tack_device_synchronize(f.d));
     CUstream cs = consumer_stream(f.primary);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream_value(cs), &m));
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, stream_value(cs));
     CHECK(sim_stat("events_created") == 0 && sim_stat("event_waits") == 0);
     CHECK(tack_buffer_is_shared(tack_array_buffer(f.a)));
     m->deleter(m);
@@ -207,10 +212,7 @@ static void test_the_legacy_export_takes_a_stream_too(void)
 static void test_minus_one_synchronises_nothing(void)
 {
     struct fixture f = setup(5.0f);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, -1, &m));
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, -1);
     CHECK(sim_stat("events_created") == 0 && sim_stat("launches_done") == 0);
     CHECK(tack_buffer_is_shared(tack_array_buffer(f.a)));
     m->deleter(m);
@@ -225,10 +227,7 @@ static void default_stream(int64_t stream)
 {
     const float value = (float)stream;
     struct fixture f = setup(value);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream, &m));
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, stream);
     CHECK(sim_stat("event_waits") == 1 && sim_stat("event_waits_done") == 1);
     CHECK(device_floats(f.a)[0] == value);
     m->deleter(m);
@@ -301,10 +300,7 @@ static void test_a_stream_of_another_context_on_the_device_is_ordered(void)
     CHECK(sim.cuCtxCreate_v2(&own, 0, 0) == CUDA_SUCCESS);
     sim.cuCtxPopCurrent_v2(&popped);
     CUstream cs = consumer_stream(own);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream_value(cs), &m));
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, stream_value(cs));
     CHECK(sim_stat("event_waits") == 1 && sim_stat("launches_done") == 0);
     CHECK(in_context(own, sim.cuStreamSynchronize, cs) == CUDA_SUCCESS);
     CHECK(sim_stat("launches_done") == 1 && device_floats(f.a)[0] == 6.0f);
