@@ -125,6 +125,17 @@ static inline int tack_ref_release_last(atomic_long *refs, const char *call, con
     return left == 0;
 }
 
+/* For the release of a device or kernel: drops one reference and says
+ * whether it was the last, when the caller frees the object. A count going
+ * below zero stops the process (tack_refcount_underflow, naming `what`). */
+static inline int tack_ref_last(atomic_long *refs, const char *what)
+{
+    long left = atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
+    if (left < 0)
+        tack_refcount_underflow(what);
+    return left == 0;
+}
+
 /* The kernel toolchain's types: src/core/toolchain.h. */
 struct tack_dialect;
 struct tack_compile;
