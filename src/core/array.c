@@ -223,15 +223,8 @@ tack_array *tack_array_retain(tack_array *a)
 
 void tack_array_release(tack_array *a)
 {
-    if (!a)
+    if (!a || !tack_ref_release_last(&a->refs, "tack_array_release", "array", a))
         return;
-    long left = tack_ref_drop(&a->refs);
-    if (left > 0)
-        return;
-    if (left < 0) {
-        tack_misuse_released("tack_array_release", "array", a);
-        return;
-    }
     tack_buffer *b = a->buffer;
     int in_buffer = a->in_buffer;
     atomic_store_explicit(&a->refs, TACK_REFS_FREED, memory_order_relaxed);
@@ -262,25 +255,6 @@ void *tack_array_data(const tack_array *a) { return a->data; }
 tack_buffer *tack_array_buffer(const tack_array *a) { return a->buffer; }
 tack_device *tack_array_device(const tack_array *a) { return a->buffer->device; }
 
-tack_status tack_array_copy_to_host(const tack_array *a, void *dst, size_t nbytes)
-{
-    TACK_PUBLIC_CALL();
-    if (!a || (!dst && nbytes))
-        return tack_error_set(TACK_EVALUE, "array and destination must not be NULL");
-    tack_status live = refuse_released(a, "tack_array_copy_to_host");
-    if (live != TACK_OK)
-        return live;
-    if (nbytes != a->nbytes)
-        return tack_error_set(TACK_EVALUE, "copy of %zu bytes from an array of %zu bytes", nbytes, a->nbytes);
-    if (!nbytes)
-        return TACK_OK;
-    tack_status st = tack_buffer_wait(a->buffer);
-    if (st != TACK_OK)
-        return st;
-    tack_device *d = a->buffer->device;
-    return tack_backend_copy_to_host(d, dst, a->data, nbytes);
-}
-
 static tack_status require_writable(const tack_array *a, const char *what)
 {
     if (a->writable)
@@ -291,26 +265,41 @@ static tack_status require_writable(const tack_array *a, const char *what)
                           what);
 }
 
-tack_status tack_array_copy_from_host(tack_array *a, const void *src, size_t nbytes)
+/* The checks a copy between `a` and `nbytes` of host memory at `host`
+ * makes before it moves anything (`into`: the copy writes the array), then
+ * the wait for queued work on the array's buffer where there is anything
+ * to copy. An error, nothing moved, if a check or the wait fails. */
+static tack_status host_copy_begin(const tack_array *a, const void *host, size_t nbytes, int into, const char *call)
 {
-    TACK_PUBLIC_CALL();
-    if (!a || (!src && nbytes))
-        return tack_error_set(TACK_EVALUE, "array and source must not be NULL");
-    tack_status live = refuse_released(a, "tack_array_copy_from_host");
-    if (live != TACK_OK)
-        return live;
-    tack_status st = require_writable(a, "write to");
+    if (!a || (!host && nbytes))
+        return tack_error_set(TACK_EVALUE, "array and %s must not be NULL", into ? "source" : "destination");
+    tack_status st = refuse_released(a, call);
+    if (st == TACK_OK && into)
+        st = require_writable(a, "write to");
     if (st != TACK_OK)
         return st;
     if (nbytes != a->nbytes)
-        return tack_error_set(TACK_EVALUE, "copy of %zu bytes into an array of %zu bytes", nbytes, a->nbytes);
-    if (!nbytes)
-        return TACK_OK;
-    st = tack_buffer_wait(a->buffer);
-    if (st != TACK_OK)
+        return tack_error_set(TACK_EVALUE, "copy of %zu bytes %s an array of %zu bytes", nbytes,
+                              into ? "into" : "from", a->nbytes);
+    return nbytes ? tack_buffer_wait(a->buffer) : TACK_OK;
+}
+
+tack_status tack_array_copy_to_host(const tack_array *a, void *dst, size_t nbytes)
+{
+    TACK_PUBLIC_CALL();
+    tack_status st = host_copy_begin(a, dst, nbytes, 0, "tack_array_copy_to_host");
+    if (st != TACK_OK || !nbytes)
         return st;
-    tack_device *d = a->buffer->device;
-    return tack_backend_copy_from_host(d, a->data, src, nbytes);
+    return tack_backend_copy_to_host(a->buffer->device, dst, a->data, nbytes);
+}
+
+tack_status tack_array_copy_from_host(tack_array *a, const void *src, size_t nbytes)
+{
+    TACK_PUBLIC_CALL();
+    tack_status st = host_copy_begin(a, src, nbytes, 1, "tack_array_copy_from_host");
+    if (st != TACK_OK || !nbytes)
+        return st;
+    return tack_backend_copy_from_host(a->buffer->device, a->data, src, nbytes);
 }
 
 tack_status tack_array_fill(tack_array *a, const void *value)

@@ -130,15 +130,8 @@ tack_buffer *tack_buffer_retain(tack_buffer *b)
 
 void tack_buffer_release(tack_buffer *b)
 {
-    if (!b)
+    if (!b || !tack_ref_release_last(&b->refs, "tack_buffer_release", "buffer", b))
         return;
-    long left = tack_ref_drop(&b->refs);
-    if (left > 0)
-        return;
-    if (left < 0) {
-        tack_misuse_released("tack_buffer_release", "buffer", b);
-        return;
-    }
     tack_device *d = b->device;
     if (b->export_ctx)
         tack_backend_release_export(b);

@@ -210,13 +210,8 @@ tack_device *tack_device_retain(tack_device *d)
 
 void tack_device_release(tack_device *d)
 {
-    if (!d || d->immortal)
+    if (!d || d->immortal || !tack_ref_last(&d->refs, "device"))
         return;
-    long left = atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) - 1;
-    if (left > 0)
-        return;
-    if (left < 0)
-        tack_refcount_underflow("device");
     tack_backend_close(d);
     free(d);
 }

@@ -114,6 +114,28 @@ static inline long tack_ref_drop(atomic_long *refs)
     return atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
 }
 
+/* For a release call: drops one reference and says whether it was the
+ * last, when the caller frees the object. A release after the last is
+ * reported (tack_misuse_released, naming `call` and `what`) and is not. */
+static inline int tack_ref_release_last(atomic_long *refs, const char *call, const char *what, const void *object)
+{
+    long left = tack_ref_drop(refs);
+    if (left < 0)
+        tack_misuse_released(call, what, object);
+    return left == 0;
+}
+
+/* For the release of a device or kernel: drops one reference and says
+ * whether it was the last, when the caller frees the object. A count going
+ * below zero stops the process (tack_refcount_underflow, naming `what`). */
+static inline int tack_ref_last(atomic_long *refs, const char *what)
+{
+    long left = atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
+    if (left < 0)
+        tack_refcount_underflow(what);
+    return left == 0;
+}
+
 /* The kernel toolchain's types: src/core/toolchain.h. */
 struct tack_dialect;
 struct tack_compile;

@@ -253,15 +253,22 @@ static tack_status send_message(struct io *io, const void *buf, size_t len, int 
     return TACK_OK;
 }
 
+/* What a send or receive checks first: the wait's error cleared, the
+ * argument `what` given, and the socket's type into *type. */
+static tack_status transfer_begin(int socket_fd, tack_ipc_wait *wait, int given, const char *what, int *type)
+{
+    if (wait)
+        wait->os_error = 0;
+    if (!given)
+        return tack_error_set(TACK_EVALUE, "%s must not be NULL", what);
+    return socket_type(socket_fd, type);
+}
+
 tack_status tack_array_send_wait(int socket_fd, tack_array *a, tack_ipc_wait *wait)
 {
     TACK_PUBLIC_CALL();
-    if (wait)
-        wait->os_error = 0;
-    if (!a)
-        return tack_error_set(TACK_EVALUE, "array must not be NULL");
     int type;
-    tack_status st = socket_type(socket_fd, &type);
+    tack_status st = transfer_begin(socket_fd, wait, a != NULL, "array", &type);
     if (st != TACK_OK)
         return st;
     tack_exported_memory e;
@@ -567,12 +574,8 @@ static tack_status parse_header(const tack_ipc_header *h, int fd, tack_dtype *dt
 tack_status tack_array_receive_wait(int socket_fd, tack_device *device, tack_ipc_wait *wait, tack_array **out)
 {
     TACK_PUBLIC_CALL();
-    if (wait)
-        wait->os_error = 0;
-    if (!out)
-        return tack_error_set(TACK_EVALUE, "out must not be NULL");
     int type;
-    tack_status st = socket_type(socket_fd, &type);
+    tack_status st = transfer_begin(socket_fd, wait, out != NULL, "out", &type);
     if (st != TACK_OK)
         return st;
     tack_ipc_header h;

@@ -115,13 +115,8 @@ tack_kernel *tack_kernel_retain(tack_kernel *k)
 
 void tack_kernel_release(tack_kernel *k)
 {
-    if (!k)
+    if (!k || !tack_ref_last(&k->refs, "kernel"))
         return;
-    long left = atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) - 1;
-    if (left > 0)
-        return;
-    if (left < 0)
-        tack_refcount_underflow("kernel");
     for (struct tack_loaded *l = k->loaded, *next; l; l = next) {
         next = l->next;
         /* Queued launches still run the code being freed. */

@@ -109,4 +109,14 @@ static void sim_open(void)
 
 static long long sim_stat(const char *name) { return sim_counter(sim.stats, name); }
 
+/* For a test's main: whether TACK_CUDA_LIBRARY is set, as every case needs;
+ * if not, says where it must point. */
+static inline int cuda_sim_named(void)
+{
+    if (getenv("TACK_CUDA_LIBRARY"))
+        return 1;
+    fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
+    return 0;
+}
+
 #endif

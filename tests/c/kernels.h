@@ -30,6 +30,33 @@ static inline int cache_dir_set(char *dir)
     return 1;
 }
 
+/* Begins a kernel test on the cpu backend: a fresh folder
+ * /tmp/tack-test-<name>-XXXXXX, its path written into `dir` (`cap` bytes),
+ * holding the compile cache (the folder itself, or with `beside` its
+ * subfolder `cache`, for a test that keeps files of its own beside it),
+ * and *cpu opened with the compiler, flags and cache size Tack chooses
+ * itself, whatever the environment the test runs in says. Zero, the
+ * reason printed, if it cannot. */
+static inline int cpu_test_begin(char *dir, size_t cap, const char *name, int beside, tack_device **cpu)
+{
+    snprintf(dir, cap, "/tmp/tack-test-%s-XXXXXX", name);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 0;
+    }
+    char cache[PATH_MAX];
+    snprintf(cache, sizeof cache, beside ? "%s/cache" : "%s", dir);
+    setenv("TACK_CACHE_DIR", cache, 1);
+    unsetenv("TACK_CC");
+    unsetenv("TACK_CFLAGS");
+    unsetenv("TACK_CACHE_MAX");
+    if (tack_device_open("cpu", NULL, 0, cpu) != TACK_OK) {
+        fprintf(stderr, "%s\n", tack_last_error());
+        return 0;
+    }
+    return 1;
+}
+
 /* Removes folder `dir` and everything in it. */
 static inline void remove_tree(const char *dir)
 {

@@ -404,55 +404,73 @@ static void test_allocation_failures_keep_nothing(void)
 
 /* ---- wrapping pointers --------------------------------------------------- */
 
+/* Memory another library made in the primary context, one of each kind
+ * the driver tells apart: device, pinned and managed allocations, and host
+ * memory it registered. */
+struct foreign_memory {
+    CUcontext primary;
+    CUdeviceptr dev, managed;
+    void *pinned;
+    float registered[16];
+};
+
+static void foreign_alloc(struct foreign_memory *m)
+{
+    memset(m, 0, sizeof *m);
+    sim.cuDevicePrimaryCtxRetain(&m->primary, 0);
+    sim.cuCtxPushCurrent_v2(m->primary);
+    CHECK(sim.cuMemAlloc_v2(&m->dev, 64) == CUDA_SUCCESS);
+    CHECK(sim.cuMemAllocHost_v2(&m->pinned, 64) == CUDA_SUCCESS);
+    CHECK(sim.cuMemAllocManaged(&m->managed, 64, 1) == CUDA_SUCCESS);
+    CHECK(sim.cuMemHostRegister_v2(m->registered, sizeof m->registered, 0) == CUDA_SUCCESS);
+    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
+}
+
+static void foreign_free(struct foreign_memory *m)
+{
+    sim.cuCtxPushCurrent_v2(m->primary);
+    CHECK(sim.cuMemFree_v2(m->dev) == CUDA_SUCCESS);
+    CHECK(sim.cuMemFreeHost(m->pinned) == CUDA_SUCCESS);
+    CHECK(sim.cuMemHostUnregister(m->registered) == CUDA_SUCCESS);
+    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
+    sim.cuDevicePrimaryCtxRelease_v2(0);
+}
+
 static void test_wrap_accepts_device_pinned_and_managed_memory(void)
 {
     sim_open();
     tack_device *d = open_device("cuda");
     int64_t n = 16;
     tack_array *a = NULL;
-    CUdeviceptr dev = 0, managed = 0;
-    void *pinned = NULL;
     /* Another library, in the same (primary) context. */
-    CUcontext primary = NULL;
-    sim.cuDevicePrimaryCtxRetain(&primary, 0);
-    CHECK((uint64_t)(uintptr_t)primary == tack_device_context_handle(d));
-    sim.cuCtxPushCurrent_v2(primary);
-    CHECK(sim.cuMemAlloc_v2(&dev, 64) == CUDA_SUCCESS);
-    CHECK(sim.cuMemAllocHost_v2(&pinned, 64) == CUDA_SUCCESS);
-    CHECK(sim.cuMemAllocManaged(&managed, 64, 1) == CUDA_SUCCESS);
-    float host[16];
-    CHECK(sim.cuMemHostRegister_v2(host, sizeof host, 0) == CUDA_SUCCESS);
-    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
+    struct foreign_memory m;
+    foreign_alloc(&m);
+    CHECK((uint64_t)(uintptr_t)m.primary == tack_device_context_handle(d));
 
-    CHECK_OK(tack_array_wrap(d, dev, TACK_F32, 1, &n, 1, &a));
+    CHECK_OK(tack_array_wrap(d, m.dev, TACK_F32, 1, &n, 1, &a));
     CHECK(a && tack_buffer_is_shared(tack_array_buffer(a)) && !tack_buffer_is_owned(tack_array_buffer(a)));
     set_ramp(a, 1.0f);
     float v[16];
-    sim.cuCtxPushCurrent_v2(primary);
-    sim.cuMemcpyDtoH_v2(v, dev, sizeof v);
+    sim.cuCtxPushCurrent_v2(m.primary);
+    sim.cuMemcpyDtoH_v2(v, m.dev, sizeof v);
     sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
     CHECK(is_ramp(v, 16, 1.0f));
     tack_array_release(a);
     /* An address inside an allocation is device memory too. */
     int64_t half = 8;
-    CHECK_OK(tack_array_wrap(d, dev + 32, TACK_F32, 1, &half, 0, &a));
+    CHECK_OK(tack_array_wrap(d, m.dev + 32, TACK_F32, 1, &half, 0, &a));
     CHECK(a && !tack_array_writable(a));
     tack_array_release(a);
-    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)pinned, TACK_F32, 1, &n, 1, &a));
+    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)m.pinned, TACK_F32, 1, &n, 1, &a));
     tack_array_release(a);
-    CHECK_OK(tack_array_wrap(d, managed, TACK_F32, 1, &n, 1, &a));
+    CHECK_OK(tack_array_wrap(d, m.managed, TACK_F32, 1, &n, 1, &a));
     tack_array_release(a);
-    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)host, TACK_F32, 1, &n, 1, &a));
+    CHECK_OK(tack_array_wrap(d, (uint64_t)(uintptr_t)m.registered, TACK_F32, 1, &n, 1, &a));
     tack_array_release(a);
     CHECK_OK(tack_device_synchronize(d));
     /* Wrapped memory is the caller's: Tack freed none of it. */
     CHECK(sim_stat("frees") == 0 && sim_stat("async_frees") == 0 && sim_stat("invalid_frees") == 0);
-    sim.cuCtxPushCurrent_v2(primary);
-    CHECK(sim.cuMemFree_v2(dev) == CUDA_SUCCESS);
-    CHECK(sim.cuMemFreeHost(pinned) == CUDA_SUCCESS);
-    CHECK(sim.cuMemHostUnregister(host) == CUDA_SUCCESS);
-    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
-    sim.cuDevicePrimaryCtxRelease_v2(0);
+    foreign_free(&m);
     tack_device_release(d);
 }
 
@@ -463,39 +481,18 @@ static void test_memory_space_is_the_drivers_answer(void)
 {
     sim_open();
     tack_device *d = open_device("cuda");
-    CUdeviceptr dev = 0, managed = 0;
-    void *pinned = NULL;
-    float registered[16], host[16];
-    CUcontext primary = NULL;
-    sim.cuDevicePrimaryCtxRetain(&primary, 0);
-    sim.cuCtxPushCurrent_v2(primary);
-    CHECK(sim.cuMemAlloc_v2(&dev, 64) == CUDA_SUCCESS);
-    CHECK(sim.cuMemAllocHost_v2(&pinned, 64) == CUDA_SUCCESS);
-    CHECK(sim.cuMemAllocManaged(&managed, 64, 1) == CUDA_SUCCESS);
-    CHECK(sim.cuMemHostRegister_v2(registered, sizeof registered, 0) == CUDA_SUCCESS);
-    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
-    struct {
-        uint64_t address;
-        const char *space;
-    } cases[] = {{dev, "cuda"},
-                 {dev + 32, "cuda"},
-                 {(uint64_t)(uintptr_t)pinned, "cuda_pinned"},
-                 {(uint64_t)(uintptr_t)registered, "cuda_pinned"},
-                 {managed, "cuda_managed"},
-                 {(uint64_t)(uintptr_t)host, "cpu"}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        long long queries = sim_stat("pointer_queries");
-        const char *space = NULL;
-        CHECK_OK(tack_memory_space(cases[i].address, &space));
-        CHECK(space && !strcmp(space, cases[i].space));
-        CHECK(sim_stat("pointer_queries") > queries);
-    }
-    CHECK_STATUS(tack_memory_space(dev, NULL), TACK_EVALUE);
-    sim.cuCtxPushCurrent_v2(primary);
-    CHECK(sim.cuMemFree_v2(dev) == CUDA_SUCCESS);
-    CHECK(sim.cuMemFreeHost(pinned) == CUDA_SUCCESS && sim.cuMemHostUnregister(registered) == CUDA_SUCCESS);
-    sim.cuCtxPopCurrent_v2(&(CUcontext){NULL});
-    sim.cuDevicePrimaryCtxRelease_v2(0);
+    struct foreign_memory m;
+    foreign_alloc(&m);
+    float host[16];
+    const struct sim_space_case cases[] = {{m.dev, "cuda"},
+                                           {m.dev + 32, "cuda"},
+                                           {(uint64_t)(uintptr_t)m.pinned, "cuda_pinned"},
+                                           {(uint64_t)(uintptr_t)m.registered, "cuda_pinned"},
+                                           {m.managed, "cuda_managed"},
+                                           {(uint64_t)(uintptr_t)host, "cpu"}};
+    CHECK_MEMORY_SPACES(cases, sim_stat);
+    CHECK_STATUS(tack_memory_space(m.dev, NULL), TACK_EVALUE);
+    foreign_free(&m);
     tack_device_release(d);
 }
 
@@ -1026,10 +1023,8 @@ static void test_export_memory_reaches_another_process(void)
 
 int main(void)
 {
-    if (!getenv("TACK_CUDA_LIBRARY")) {
-        fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
+    if (!cuda_sim_named())
         return 1;
-    }
     RUN(test_no_driver_is_a_runtime_error);
     RUN(test_no_device_is_a_runtime_error);
     RUN(test_failed_init_is_a_runtime_error);

@@ -116,17 +116,25 @@ static void teardown(struct fixture *f)
     CHECK(tack_dlpack_live_exports() == 0);
 }
 
+/* Exports f's array for the consumer's stream `value` (versioned), which
+ * orders the consumer without making the host wait. */
+static DLManagedTensorVersioned *export_for(struct fixture *f, int64_t value)
+{
+    long long waits = host_waits();
+    DLManagedTensorVersioned *m = NULL;
+    CHECK_OK(tack_array_to_dlpack_versioned_stream(f->a, value, &m));
+    CHECK(host_waits() == waits);
+    return m;
+}
+
 /* ---- the cases -------------------------------------------------------------- */
 
 static void test_the_consumer_stream_waits_for_an_event_not_the_host(void)
 {
     struct fixture f = setup(4.0f);
     CUstream cs = consumer_stream(f.primary);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream_value(cs), &m));
-    /* No host wait, and the launch has not run: the order is on the GPU. */
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, stream_value(cs));
+    /* The launch has not run: the order is on the GPU. */
     CHECK(sim_stat("launches_done") == 0);
     CHECK(device_floats(f.a)[0] == 0.0f);
     CHECK(sim_stat("event_records") == 1 && sim_stat("event_waits") == 1);
@@ -177,10 +185,7 @@ static void test_nothing_queued_needs_no_event(void)
     struct fixture f = setup(2.0f);
     CHECK_OK(tack_device_synchronize(f.d));
     CUstream cs = consumer_stream(f.primary);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream_value(cs), &m));
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, stream_value(cs));
     CHECK(sim_stat("events_created") == 0 && sim_stat("event_waits") == 0);
     CHECK(tack_buffer_is_shared(tack_array_buffer(f.a)));
     m->deleter(m);
@@ -207,10 +212,7 @@ static void test_the_legacy_export_takes_a_stream_too(void)
 static void test_minus_one_synchronises_nothing(void)
 {
     struct fixture f = setup(5.0f);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, -1, &m));
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, -1);
     CHECK(sim_stat("events_created") == 0 && sim_stat("launches_done") == 0);
     CHECK(tack_buffer_is_shared(tack_array_buffer(f.a)));
     m->deleter(m);
@@ -221,31 +223,19 @@ static void test_minus_one_synchronises_nothing(void)
  * context (here no context is current: Tack's). The simulator runs
  * default-stream work at once, so the recorded launch runs when the wait is
  * issued; it is still an event wait, not a host sync. */
-static void test_legacy_default_stream(void)
+static void default_stream(int64_t stream)
 {
-    struct fixture f = setup(1.0f);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, 1, &m));
-    CHECK(host_waits() == waits);
+    const float value = (float)stream;
+    struct fixture f = setup(value);
+    DLManagedTensorVersioned *m = export_for(&f, stream);
     CHECK(sim_stat("event_waits") == 1 && sim_stat("event_waits_done") == 1);
-    CHECK(device_floats(f.a)[0] == 1.0f);
+    CHECK(device_floats(f.a)[0] == value);
     m->deleter(m);
     teardown(&f);
 }
 
-static void test_per_thread_default_stream(void)
-{
-    struct fixture f = setup(2.0f);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, 2, &m));
-    CHECK(host_waits() == waits);
-    CHECK(sim_stat("event_waits") == 1 && sim_stat("event_waits_done") == 1);
-    CHECK(device_floats(f.a)[0] == 2.0f);
-    m->deleter(m);
-    teardown(&f);
-}
+static void test_legacy_default_stream(void) { default_stream(1); }
+static void test_per_thread_default_stream(void) { default_stream(2); }
 
 /* A refused stream value leaves everything as it was: no export, no mark,
  * nothing enqueued, the launch still queued. */
@@ -310,10 +300,7 @@ static void test_a_stream_of_another_context_on_the_device_is_ordered(void)
     CHECK(sim.cuCtxCreate_v2(&own, 0, 0) == CUDA_SUCCESS);
     sim.cuCtxPopCurrent_v2(&popped);
     CUstream cs = consumer_stream(own);
-    long long waits = host_waits();
-    DLManagedTensorVersioned *m = NULL;
-    CHECK_OK(tack_array_to_dlpack_versioned_stream(f.a, stream_value(cs), &m));
-    CHECK(host_waits() == waits);
+    DLManagedTensorVersioned *m = export_for(&f, stream_value(cs));
     CHECK(sim_stat("event_waits") == 1 && sim_stat("launches_done") == 0);
     CHECK(in_context(own, sim.cuStreamSynchronize, cs) == CUDA_SUCCESS);
     CHECK(sim_stat("launches_done") == 1 && device_floats(f.a)[0] == 6.0f);
@@ -394,10 +381,8 @@ static void test_other_backends_wait_on_the_host(void)
 
 int main(void)
 {
-    if (!getenv("TACK_CUDA_LIBRARY")) {
-        fprintf(stderr, "set TACK_CUDA_LIBRARY to the simulated driver (tests/sim/cuda_sim.c)\n");
+    if (!cuda_sim_named())
         return 1;
-    }
     RUN(test_the_consumer_stream_waits_for_an_event_not_the_host);
     RUN(test_later_launches_complete_before_returning);
     RUN(test_nothing_queued_needs_no_event);

@@ -174,11 +174,13 @@ struct array_ctx {
     float memory[64];
 };
 
-static tack_status finish(struct array_ctx *c, tack_status st, void *out)
+/* What a call gave, kept in *slot for its undo; a failed call that wrote
+ * its result anyway is TACK_EBUFFER, reported as a wrong status. */
+static tack_status finish(void **slot, tack_status st, void *out)
 {
     if (st != TACK_OK && out != UNTOUCHED)
         return TACK_EBUFFER;
-    c->out = out;
+    *slot = out;
     return st;
 }
 
@@ -187,7 +189,7 @@ static tack_status call_buffer_alloc(void *p)
     struct array_ctx *c = p;
     tack_buffer *b = UNTOUCHED;
     tack_status st = tack_buffer_alloc(c->device, 256, c->exportable, &b);
-    return finish(c, st, b);
+    return finish(&c->out, st, b);
 }
 
 static void undo_buffer(void *p, tack_status st)
@@ -203,7 +205,7 @@ static tack_status call_empty(void *p)
     int64_t shape[2] = {3, 4};
     tack_array *a = UNTOUCHED;
     tack_status st = tack_array_empty(c->device, TACK_F32, 2, shape, c->exportable, &a);
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static void undo_array(void *p, tack_status st)
@@ -236,7 +238,7 @@ static tack_status call_from_buffer(void *p)
     int64_t shape[1] = {16};
     tack_array *a = UNTOUCHED;
     tack_status st = tack_array_from_buffer(c->buffer, TACK_I32, 1, shape, 1, &a);
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static tack_status call_reshape(void *p)
@@ -245,7 +247,7 @@ static tack_status call_reshape(void *p)
     int64_t shape[3] = {2, -1, 2};
     tack_array *a = UNTOUCHED;
     tack_status st = tack_array_reshape(c->array, 3, shape, &a);
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static tack_status call_wrap(void *p)
@@ -254,7 +256,7 @@ static tack_status call_wrap(void *p)
     int64_t shape[2] = {8, 8};
     tack_array *a = UNTOUCHED;
     tack_status st = tack_array_wrap(c->device, (uint64_t)(uintptr_t)c->memory, TACK_F32, 2, shape, 1, &a);
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static void count_release(void *p)
@@ -272,7 +274,7 @@ static tack_status call_buffer_wrap(void *p)
     struct array_ctx *c = p;
     tack_buffer *b = UNTOUCHED;
     tack_status st = tack_buffer_wrap(c->device, c->memory, sizeof c->memory, count_release, c, &b);
-    return finish(c, st, b);
+    return finish(&c->out, st, b);
 }
 
 static void undo_buffer_wrap(void *p, tack_status st)
@@ -290,7 +292,7 @@ static tack_status call_to_device(void *p)
     struct array_ctx *c = p;
     tack_array *a = UNTOUCHED;
     tack_status st = tack_array_to_device(c->array, c->device, &a);
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static void test_views_and_wraps(void)
@@ -322,7 +324,7 @@ static tack_status call_to_dlpack(void *p)
     struct array_ctx *c = p;
     DLManagedTensor *m = UNTOUCHED;
     tack_status st = tack_array_to_dlpack(c->array, &m);
-    return finish(c, st, m);
+    return finish(&c->out, st, m);
 }
 
 static tack_status call_to_dlpack_versioned(void *p)
@@ -330,7 +332,7 @@ static tack_status call_to_dlpack_versioned(void *p)
     struct array_ctx *c = p;
     DLManagedTensorVersioned *m = UNTOUCHED;
     tack_status st = tack_array_to_dlpack_versioned(c->array, &m);
-    return finish(c, st, m);
+    return finish(&c->out, st, m);
 }
 
 static void undo_tensor(void *p, tack_status st)
@@ -360,7 +362,7 @@ static tack_status call_allocate(void *p)
                       .byte_offset = 0};
     DLManagedTensorVersioned *m = UNTOUCHED;
     tack_status st = tack_dlpack_allocate(&proto, &m);
-    return finish(c, st, m);
+    return finish(&c->out, st, m);
 }
 
 /* A producer's tensor over c->memory with a counting deleter. */
@@ -387,7 +389,7 @@ static tack_status call_from_dlpack(void *p)
     tack_status st = tack_array_from_dlpack_versioned(&producer, NULL, c->device, &a, &deleted);
     if (st != TACK_OK && deleted)
         return TACK_EBUFFER;
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static void undo_import(void *p, tack_status st)
@@ -435,7 +437,7 @@ static tack_status call_export(void *p)
     struct array_ctx *c = p;
     memset(&exported, 0, sizeof exported);
     tack_status st = tack_array_export_memory(c->array, &exported);
-    return finish(c, st, UNTOUCHED);
+    return finish(&c->out, st, UNTOUCHED);
 }
 
 static void undo_prepared(void *p, tack_status st)
@@ -458,7 +460,7 @@ static tack_status call_import(void *p)
     int64_t shape[2] = {10, 100};
     tack_array *a = UNTOUCHED;
     tack_status st = tack_array_import_memory(c->device, &exported, TACK_F32, 2, shape, &a);
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static void undo_import_memory(void *p, tack_status st)
@@ -481,7 +483,7 @@ static tack_status call_send(void *p)
 {
     struct array_ctx *c = p;
     tack_status st = tack_array_send(sockets[0], c->array);
-    return finish(c, st, UNTOUCHED);
+    return finish(&c->out, st, UNTOUCHED);
 }
 
 static void undo_sockets(void *p, tack_status st)
@@ -511,7 +513,7 @@ static tack_status call_receive(void *p)
     struct array_ctx *c = p;
     tack_array *a = UNTOUCHED;
     tack_status st = tack_array_receive(sockets[1], c->device, &a);
-    return finish(c, st, a);
+    return finish(&c->out, st, a);
 }
 
 static void test_export_import(void)
@@ -545,10 +547,7 @@ static tack_status call_create(void *p)
     struct kernel_ctx *c = p;
     tack_kernel *k = UNTOUCHED;
     tack_status st = tack_kernel_create(saxpy_source, NULL, &k);
-    if (st != TACK_OK && k != UNTOUCHED)
-        return TACK_EBUFFER;
-    c->out = k;
-    return st;
+    return finish(&c->out, st, k);
 }
 
 static void undo_kernel(void *p, tack_status st)
@@ -563,10 +562,7 @@ static tack_status call_compile(void *p)
     struct kernel_ctx *c = p;
     tack_kernel *k = UNTOUCHED;
     tack_status st = tack_kernel_compile(saxpy_source, NULL, c->device, &k);
-    if (st != TACK_OK && k != UNTOUCHED)
-        return TACK_EBUFFER;
-    c->out = k;
-    return st;
+    return finish(&c->out, st, k);
 }
 
 static void prepare_kernel(void *p)
@@ -613,10 +609,7 @@ static tack_status call_compile_broken(void *p)
     struct kernel_ctx *c = p;
     tack_kernel *k = UNTOUCHED;
     tack_status st = tack_kernel_compile(broken_source, NULL, c->device, &k);
-    if (st != TACK_OK && k != UNTOUCHED)
-        return TACK_EBUFFER;
-    c->out = k;
-    return st;
+    return finish(&c->out, st, k);
 }
 
 static void test_kernels(void)

@@ -42,6 +42,16 @@ static int fd_count(void)
 
 static int fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
 
+/* A connected pair of Unix sockets of `type` (SOCK_STREAM or
+ * SOCK_SEQPACKET) in sv, closed on exec; zero if there is none. */
+static int connected(int type, int sv[2]) { return socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) == 0; }
+
+static void disconnect(const int sv[2])
+{
+    close(sv[0]);
+    close(sv[1]);
+}
+
 static tack_device *cpu(void)
 {
     tack_device *d = NULL;
@@ -314,7 +324,7 @@ static void test_descriptors_are_closed_exactly_once(void)
 {
     tack_device *d = cpu();
     int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_STREAM, sv));
     int before = fd_count();
     tack_array *a = exportable(d, 5);
     CHECK_OK(tack_array_send(sv[0], a));
@@ -332,8 +342,7 @@ static void test_descriptors_are_closed_exactly_once(void)
     close(sentinel1);
     close(sentinel2);
     CHECK(fd_count() == before);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     tack_device_release(d);
 }
 
@@ -341,7 +350,7 @@ static void test_send_refusals_leave_nothing(void)
 {
     tack_device *d = cpu();
     int sv[2], p[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_STREAM, sv));
     CHECK(pipe(p) == 0);
     int64_t n = 4;
     tack_array *plain = NULL, *a = exportable(d, 0);
@@ -375,11 +384,10 @@ static void test_send_refusals_leave_nothing(void)
 static int good_header(tack_array *a, tack_ipc_header *h, int *fd)
 {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    if (!connected(SOCK_STREAM, sv))
         return -1;
     int r = tack_array_send(sv[0], a) == TACK_OK ? capture(sv[1], h, fd) : -1;
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     return r;
 }
 
@@ -388,7 +396,7 @@ static int good_header(tack_array *a, tack_ipc_header *h, int *fd)
 static tack_status receive_raw(int type, const void *buf, size_t len, const int *fds, int nfds)
 {
     int sv[2];
-    if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0)
+    if (!connected(type, sv))
         return TACK_OK; /* reported as a failed check by the caller */
     tack_array *out = (tack_array *)0x1;
     tack_status st = TACK_OK;
@@ -399,8 +407,7 @@ static tack_status receive_raw(int type, const void *buf, size_t len, const int 
         tack_array_release(out);
     else
         CHECK(out == (tack_array *)0x1);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     return st;
 }
 
@@ -410,14 +417,13 @@ static void test_bad_headers_are_refused(int type)
 {
     tack_device *d = cpu();
     int sv[2];
-    CHECK(socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(type, sv));
     tack_array *a = exportable(d, 20);
     tack_ipc_header good;
     int fd = -1;
     CHECK_OK(tack_array_send(sv[0], a));
     CHECK(capture(sv[1], &good, &fd) == 0);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     CHECK(!memcmp(good.magic, TACK_IPC_MAGIC, 8) && good.version == 1 && good.header_size == sizeof good);
     CHECK(good.ndim == 2 && good.shape[0] == 3 && good.shape[1] == 4 && good.shape[2] == 0);
     CHECK(good.size == 48 && good.flags == 0 && good.reserved == 0 && good.dtype_lanes == 1);
@@ -486,7 +492,7 @@ static void test_stream_stays_in_step_after_a_future_header(void)
 {
     tack_device *d = cpu();
     int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_STREAM, sv));
     tack_array *a = exportable(d, 40);
     tack_ipc_header good;
     int fd = -1;
@@ -508,8 +514,7 @@ static void test_stream_stays_in_step_after_a_future_header(void)
     CHECK(holds(out, 40));
     tack_array_release(out);
     close(fd);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     tack_array_release(a);
     tack_device_release(d);
 }
@@ -518,7 +523,7 @@ static void test_read_only_arrays_arrive_read_only(void)
 {
     tack_device *d = cpu();
     int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_STREAM, sv));
     tack_array *a = exportable(d, 1), *ro = NULL, *out = NULL;
     int64_t shape[1] = {12};
     CHECK_OK(tack_array_from_buffer(tack_array_buffer(a), TACK_I32, 1, shape, 0, &ro));
@@ -530,8 +535,7 @@ static void test_read_only_arrays_arrive_read_only(void)
     tack_array_release(out);
     tack_array_release(ro);
     tack_array_release(a);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     tack_device_release(d);
 }
 
@@ -606,7 +610,7 @@ static void test_memory_that_can_shrink_is_refused(void)
     tack_device *d = cpu();
     for (int kind = 0; kind < 3; kind++) {
         int sv[2];
-        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        CHECK(connected(SOCK_STREAM, sv));
         fflush(NULL);
         pid_t pid = fork();
         if (pid == 0) {
@@ -670,7 +674,7 @@ static void test_memory_sealed_against_shrinking_is_mapped(void)
     CHECK(fd >= 0 && ftruncate(fd, 4096) == 0 && pwrite(fd, "\x07", 1, 5) == 1);
     CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
     int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_SEQPACKET, sv));
     tack_ipc_header h = forged(4096);
     CHECK(send_raw(sv[0], &h, sizeof h, &fd, 1) == 0);
     tack_array *out = NULL;
@@ -679,8 +683,7 @@ static void test_memory_sealed_against_shrinking_is_mapped(void)
     CHECK(ftruncate(fd, 0) == -1 && errno == EPERM);
     tack_array_release(out);
     close(fd);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     tack_device_release(d);
 }
 
@@ -703,7 +706,7 @@ static void on_alarm(int sig) { (void)sig; }
 static tack_status stalled_receive(int type, const void *buf, size_t len, tack_ipc_wait *w, int64_t *took)
 {
     int sv[2];
-    if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0)
+    if (!connected(type, sv))
         return TACK_OK;
     if (len)
         CHECK(send_raw(sv[0], buf, len, NULL, 0) == 0);
@@ -712,8 +715,7 @@ static tack_status stalled_receive(int type, const void *buf, size_t len, tack_i
     tack_status st = tack_array_receive_wait(sv[1], NULL, w, &out);
     *took = now_ms() - t0;
     CHECK(out == (tack_array *)0x1);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     return st;
 }
 
@@ -764,7 +766,7 @@ static void test_the_deadline_holds_for_the_whole_message(void)
     tack_device *d = cpu();
     tack_array *a = exportable(d, 0);
     int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_STREAM, sv));
     int small = 4096;
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     char junk[4096] = {0};
@@ -774,8 +776,7 @@ static void test_the_deadline_holds_for_the_whole_message(void)
     int64_t t0 = now_ms();
     CHECK_STATUS(tack_array_send_wait(sv[0], a, &w), TACK_ETIMEOUT);
     CHECK(w.os_error == ETIMEDOUT && now_ms() - t0 >= 200 && now_ms() - t0 < 700);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     tack_array_release(a);
     tack_device_release(d);
     CHECK(fd_count() == before);
@@ -848,7 +849,7 @@ static void test_only_unix_sockets_carry_arrays(void)
 static void test_an_empty_message_is_not_a_closed_peer(void)
 {
     int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_SEQPACKET, sv));
     CHECK(send(sv[0], "", 0, 0) == 0);
     tack_array *out = (tack_array *)0x1;
     CHECK_STATUS(tack_array_receive(sv[1], NULL, &out), TACK_EVALUE);
@@ -883,7 +884,7 @@ static void test_messages_say_what_was_wrong(void)
         CHECK(strstr(tack_last_error(), "a message of 300 bytes") != NULL);
     }
     /* Out of descriptors when the message arrives. */
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_STREAM, sv));
     CHECK_OK(tack_array_send(sv[0], a));
     struct rlimit old, low;
     CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
@@ -902,8 +903,7 @@ static void test_messages_say_what_was_wrong(void)
     CHECK(st == TACK_ERUNTIME && w.os_error == EMFILE && out == (tack_array *)0x1);
     CHECK(strstr(tack_last_error(), "EMFILE") != NULL || strstr(tack_last_error(), "descriptor") != NULL);
     CHECK(strstr(tack_last_error(), "ulimit") != NULL);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     close(fd);
     tack_array_release(a);
     tack_device_release(d);
@@ -957,7 +957,7 @@ static void test_writes_are_seen_across_processes(void)
 {
     tack_device *d = cpu();
     int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(connected(SOCK_STREAM, sv));
     int before = fd_count();
     fflush(NULL);
     pid_t pid = fork();
@@ -986,8 +986,7 @@ static void test_writes_are_seen_across_processes(void)
     tack_array_release(theirs);
     tack_array_release(a);
     CHECK(fd_count() == before);
-    close(sv[0]);
-    close(sv[1]);
+    disconnect(sv);
     tack_device_release(d);
 }
 

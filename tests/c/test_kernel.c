@@ -1183,20 +1183,8 @@ static void test_reductions(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
+    if (!cpu_test_begin(tmpdir, sizeof tmpdir, "kernel", 1, &cpu))
         return 1;
-    }
-    char cache[300];
-    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
-    setenv("TACK_CACHE_DIR", cache, 1);
-    unsetenv("TACK_CC");
-    unsetenv("TACK_CFLAGS");
-    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK) {
-        fprintf(stderr, "%s\n", tack_last_error());
-        return 1;
-    }
     RUN(test_signature);
     RUN(test_signature_errors);
     RUN(test_conditionals_and_budget);

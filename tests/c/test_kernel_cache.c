@@ -183,18 +183,8 @@ static void test_the_cpu_backend_builds_through_its_table(void)
 
 int main(void)
 {
-    snprintf(cache, sizeof cache, "/tmp/tack-test-kernel-cache-XXXXXX");
-    if (!cache_dir_set(cache)) {
-        perror("mkdtemp");
+    if (!cpu_test_begin(cache, sizeof cache, "kernel-cache", 0, &cpu))
         return 1;
-    }
-    unsetenv("TACK_CC");
-    unsetenv("TACK_CFLAGS");
-    unsetenv("TACK_CACHE_MAX");
-    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK) {
-        fprintf(stderr, "%s\n", tack_last_error());
-        return 1;
-    }
     RUN(test_a_long_command_line_reaches_the_compiler_whole);
     RUN(test_the_cache_is_held_to_tack_cache_max);
     RUN(test_a_tack_cache_max_that_is_not_a_size_is_refused);

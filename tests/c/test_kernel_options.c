@@ -139,20 +139,8 @@ static void test_nvrtc_takes_them(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tack-test-kernel-options-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
+    if (!cpu_test_begin(tmpdir, sizeof tmpdir, "kernel-options", 1, &cpu))
         return 1;
-    }
-    char cache[300];
-    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
-    setenv("TACK_CACHE_DIR", cache, 1);
-    unsetenv("TACK_CC");
-    unsetenv("TACK_CFLAGS");
-    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK) {
-        fprintf(stderr, "%s\n", tack_last_error());
-        return 1;
-    }
     find_venv_nvrtc();
     RUN(test_definitions_and_the_key);
     RUN(test_include_dirs_and_options);

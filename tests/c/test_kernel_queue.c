@@ -167,6 +167,12 @@ static tack_kernel *inc_kernel(void)
     return k;
 }
 
+/* Calls k, an inc_kernel, adding v to every element of y. */
+static tack_status inc(tack_kernel *k, float v, tack_array *y)
+{
+    return tack_kernel_call(k, (tack_arg[]){tack_arg_f32(v), tack_arg_array(y)}, 2);
+}
+
 static void test_launch_is_queued(void)
 {
     tack_kernel *k = inc_kernel();
@@ -181,7 +187,7 @@ static void test_launch_is_queued(void)
     CHECK(qs->syncs == syncs);
     /* The scalar was copied at enqueue: changing ours now changes nothing. */
     args[0] = tack_arg_f32(100.0f);
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(3.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(inc(k, 3.0f, y));
     CHECK(qs->len == 2);
     /* A host read waits for the buffer's launches, in order. */
     float host[16];
@@ -200,7 +206,7 @@ static void test_unrelated_buffer_does_not_wait(void)
 {
     tack_kernel *k = inc_kernel();
     tack_array *y = qvec(TACK_F32, 4), *other = qvec(TACK_F32, 4);
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(inc(k, 1.0f, y));
     int syncs = qs->syncs;
     float host[4];
     CHECK_OK(tack_array_copy_to_host(other, host, sizeof host));
@@ -221,14 +227,14 @@ static void test_share(void)
     float *py = tack_array_data(y);
     tack_buffer *b = tack_array_buffer(y);
     CHECK(!tack_buffer_is_shared(b));
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(inc(k, 1.0f, y));
     CHECK(qs->len == 1 && py[0] == 0.0f);
     /* share() waits for what is queued on the buffer, then marks it. */
     CHECK_OK(tack_buffer_share(b));
     CHECK(tack_buffer_is_shared(b));
     CHECK(qs->len == 0 && py[0] == 1.0f);
     /* From now on every launch using it is complete when it returns. */
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(inc(k, 1.0f, y));
     CHECK(qs->len == 0 && py[7] == 2.0f);
     /* Also when the shared buffer is only read, beside an unshared one. */
     tack_kernel *copy = NULL;
@@ -237,7 +243,7 @@ static void test_share(void)
     CHECK_OK(tack_kernel_call(copy, (tack_arg[]){tack_arg_array(y), tack_arg_array(dst)}, 2));
     CHECK(qs->len == 0 && ((float *)tack_array_data(dst))[7] == 2.0f);
     /* The unshared one alone queues again. */
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(dst)}, 2));
+    CHECK_OK(inc(k, 1.0f, dst));
     CHECK(qs->len == 1);
     CHECK_OK(tack_device_synchronize(qdev));
     tack_array_release(dst);
@@ -253,7 +259,7 @@ static void test_wrapped_is_shared(void)
     tack_array *w = NULL;
     CHECK_OK(tack_array_wrap(qdev, (uint64_t)(uintptr_t)mem, TACK_F32, 1, (int64_t[]){8}, 1, &w));
     CHECK(w && tack_buffer_is_shared(tack_array_buffer(w)));
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(4.0f), tack_arg_array(w)}, 2));
+    CHECK_OK(inc(k, 4.0f, w));
     CHECK(qs->len == 0);
     CHECK(mem[0] == 4.0f && mem[7] == 4.0f);
     tack_array_release(w);
@@ -265,7 +271,7 @@ static void test_dlpack_export_shares(void)
 {
     tack_kernel *k = inc_kernel();
     tack_array *y = qvec(TACK_F32, 8);
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(inc(k, 1.0f, y));
     CHECK(qs->len == 1);
     DLManagedTensorVersioned *t = NULL;
     CHECK_OK(tack_array_to_dlpack_versioned(y, &t));
@@ -273,7 +279,7 @@ static void test_dlpack_export_shares(void)
     CHECK(qs->len == 0);
     CHECK(t && ((float *)t->dl_tensor.data)[0] == 1.0f);
     CHECK(tack_buffer_is_shared(tack_array_buffer(y)));
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(inc(k, 1.0f, y));
     CHECK(qs->len == 0 && ((float *)t->dl_tensor.data)[0] == 2.0f);
     if (t)
         t->deleter(t);
@@ -298,7 +304,7 @@ static void test_checks_before_enqueue(void)
     CHECK_STATUS(tack_kernel_launch(k, cpu, 8, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2),
                  TACK_EVALUE);
     /* read-only where the kernel stores */
-    CHECK_STATUS(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(ro)}, 2), TACK_EVALUE);
+    CHECK_STATUS(inc(k, 1.0f, ro), TACK_EVALUE);
     CHECK(strstr(tack_last_error(), "'y'") != NULL);
     CHECK_STATUS(tack_kernel_launch(k, NULL, -5, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2),
                  TACK_EVALUE);
@@ -316,8 +322,8 @@ static void test_release_waits(void)
     tack_kernel *k = inc_kernel();
     tack_array *y = qvec(TACK_F32, 4);
     int loads = qs->loads, unloads = qs->unloads;
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
-    CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+    CHECK_OK(inc(k, 1.0f, y));
+    CHECK_OK(inc(k, 1.0f, y));
     CHECK(qs->loads == loads + 1); /* loaded once per device */
     CHECK(qs->len == 2);
     /* The code is freed only after the queued launches of it ran. */
@@ -336,8 +342,8 @@ static void test_two_devices(void)
     int64_t n = 4;
     CHECK_OK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &h));
     for (int r = 0; r < 3; r++) {
-        CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(h)}, 2));
-        CHECK_OK(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2));
+        CHECK_OK(inc(k, 1.0f, h));
+        CHECK_OK(inc(k, 1.0f, y));
     }
     CHECK(((float *)tack_array_data(h))[3] == 3.0f); /* cpu: synchronous */
     CHECK(qs->len == 3);
@@ -366,7 +372,7 @@ static void test_backend_without_toolchain_runs_none(void)
     tack_array *y = NULL;
     int64_t n = 4;
     CHECK_OK(tack_array_empty(d, TACK_F32, 1, &n, 0, &y));
-    CHECK_STATUS(tack_kernel_call(k, (tack_arg[]){tack_arg_f32(1.0f), tack_arg_array(y)}, 2), TACK_ERUNTIME);
+    CHECK_STATUS(inc(k, 1.0f, y), TACK_ERUNTIME);
     CHECK(((float *)tack_array_data(y))[0] == 0.0f);
     tack_array_release(y);
     tack_kernel_release(k);
@@ -471,11 +477,8 @@ static void test_aliasing_follows_memory(void)
 
 int main(void)
 {
-    char cache[] = "/tmp/tack-test-queue-XXXXXX";
-    if (!cache_dir_set(cache))
-        return 1;
-    unsetenv("TACK_CC");
-    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK)
+    char cache[PATH_MAX];
+    if (!cpu_test_begin(cache, sizeof cache, "queue", 0, &cpu))
         return 1;
     /* The cpu backend's dialect and toolchain slots, through its table. */
     const struct tack_backend_ops *cpu_ops = tack_backend_find("cpu", 3);

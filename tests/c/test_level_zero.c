@@ -515,21 +515,12 @@ static void test_memory_space_is_the_drivers_answer(void)
     other_library(0, h);
     uint64_t dev = sim.alloc(ctx, h[1], 2, 64), shared = sim.alloc(ctx, h[1], 3, 64), host = sim.alloc(ctx, 0, 1, 64);
     float local[4];
-    struct {
-        uint64_t address;
-        const char *space;
-    } cases[] = {{dev, "level_zero"},
-                 {dev + 16, "level_zero"},
-                 {shared, "level_zero_shared"},
-                 {host, "level_zero_host"},
-                 {(uint64_t)(uintptr_t)local, "cpu"}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        long long queries = stat("pointer_queries");
-        const char *space = NULL;
-        CHECK_OK(tack_memory_space(cases[i].address, &space));
-        CHECK(space && !strcmp(space, cases[i].space));
-        CHECK(stat("pointer_queries") > queries);
-    }
+    const struct sim_space_case cases[] = {{dev, "level_zero"},
+                                           {dev + 16, "level_zero"},
+                                           {shared, "level_zero_shared"},
+                                           {host, "level_zero_host"},
+                                           {(uint64_t)(uintptr_t)local, "cpu"}};
+    CHECK_MEMORY_SPACES(cases, stat);
     const char *untouched = "untouched";
     sim.fail("zeMemGetAllocProperties", TACK_ZE_ERROR_DEVICE_LOST, 1);
     CHECK_STATUS(tack_memory_space(dev, &untouched), TACK_ERUNTIME);

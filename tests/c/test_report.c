@@ -56,12 +56,29 @@ static void test_cpu(void)
     CHECK(strstr(r.compiler.note, "on PATH") || strstr(r.compiler.note, "TACK_CC"));
 }
 
-static void test_cuda_on_the_simulator(void)
+/* The report of `backend` on its simulated driver, the library `variable`
+ * names, at `version`. */
+static tack_backend_report simulated(const char *backend, const char *variable, const char *version)
 {
     tack_backend_report r;
-    CHECK_OK(tack_backend_describe("cuda", &r));
-    CHECK(r.driver.found && !strcmp(r.driver.path, sim("TACK_CUDA_LIBRARY")));
-    CHECK(!strcmp(r.driver.version, "13.0"));
+    CHECK_OK(tack_backend_describe(backend, &r));
+    CHECK(r.driver.found && !strcmp(r.driver.path, sim(variable)));
+    CHECK(!strcmp(r.driver.version, version));
+    return r;
+}
+
+/* The report's compiler is the simulated `name`, the library `variable`
+ * names, at `version`. */
+static void simulated_compiler(const tack_backend_report *r, const char *name, const char *variable,
+                               const char *version)
+{
+    CHECK(!strcmp(r->compiler.name, name) && r->compiler.found);
+    CHECK(!strcmp(r->compiler.path, sim(variable)) && !strcmp(r->compiler.version, version));
+}
+
+static void test_cuda_on_the_simulator(void)
+{
+    tack_backend_report r = simulated("cuda", "TACK_CUDA_LIBRARY", "13.0");
     CHECK(r.device_count == 1 && starts_with(r.devices[0], "Tack simulated GPU 0, compute capability "));
     CHECK(!strcmp(r.compiler.name, "NVRTC"));
     /* NVRTC is real where it is installed; missing, it says what to install. */
@@ -70,25 +87,17 @@ static void test_cuda_on_the_simulator(void)
 
 static void test_hip_on_the_simulator(void)
 {
-    tack_backend_report r;
-    CHECK_OK(tack_backend_describe("hip", &r));
-    CHECK(r.driver.found && !strcmp(r.driver.path, sim("TACK_HIP_LIBRARY")));
-    CHECK(!strcmp(r.driver.version, "6.2.0"));
+    tack_backend_report r = simulated("hip", "TACK_HIP_LIBRARY", "6.2.0");
     CHECK(r.device_count == 2);
     CHECK(!strcmp(r.devices[0], "Tack simulated HIP GPU 0") && !strcmp(r.devices[1], "Tack simulated HIP GPU 1"));
-    CHECK(!strcmp(r.compiler.name, "hipRTC") && r.compiler.found);
-    CHECK(!strcmp(r.compiler.path, sim("TACK_HIPRTC_LIBRARY")) && !strcmp(r.compiler.version, "6.2"));
+    simulated_compiler(&r, "hipRTC", "TACK_HIPRTC_LIBRARY", "6.2");
 }
 
 static void test_level_zero_on_the_simulator(void)
 {
-    tack_backend_report r;
-    CHECK_OK(tack_backend_describe("level_zero", &r));
-    CHECK(r.driver.found && !strcmp(r.driver.path, sim("TACK_LEVEL_ZERO_LIBRARY")));
-    CHECK(!strcmp(r.driver.version, "driverVersion 65536"));
+    tack_backend_report r = simulated("level_zero", "TACK_LEVEL_ZERO_LIBRARY", "driverVersion 65536");
     CHECK(r.device_count == 2 && starts_with(r.devices[1], "Tack simulated Level Zero GPU 1, device id 0x"));
-    CHECK(!strcmp(r.compiler.name, "ocloc") && r.compiler.found);
-    CHECK(!strcmp(r.compiler.path, sim("TACK_OCLOC_LIBRARY")) && !strcmp(r.compiler.version, "0.0.0-tack-sim"));
+    simulated_compiler(&r, "ocloc", "TACK_OCLOC_LIBRARY", "0.0.0-tack-sim");
 }
 
 static void no_cuda_driver(void) { setenv("TACK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1); }
