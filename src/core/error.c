@@ -83,6 +83,10 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
      * wraps the one before), so the new text is formatted into a new block
      * and the old one freed only afterwards. */
     va_list ap, again;
+    /* A NULL format is a caller's slip; it must not cost a crash while an
+     * error is being reported. */
+    if (!fmt)
+        fmt = "";
     va_start(ap, fmt);
     va_copy(again, ap);
     int len = vsnprintf(NULL, 0, fmt, ap);
