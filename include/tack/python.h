@@ -73,6 +73,13 @@ static const tack_py_api *tack_py_api_table;
  * GIL must be held. Calling it again is harmless. */
 static inline int tack_py_import(void)
 {
+    /* The module first: its own ImportError says why (no such module on
+     * the path, a library it cannot load), where PyCapsule_Import's says
+     * only that it could not. */
+    PyObject *module = PyImport_ImportModule("tack._tack");
+    if (!module)
+        return -1;
+    Py_DECREF(module);
     const tack_py_api *api = (const tack_py_api *)PyCapsule_Import(TACK_PY_CAPSULE_NAME, 0);
     if (!api) {
         if (PyErr_ExceptionMatches(PyExc_ImportError))
