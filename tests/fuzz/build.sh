@@ -37,8 +37,12 @@ if [ -x "$out" ] && [ -z "$(find src include tests/fuzz -newer "$out" \( -name '
 fi
 
 mkdir -p "$(dirname "$out")"
+# The registry of backends, as meson passes it: from the one list in
+# src/backend/meson.build.
+registry=$(sed -n "s/^backends = \[\(.*\)\]/\1/p" src/backend/meson.build | tr -d "' " | tr ',' '\n' |
+    sed 's/.*/X(&)/' | tr -d '\n')
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -Isrc/core -pthread
-       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
+       -DTACK_BACKENDS(X)=$registry -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; return (int)(n & 0); }\n' \
