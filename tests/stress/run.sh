@@ -48,7 +48,12 @@ tsan_threads() {
     fi
     mkdir -p "$build/tsan"
     # shellcheck disable=SC2046
+    # The backend registry as meson passes it, from src/backend/meson.build's list.
+    local registry
+    registry=$(sed -n "s/^backends = \[\(.*\)\]/\1/p" src/backend/meson.build | tr -d "' " | tr ',' '\n' |
+        sed 's/.*/X(&)/' | tr -d '\n')
     "$cc" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=thread -pthread -Iinclude -Isrc/core -Itests/c \
+        "-DTACK_BACKENDS(X)=$registry" \
         -o "$build/tsan/test_threads" tests/c/test_threads.c \
         $(find src -name '*.c' ! -path 'src/python/*' | LC_ALL=C sort) -ldl -lm || return 1
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" TACK_THREADS_ITERATIONS=200000 \
