@@ -114,10 +114,11 @@ void tack_source_params(struct tack_source *b, const struct tack_signature *sig,
 }
 
 void tack_source_kernel_copy(struct tack_source *b, const struct tack_signature *sig, const char *source,
-                             const char *suffix, const char *qualifier, enum tack_check_language language)
+                             const char *suffix, const char *qualifier, const char *leading,
+                             enum tack_check_language language)
 {
     const char *space = language == TACK_CHECK_OPENCL ? "__global " : "";
-    tack_source_put(b, "static inline void %s%s(", sig->name, suffix);
+    tack_source_put(b, "static inline void %s%s(%s", sig->name, suffix, leading);
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
     for (int k = 0; k < sig->nparams; k++) {
@@ -167,7 +168,7 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                     "#define tack_size(y) ((tack_index)tack_ext_##y##_.size)\n",
                     TACK_EXTENT_DIMS, TACK_EXTENT_DIMS);
     if (!sig->checked) {
-        tack_source_kernel_copy(b, sig, source, "_tack_x_", "", language);
+        tack_source_kernel_copy(b, sig, source, "_tack_x_", "", "", language);
         return;
     }
     const char *cas = language == TACK_CHECK_C
@@ -221,7 +222,7 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                         "    return (%s *)r->sink;\n}\n",
                         c, type, k, c, type, space, k, type);
     }
-    tack_source_kernel_copy(b, sig, source, "_tack_x_", "", language);
+    tack_source_kernel_copy(b, sig, source, "_tack_x_", "", "", language);
 }
 
 /* The keywords a Tack-written type may contain: a -D flag or a #define can

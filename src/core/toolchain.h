@@ -184,12 +184,14 @@ void tack_source_signature_check(struct tack_source *s, const struct tack_signat
 void tack_source_hidden(struct tack_source *s, const struct tack_signature *sig, const char *source,
                         enum tack_check_language language);
 /* The kernel again as `static inline void <name><suffix>`, with
- * `qualifier` ("restrict " or "") after the `*` of every array parameter
- * and the hidden parameters after the kernel's own: the user's body (its
- * checked rewrite for a checked kernel) under Tack's own declaration of
- * the parameters. */
+ * `leading` (parameter declarations each followed by ", ", or "") before
+ * the kernel's own, `qualifier` ("restrict " or "") after the `*` of every
+ * array parameter and the hidden parameters after them: the user's body
+ * (its checked rewrite for a checked kernel) under Tack's own declaration
+ * of the parameters. Never fails (an allocation failure marks `s`). */
 void tack_source_kernel_copy(struct tack_source *s, const struct tack_signature *sig, const char *source,
-                             const char *suffix, const char *qualifier, enum tack_check_language language);
+                             const char *suffix, const char *qualifier, const char *leading,
+                             enum tack_check_language language);
 
 void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig, const char *head,
                               const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],

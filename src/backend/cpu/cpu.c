@@ -93,55 +93,12 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
     "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"
 
-/* The kernel again, as `<name><suffix>`, with `qualifier` ("restrict "
- * or "") after the `*` of every array parameter: the user's body under
- * Tack's own declaration of the parameters (the types the signature was
- * read as).
- *
- * `<name>_tack_restrict_` has every array restrict. A compiler takes
- * restrict from a function's own parameters, not from its caller's, so
- * only a copy of the kernel itself can tell it that no array overlaps
- * another, which lets it keep a value it loaded in a register across a
- * store through another array. The entry of this copy runs only launches
- * whose arrays are disjoint (checked per launch by the kernel layer).
- *
- * `<name>_tack_plain_` is compiled under the plain atomics (CPU_PLAIN_ATOMICS)
- * for launches that run on one thread alone.
- *
- * With `reduce`, the copy's first parameters are the range's table of
- * reductions and a lane of it, tack_rt_ and tack_rl_ (CPU_REDUCE_TABLE),
- * which its body's tack_reduce_* combine into. */
-static void cpu_kernel_copy(struct tack_source *b, const struct tack_signature *sig, const char *source,
-                            const char *suffix, const char *qualifier, int reduce)
-{
-    if (tack_signature_hidden(sig)) {
-        /* A kernel with hidden parameters (extents, a checked launch)
-         * reduces through the prelude's atomics: its copy has no table. */
-        (void)reduce;
-        tack_source_kernel_copy(b, sig, source, suffix, qualifier, TACK_CHECK_C);
-        return;
-    }
-    tack_source_put(b, "static inline void %s%s(%s", sig->name, suffix,
-                    reduce ? "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, unsigned tack_ra_, " : "");
-    for (int d = 0; d < sig->ndim; d++)
-        tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
-    for (int k = 0; k < sig->nparams; k++) {
-        const struct tack_param *p = &sig->params[k];
-        const char *type = tack_dtype_c_type(p->dtype);
-        if (p->is_array)
-            tack_source_put(b, ", %s%s *%s%s", p->writable ? "" : "const ", type, qualifier, p->name);
-        else
-            tack_source_put(b, ", %s %s", type, p->name);
-    }
-    tack_source_put(b, ")\n");
-    for (int i = 0; i < sig->body_if; i++)
-        tack_source_put(b, "#if 1\n");
-    tack_source_put(b, "#line %d \"kernel\"\n%.*s\n", sig->body_line, (int)(sig->body_end - sig->body_begin),
-                    source + sig->body_begin);
-    for (int i = 0; i < sig->body_endif; i++)
-        tack_source_put(b, "#endif\n");
-    tack_source_put(b, "#line 1 \"<tack entry>\"\n");
-}
+/* The parameters a reduction's copy of the kernel takes before the
+ * kernel's own: the range's table of reductions, its held targets and a
+ * lane of them (CPU_REDUCE_TABLE), which its body's tack_reduce_* combine
+ * into. */
+#define CPU_REDUCE_PARAMS \
+    "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, unsigned tack_ra_, "
 
 /* The loop of a 1-index entry with reductions: four indices a turn, each
  * its own lane by a constant (the rest in lane 0), so that a float sum's
@@ -282,15 +239,22 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     tack_source_hidden(b, sig, source, TACK_CHECK_C);
     if (reduce) {
         tack_source_append(b, CPU_REDUCE_TABLE CPU_REDUCE_TABLED);
-        cpu_kernel_copy(b, sig, source, "_tack_reduce_", "", 1);
+        tack_source_kernel_copy(b, sig, source, "_tack_reduce_", "", CPU_REDUCE_PARAMS, TACK_CHECK_C);
     }
+    /* `<name>_tack_restrict_` has every array restrict: a compiler takes
+     * restrict from a function's own parameters, not its caller's, so only
+     * a copy of the kernel can tell it that no array overlaps another. Its
+     * entry runs only launches whose arrays are disjoint (checked per launch
+     * by the kernel layer). `<name>_tack_plain_` is compiled under the plain
+     * atomics (CPU_PLAIN_ATOMICS), for launches that run on one thread alone. */
     if (variant)
-        cpu_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ", reduce);
+        tack_source_kernel_copy(b, sig, source, "_tack_restrict_", "restrict ", reduce ? CPU_REDUCE_PARAMS : "",
+                                TACK_CHECK_C);
     if (atomics) {
         tack_source_append(b, CPU_PLAIN_ATOMICS);
         if (reduce)
             tack_source_append(b, CPU_REDUCE_PLAIN);
-        cpu_kernel_copy(b, sig, source, "_tack_plain_", "", reduce);
+        tack_source_kernel_copy(b, sig, source, "_tack_plain_", "", reduce ? CPU_REDUCE_PARAMS : "", TACK_CHECK_C);
     }
     tack_source_put(b, "#if defined(__GNUC__)\n"
                        "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
