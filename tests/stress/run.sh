@@ -47,11 +47,10 @@ tsan_threads() {
         return 0
     fi
     mkdir -p "$build/tsan"
-    # shellcheck disable=SC2046
     # The backend registry as meson passes it, from src/backend/meson.build's list.
-    local registry
     registry=$(sed -n "s/^backends = \[\(.*\)\]/\1/p" src/backend/meson.build | tr -d "' " | tr ',' '\n' |
         sed 's/.*/X(&)/' | tr -d '\n')
+    # shellcheck disable=SC2046
     "$cc" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=thread -pthread -Iinclude -Isrc/core -Itests/c \
         "-DTACK_BACKENDS(X)=$registry" \
         -o "$build/tsan/test_threads" tests/c/test_threads.c \
