@@ -350,26 +350,33 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
     keywords_protect(b, words, 0);
 }
 
-void tack_source_device_entry(struct tack_source *b, const struct tack_signature *sig, const char *head,
-                              const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],
-                              const char *const steps[TACK_KERNEL_MAX_DIMS])
+void tack_source_device_entry(struct tack_source *b, const struct tack_signature *sig,
+                              const struct tack_device_grid *grid)
 {
-    tack_source_put(b, "%s" TACK_ENTRY_NAME "(", head);
+    tack_source_put(b, "%s" TACK_ENTRY_NAME "(", grid->head);
     for (int d = 0; d < sig->ndim; d++)
         tack_source_put(b, "%stack_index %s", d ? ", " : "", extent_var(sig, d));
-    tack_source_params(b, sig, space);
+    tack_source_params(b, sig, grid->space);
     tack_source_put(b, ")\n{\n");
     /* Index d takes grid dimension ndim - 1 - d: the last index, which
      * runs fastest in memory, the fastest-varying threads. */
     for (int d = 0; d < sig->ndim; d++) {
         int g = sig->ndim - 1 - d;
         tack_source_put(b, "%*sfor (tack_index %s = %s; %s < %s; %s += %s)\n", 4 * (d + 1), "", index_vars[d],
-                        dims[g], index_vars[d], extent_var(sig, d), index_vars[d], steps[g]);
+                        grid->index[g], index_vars[d], extent_var(sig, d), index_vars[d], grid->stride[g]);
     }
     tack_source_put(b, "%*s", 4 * (sig->ndim + 1), "");
     tack_source_call(b, sig, NULL);
     tack_source_put(b, "}\n");
 }
+
+#define NO_COMPLEX "CUDA and HIP kernels compile as C++, which has no C99 complex type; complex parameters work " \
+                   "on the cpu backend"
+const char *const tack_cxx_lacks[TACK_NDTYPES] = {
+    [TACK_C64] = NO_COMPLEX,
+    [TACK_C128] = NO_COMPLEX,
+};
+#undef NO_COMPLEX
 
 void tack_launch_geometry(const struct tack_launch *l, uint32_t threads, uint64_t cap, uint32_t block[3],
                           uint32_t grid[3])

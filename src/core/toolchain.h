@@ -146,12 +146,6 @@ void tack_source_call(struct tack_source *s, const struct tack_signature *sig, c
  * arrays are pointers with `space` (an address-space qualifier and a
  * space, or "") in front. */
 void tack_source_params(struct tack_source *s, const struct tack_signature *sig, const char *space);
-/* A device entry over the domain: `head` (up to the entry's name),
- * TACK_ENTRY_NAME(tack_index tack_n0_, ... one extent per index, <params>),
- * and a body of a loop nest, one loop per index, each striding over the
- * launch's threads in one dimension of the grid: `dims[d]` is the
- * dialect's expression for grid dimension d's first index, `steps[d]` its
- * stride (d = 0 is the fastest, which the last index takes). */
 /* The text a failed compile-time signature check leaves in the
  * compiler's log, followed by the parameter's position (from 0, indices
  * included) or "all" (tack_source_signature_check). */
@@ -193,9 +187,35 @@ void tack_source_kernel_copy(struct tack_source *s, const struct tack_signature 
                              const char *suffix, const char *qualifier, const char *leading,
                              enum tack_check_language language);
 
-void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig, const char *head,
-                              const char *space, const char *const dims[TACK_KERNEL_MAX_DIMS],
-                              const char *const steps[TACK_KERNEL_MAX_DIMS]);
+/* How a GPU dialect's entry reaches its indices (tack_source_device_entry). */
+struct tack_device_grid {
+    /* What comes before TACK_ENTRY_NAME (qualifiers, return type). */
+    const char *head;
+    /* Before every array parameter's type: its address space, or "". */
+    const char *space;
+    /* Grid dimension d's first index for this thread, and its stride. */
+    const char *index[TACK_KERNEL_MAX_DIMS];
+    const char *stride[TACK_KERNEL_MAX_DIMS];
+};
+
+/* CUDA's thread indices, which HIP shares: blocks of threads along x, y, z. */
+#define TACK_CUDA_GRID_INDEX                                                                                    \
+    {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x", "(tack_index)blockIdx.y * blockDim.y + threadIdx.y", \
+     "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"}
+#define TACK_CUDA_GRID_STRIDE \
+    {"(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"}
+
+/* A device entry over the domain: the grid's head,
+ * TACK_ENTRY_NAME(tack_index tack_n0_, ... one extent per index, <params>),
+ * and a body of a loop nest, one loop per index, each striding over the
+ * launch's threads in one dimension of the grid (dimension 0 is the
+ * fastest, which the last index takes). */
+void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig,
+                              const struct tack_device_grid *grid);
+
+/* Why a C++ device compiler (NVRTC, hipRTC) takes no complex parameter:
+ * C++ has no C99 complex type. A dialect's `lacks`. */
+extern const char *const tack_cxx_lacks[TACK_NDTYPES];
 
 /* ---- compiled code ---------------------------------------------------- */
 
@@ -443,10 +463,16 @@ struct tack_dialect {
      * integer types, TACK_BACKEND_<NAME>; and whatever the entry needs
      * before the user's source. */
     const char *prelude;
-    /* Writes the entry point, after the user's source (`source`, which it
-     * may copy from): TACK_ENTRY_NAME, which calls the kernel
-     * (tack_source_call) for each index. */
+    /* The language of the compile-time checks the kernel layer writes
+     * after the user's source (tack_source_signature_check, then
+     * tack_source_hidden), before the entry. */
+    enum tack_check_language language;
+    /* Writes the entry point, after those checks (`source`, the user's,
+     * it may copy from): TACK_ENTRY_NAME, which calls the kernel
+     * (tack_source_call) for each index. NULL: the device entry over
+     * `grid` (tack_source_device_entry). */
     void (*entry)(struct tack_source *out, const struct tack_signature *sig, const char *source);
+    struct tack_device_grid grid;
     /* The kind of code the backend compiles with no device (for a target
      * named by the caller, or the compiler's oldest), TACK_CODE_NONE if it
      * compiles only for a device. */

@@ -26,6 +26,11 @@ char *tack_generate(const struct tack_dialect *d, const struct tack_signature *s
         tack_source_append(&b, source);
     }
     tack_source_append(&b, "\n#line 1 \"<tack entry>\"\n");
-    d->entry(&b, sig, source);
+    tack_source_signature_check(&b, sig, source, d->language);
+    tack_source_hidden(&b, sig, source, d->language);
+    if (d->entry)
+        d->entry(&b, sig, source);
+    else
+        tack_source_device_entry(&b, sig, &d->grid);
     return tack_source_finish(&b);
 }

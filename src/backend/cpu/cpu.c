@@ -207,6 +207,26 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
     tack_source_put(b, "    }\n%s}\n", flush);
 }
 
+/* The entry `entry` over the copy `<name><copy>` (NULL: the kernel
+ * itself). With `lane` (a reduction's, for a kernel with them) the copy
+ * takes the table first, through a macro `<name><call>`, and runs without
+ * simd (two indices may meet in one slot); else simd as `simd` says. */
+static void cpu_variant_entry(struct tack_source *b, const struct tack_signature *sig, const char *entry,
+                              const char *copy, const char *call, const char *lane, int simd)
+{
+    char name[TACK_NAME_MAX + 32];
+    if (lane) {
+        tack_source_put(b, "#define %s%s(...) %s%s(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n", sig->name, call,
+                        sig->name, copy, lane);
+        snprintf(name, sizeof name, "%s%s", sig->name, call);
+        cpu_entry_point(b, sig, entry, name, 0, 1);
+        return;
+    }
+    if (copy)
+        snprintf(name, sizeof name, "%s%s", sig->name, copy);
+    cpu_entry_point(b, sig, entry, copy ? name : NULL, simd, 0);
+}
+
 /* The entry points are host C that the system compiler builds
  * (cpu/toolchain.c), named as tack_cpu_entry_names lists them:
  * TACK_ENTRY_NAME; where restrict
@@ -235,8 +255,6 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
      * them gets the source it had before. */
     int reduce = sig->uses_reductions && !tack_signature_hidden(sig);
     int atomics = sig->uses_atomics || sig->uses_reductions;
-    tack_source_signature_check(b, sig, source, TACK_CHECK_C);
-    tack_source_hidden(b, sig, source, TACK_CHECK_C);
     if (reduce) {
         tack_source_append(b, CPU_REDUCE_TABLE CPU_REDUCE_TABLED);
         tack_source_kernel_copy(b, sig, source, "_tack_reduce_", "", CPU_REDUCE_PARAMS, TACK_CHECK_C);
@@ -261,40 +279,17 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
                        "#if defined(__clang__)\n#define TACK_SIMD_ _Pragma(\"clang loop vectorize(assume_safety)\")\n"
                        "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
                        "#else\n#define TACK_SIMD_\n#endif\n");
-    char copy[TACK_NAME_MAX + 32];
     /* A reduction's lane (CPU_REDUCE_TABLE): the fastest index's last
      * bits; a constant in the 1-D entry, which runs four indices a turn. */
-    const char *lane = sig->ndim == 1   ? "tack_rlane_, tack_radopt_"
-                       : sig->ndim == 2 ? "(unsigned)tack_j_ & 3u, 1u"
-                                        : "(unsigned)tack_k_ & 3u, 1u";
-    if (reduce) {
-        /* The copies' calls through a macro, which puts the table first;
-         * no simd: two indices may meet in one slot. */
-        tack_source_put(b, "#define %s_tack_rcall_(...) %s_tack_reduce_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
-                        sig->name, sig->name, lane);
-        snprintf(copy, sizeof copy, "%s_tack_rcall_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME, copy, 0, 1);
-    } else {
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME, NULL, 1, 0);
-    }
-    if (variant && reduce) {
-        tack_source_put(b, "#define %s_tack_rrcall_(...) %s_tack_restrict_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
-                        sig->name, sig->name, lane);
-        snprintf(copy, sizeof copy, "%s_tack_rrcall_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 0, 1);
-    } else if (variant) {
-        snprintf(copy, sizeof copy, "%s_tack_restrict_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_restrict", copy, 1, 0);
-    }
-    if (atomics && reduce) {
-        tack_source_put(b, "#define %s_tack_rpcall_(...) %s_tack_plain_(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n",
-                        sig->name, sig->name, lane);
-        snprintf(copy, sizeof copy, "%s_tack_rpcall_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0, 1);
-    } else if (atomics) {
-        snprintf(copy, sizeof copy, "%s_tack_plain_", sig->name);
-        cpu_entry_point(b, sig, TACK_ENTRY_NAME "_plain", copy, 0, 0);
-    }
+    const char *lane = !reduce            ? NULL
+                       : sig->ndim == 1   ? "tack_rlane_, tack_radopt_"
+                       : sig->ndim == 2   ? "(unsigned)tack_j_ & 3u, 1u"
+                                          : "(unsigned)tack_k_ & 3u, 1u";
+    cpu_variant_entry(b, sig, TACK_ENTRY_NAME, reduce ? "_tack_reduce_" : NULL, "_tack_rcall_", lane, 1);
+    if (variant)
+        cpu_variant_entry(b, sig, TACK_ENTRY_NAME "_restrict", "_tack_restrict_", "_tack_rrcall_", lane, 1);
+    if (atomics)
+        cpu_variant_entry(b, sig, TACK_ENTRY_NAME "_plain", "_tack_plain_", "_tack_rpcall_", lane, 0);
 }
 
 const struct tack_dialect cpu_dialect = {
@@ -332,6 +327,7 @@ const struct tack_dialect cpu_dialect = {
                 * since its `I` would take a common name. */
                "typedef float _Complex tack_c64;\n"
                "typedef double _Complex tack_c128;\n" CPU_ATOMICS,
+    .language = TACK_CHECK_C,
     .entry = cpu_entry,
     .offline = TACK_CODE_HOST,
     .entries = tack_cpu_entry_names,

@@ -5,30 +5,6 @@
  */
 #include "cuda.h"
 
-/* Blocks of threads, each index a thread's, the last index along x; each
- * loop strides over its grid dimension, so any grid covers the domain. */
-static void cuda_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
-{
-    tack_source_signature_check(b, sig, source, TACK_CHECK_CXX);
-    tack_source_hidden(b, sig, source, TACK_CHECK_CXX);
-    static const char *const dims[TACK_KERNEL_MAX_DIMS] = {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x",
-                                                           "(tack_index)blockIdx.y * blockDim.y + threadIdx.y",
-                                                           "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"};
-    static const char *const steps[TACK_KERNEL_MAX_DIMS] = {
-        "(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"};
-    tack_source_device_entry(b, sig, "extern \"C\" __global__ void ", "", dims, steps);
-}
-
-/* A complex type would come from a header NVRTC does not carry either
- * (cuComplex.h), and would not be C99's, which host kernels use. */
-#define NO_COMPLEX "NVRTC compiles CUDA C++, which has no C99 complex type; complex parameters work on the " \
-                   "cpu backend"
-static const char *const cuda_lacks[TACK_NDTYPES] = {
-    [TACK_C64] = NO_COMPLEX,
-    [TACK_C128] = NO_COMPLEX,
-};
-#undef NO_COMPLEX
-
 const struct tack_dialect cuda_dialect = {
     .name = "cuda",
     /* NVRTC has no C library headers; these are the LP64 and LLP64
@@ -108,7 +84,12 @@ const struct tack_dialect cuda_dialect = {
                "    }\n"
                "    if ((unsigned)__ffs(peers) - 1u == lane)\n        tack_rapply_<OP>(p, v);\n"
                "#else\n    tack_rapply_<OP>(p, v);\n#endif\n}\n",
-    .entry = cuda_entry,
+    .language = TACK_CHECK_CXX,
+    /* Blocks of threads, each index a thread's, the last index along x;
+     * each loop strides over its grid dimension, so any grid covers the
+     * domain. */
+    .grid = {.head = "extern \"C\" __global__ void ", .space = "", .index = TACK_CUDA_GRID_INDEX,
+             .stride = TACK_CUDA_GRID_STRIDE},
     .offline = TACK_CODE_PTX,
-    .lacks = cuda_lacks,
+    .lacks = tack_cxx_lacks,
 };

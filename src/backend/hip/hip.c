@@ -245,31 +245,6 @@ static tack_status hip_synchronize(tack_device *device)
  * which, so a key could not tell two GPUs apart. A kernel compiles once per
  * device and process (the kernel layer keeps what it loaded). */
 
-/* Blocks of threads, each index a thread's, the last index along x; each
- * loop strides over its grid dimension, so any grid covers the domain. */
-static void hip_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
-{
-    tack_source_signature_check(b, sig, source, TACK_CHECK_CXX);
-    tack_source_hidden(b, sig, source, TACK_CHECK_CXX);
-    static const char *const dims[TACK_KERNEL_MAX_DIMS] = {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x",
-                                                           "(tack_index)blockIdx.y * blockDim.y + threadIdx.y",
-                                                           "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"};
-    static const char *const steps[TACK_KERNEL_MAX_DIMS] = {
-        "(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"};
-    tack_source_device_entry(b, sig,
-                             "#pragma clang force_cuda_host_device end\n"
-                             "extern \"C\" __global__ void ",
-                             "", dims, steps);
-}
-
-#define NO_COMPLEX "hipRTC compiles HIP C++, which has no C99 complex type; complex parameters work on the " \
-                   "cpu backend"
-static const char *const hip_lacks[TACK_NDTYPES] = {
-    [TACK_C64] = NO_COMPLEX,
-    [TACK_C128] = NO_COMPLEX,
-};
-#undef NO_COMPLEX
-
 static const struct tack_dialect hip_dialect = {
     .name = "hip",
     /* hipRTC's runtime header, which it includes before the source, may
@@ -342,9 +317,14 @@ static const struct tack_dialect hip_dialect = {
                "{\n    float f;\n    __builtin_memcpy(&f, &u, sizeof f);\n    return f;\n}\n" TACK_PRELUDE_BF16_STORAGE
                "#endif\n"
                "#define restrict __restrict__\n",
-    .entry = hip_entry,
+    .language = TACK_CHECK_CXX,
+    /* CUDA's grid; the prelude's host-device region ends before it. */
+    .grid = {.head = "#pragma clang force_cuda_host_device end\nextern \"C\" __global__ void ",
+             .space = "",
+             .index = TACK_CUDA_GRID_INDEX,
+             .stride = TACK_CUDA_GRID_STRIDE},
     .offline = TACK_CODE_NONE,
-    .lacks = hip_lacks,
+    .lacks = tack_cxx_lacks,
 };
 
 static tack_status rtc_error(const struct tack_hiprtc_api *api, tack_hiprtc_result r, const char *what)

@@ -5,19 +5,6 @@
  */
 #include "level_zero.h"
 
-/* Work-items, each index one's, the last index along dimension 0; each
- * loop strides over its global size, so any group count covers the domain. */
-static void ze_entry(struct tack_source *b, const struct tack_signature *sig, const char *source)
-{
-    tack_source_signature_check(b, sig, source, TACK_CHECK_OPENCL);
-    tack_source_hidden(b, sig, source, TACK_CHECK_OPENCL);
-    static const char *const dims[TACK_KERNEL_MAX_DIMS] = {
-        "(tack_index)get_global_id(0)", "(tack_index)get_global_id(1)", "(tack_index)get_global_id(2)"};
-    static const char *const steps[TACK_KERNEL_MAX_DIMS] = {
-        "(tack_index)get_global_size(0)", "(tack_index)get_global_size(1)", "(tack_index)get_global_size(2)"};
-    tack_source_device_entry(b, sig, "__kernel void ", "__global ", dims, steps);
-}
-
 #define NO_COMPLEX "OpenCL C has no complex type; complex parameters work on the cpu backend"
 static const char *const ze_lacks[TACK_NDTYPES] = {
     [TACK_BOOL] = "OpenCL C allows no bool kernel parameter (the size of its bool is the device's); pass 0 and 1 "
@@ -98,7 +85,15 @@ const struct tack_dialect ze_dialect = {
                "static inline float tack_f16_to_float(tack_f16 h) { return (float)h; }\n"
                "static inline tack_f16 tack_f16_from_float(float f) { return (tack_f16)f; }\n"
                "#else\n" TACK_PRELUDE_F16_STORAGE "#endif\n" TACK_PRELUDE_BF16_STORAGE,
-    .entry = ze_entry,
+    .language = TACK_CHECK_OPENCL,
+    /* Work-items, each index one's, the last index along dimension 0;
+     * each loop strides over its global size, so any group count covers
+     * the domain. */
+    .grid = {.head = "__kernel void ",
+             .space = "__global ",
+             .index = {"(tack_index)get_global_id(0)", "(tack_index)get_global_id(1)", "(tack_index)get_global_id(2)"},
+             .stride = {"(tack_index)get_global_size(0)", "(tack_index)get_global_size(1)",
+                        "(tack_index)get_global_size(2)"}},
     .offline = TACK_CODE_NONE,
     .lacks = ze_lacks,
 };
