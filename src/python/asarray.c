@@ -456,6 +456,27 @@ PyObject *tack_py_asarray(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
 }
 
+tack_array *tack_py_share(PyObject *obj)
+{
+    if (Py_IS_TYPE(obj, &TackArray_Type))
+        return tack_array_retain(TACK_PY_ARRAY(obj));
+    /* The common case, a producer with __dlpack__ on its type, without
+     * the Python object asarray would make; what it refuses (NumPy's
+     * bfloat16) takes asarray's way, which knows the fallbacks. */
+    if (_PyType_Lookup(Py_TYPE(obj), str_dlpack_attr)) {
+        tack_array *a = tack_py_dlpack_share(obj, NULL);
+        if (a || !PyErr_ExceptionMatches(PyExc_BufferError))
+            return a;
+        PyErr_Clear();
+    }
+    PyObject *o = tack_py_asarray(NULL, &obj, 1, NULL);
+    if (!o)
+        return NULL;
+    tack_array *a = tack_array_retain(TACK_PY_ARRAY(o));
+    Py_DECREF(o);
+    return a;
+}
+
 int tack_py_asarray_init(PyObject *module)
 {
     (void)module;

@@ -391,12 +391,12 @@ static const char *const from_dlpack_kwnames[] = {"device", "copy", NULL};
 
 /* A producer's C table skips the Python-level __dlpack__ call. The table
  * does not synchronise streams, so it serves host memory only; device
- * memory takes __dlpack__, which orders the producer's work. 1 with
- * *result set (the array, or NULL with an exception) where the table
- * answered; 0 where __dlpack__ is to be asked. */
-static int import_by_table(PyObject *source, tack_device *device, tack_device *fallback, PyObject **result)
+ * memory takes __dlpack__, which orders the producer's work. 1 where the
+ * table answered, with *out set (the array, or NULL with an exception);
+ * 0 where __dlpack__ is to be asked. */
+static int import_by_table(PyObject *source, tack_device *device, tack_device *fallback, tack_array **out)
 {
-    *result = NULL;
+    *out = NULL;
     struct producer_type producer = producer_type(Py_TYPE(source));
     int grad = producer.api ? requires_grad(&producer, source) : 0;
     if (grad < 0)
@@ -412,7 +412,10 @@ static int import_by_table(PyObject *source, tack_device *device, tack_device *f
             tack_status st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
             if (st != TACK_OK && !deleter_called && m->deleter)
                 m->deleter(m);
-            *result = st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
+            if (st == TACK_OK)
+                *out = a;
+            else
+                tack_py_raise(st);
             return 1;
         }
         if (m->deleter)
@@ -428,7 +431,7 @@ static int import_by_table(PyObject *source, tack_device *device, tack_device *f
 
 /* The array over the tensor a DLPack capsule holds; the capsule is marked
  * used once Tack owns the tensor. NULL with an exception. */
-static PyObject *import_capsule(PyObject *capsule, tack_device *device, tack_device *fallback)
+static tack_array *import_capsule(PyObject *capsule, tack_device *device, tack_device *fallback)
 {
     const char *name = PyCapsule_GetName(capsule);
     int versioned = name && !strcmp(name, "dltensor_versioned");
@@ -457,7 +460,33 @@ static PyObject *import_capsule(PyObject *capsule, tack_device *device, tack_dev
         if (st == TACK_OK)
             PyCapsule_SetName(capsule, "used_dltensor");
     }
-    return st == TACK_OK ? tack_py_array_new(a) : tack_py_raise(st);
+    if (st != TACK_OK) {
+        tack_py_raise(st);
+        return NULL;
+    }
+    return a;
+}
+
+tack_array *tack_py_dlpack_share(PyObject *source, tack_device *device)
+{
+    tack_device *fallback = tack_py_default_device();
+    if (!fallback)
+        return NULL;
+    if (PyCapsule_CheckExact(source))
+        return import_capsule(source, device, fallback);
+    tack_array *a;
+    if (import_by_table(source, device, fallback, &a))
+        return a;
+    PyObject *stream = consumer_stream(source, device, fallback);
+    if (!stream && PyErr_Occurred())
+        return NULL;
+    PyObject *capsule = request_capsule(source, stream);
+    Py_XDECREF(stream);
+    if (!capsule)
+        return NULL;
+    a = import_capsule(capsule, device, fallback);
+    Py_DECREF(capsule);
+    return a;
 }
 
 PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -470,7 +499,7 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
     PyObject *vals[2] = {NULL, NULL};
     if (tack_py_keywords("from_dlpack", kwnames, args + nargs, from_dlpack_kwnames, vals) < 0)
         return NULL;
-    PyObject *source = args[0], *device_obj = vals[0] ? vals[0] : Py_None, *capsule = NULL;
+    PyObject *source = args[0], *device_obj = vals[0] ? vals[0] : Py_None;
     if (vals[1]) {
         int copy = PyObject_IsTrue(vals[1]);
         if (copy < 0)
@@ -481,28 +510,9 @@ PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_
     tack_device *device = NULL;
     if (device_obj != Py_None && !tack_py_device_converter(device_obj, &device))
         return NULL;
-    tack_device *fallback = tack_py_default_device();
-    PyObject *result = NULL;
-    if (!fallback)
-        goto done;
-    int is_capsule = PyCapsule_CheckExact(source);
-    if (!is_capsule && import_by_table(source, device, fallback, &result))
-        goto done;
-    if (!is_capsule) {
-        PyObject *stream = consumer_stream(source, device, fallback);
-        if (!stream && PyErr_Occurred())
-            goto done;
-        capsule = request_capsule(source, stream);
-        Py_XDECREF(stream);
-    } else {
-        capsule = Py_NewRef(source);
-    }
-    if (capsule)
-        result = import_capsule(capsule, device, fallback);
-done:
-    Py_XDECREF(capsule);
+    tack_array *a = tack_py_dlpack_share(source, device);
     tack_device_release(device);
-    return result;
+    return a ? tack_py_array_new(a) : NULL;
 }
 
 int tack_py_dlpack_init(PyObject *m)

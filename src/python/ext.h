@@ -176,11 +176,18 @@ void tack_py_compile_end(tack_py_released *r);
 PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *tack_py_array_dlpack_device(PyObject *self, PyObject *unused);
 PyObject *tack_py_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+/* from_dlpack's import without a copy, as a C array: `source` (an object
+ * with __dlpack__, or a capsule) on `device`, or NULL for the producer's
+ * device or the default one. A new reference, or NULL with an exception. */
+tack_array *tack_py_dlpack_share(PyObject *source, tack_device *device);
 int tack_py_dlpack_init(PyObject *module);
 /* The C exchange table on tack.Array (exchange.c); after the Array type. */
 int tack_py_exchange_init(PyObject *module);
 /* tack.asarray and the CUDA Array Interface import (asarray.c). */
 PyObject *tack_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+/* What tack.asarray(obj) shares, as a C array (a new reference), or NULL
+ * with an exception: for a kernel argument, which needs no Python object. */
+tack_array *tack_py_share(PyObject *obj);
 int tack_py_asarray_init(PyObject *module);
 
 /* Module parts that register types or functions. */

@@ -89,6 +89,34 @@ def test_an_import_lives_for_the_call_only(saxpy):
     assert y.tolist() == [3.0] * 16
 
 
+def test_an_import_is_released_when_the_call_fails(saxpy):
+    # y is imported before x's dtype is refused: the import must not leak.
+    x, y = np.ones(4), np.zeros(4, np.float32)
+    before = sys.getrefcount(y)
+    for _ in range(3):
+        with pytest.raises(TypeError):
+            saxpy(1.0, y, x)
+    assert sys.getrefcount(y) == before
+
+
+def test_buffer_protocol_memory_is_shared_for_the_call(saxpy, address):
+    # No __dlpack__: the buffer protocol's way, as tack.asarray takes it.
+    raw = bytearray(16)
+    view = memoryview(raw).cast("f")
+    assert seen_address(address, view) == np.frombuffer(raw, np.uint8).ctypes.data
+    saxpy(2.0, np.ones(4, np.float32), view)
+    assert view.tolist() == [2.0] * 4
+
+
+def test_bfloat16_numpy_arrays_take_the_buffer_fallback():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    k = tack.Kernel("void twice(tack_index i, tack_bf16 *x) "
+                    "{ x[i] = tack_bf16_from_float(2.0f * tack_bf16_to_float(x[i])); }")
+    x = np.ones(8, ml_dtypes.bfloat16)
+    k(x)
+    assert x.astype(np.float32).tolist() == [2.0] * 8
+
+
 def test_a_read_only_array_is_refused_where_the_kernel_may_store(saxpy):
     frozen = np.ones(4, np.float32)
     frozen.flags.writeable = False

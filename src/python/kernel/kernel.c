@@ -84,7 +84,9 @@ static void name_the_parameter(KernelObject *self, int i)
     Py_XDECREF(value);
 }
 
-static int is_tack_array(PyObject *o) { return Py_IS_TYPE(o, &TackArray_Type) || PyObject_TypeCheck(o, &TackArray_Type); }
+/* tack.Array cannot be subclassed (no Py_TPFLAGS_BASETYPE): its type is
+ * the whole test, which a foreign argument fails without a walk of its MRO. */
+static int is_tack_array(PyObject *o) { return Py_IS_TYPE(o, &TackArray_Type); }
 
 static int to_scalar(PyObject *o, tack_dtype dtype, tack_arg *out)
 {
@@ -160,7 +162,7 @@ static int plainly_scalar(PyObject *o)
  * The launch keeps it for the call only; the producer's memory outlives
  * a launch that uses it, since an import's buffer is shared and so a
  * launch on it is complete when it returns. */
-static PyObject *import_argument(KernelObject *self, int i, PyObject *o)
+static tack_array *import_argument(KernelObject *self, int i, PyObject *o)
 {
     if (plainly_scalar(o)) {
         tack_kernel_param p;
@@ -173,7 +175,7 @@ static PyObject *import_argument(KernelObject *self, int i, PyObject *o)
                      Py_TYPE(o)->tp_name);
         return NULL;
     }
-    PyObject *a = tack_py_asarray(NULL, &o, 1, NULL);
+    tack_array *a = tack_py_share(o);
     if (!a)
         name_the_parameter(self, i);
     return a;
@@ -184,22 +186,21 @@ static PyObject *import_argument(KernelObject *self, int i, PyObject *o)
  * is, for the launch to refuse with its message. Arrays imported for array
  * parameters are appended to held[] (*nheld of them, also on failure),
  * for the caller to release after the launch. */
-static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, tack_arg *args, PyObject **held,
+static int marshal(KernelObject *self, PyObject *const *objs, Py_ssize_t nargs, tack_arg *args, tack_array **held,
                    int *nheld)
 {
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PyObject *o = objs[i];
-        int array = is_tack_array(o);
+        tack_array *array = is_tack_array(o) ? TACK_PY_ARRAY(o) : NULL;
         if (!array && self->is_array[i]) {
-            if (!(o = import_argument(self, (int)i, o)))
+            if (!(array = import_argument(self, (int)i, o)))
                 return -1;
-            held[(*nheld)++] = o;
-            array = 1;
+            held[(*nheld)++] = array;
         }
         if (array) {
             args[i].kind = TACK_ARG_ARRAY;
             args[i].dtype = TACK_NDTYPES;
-            args[i].value.array = TACK_PY_ARRAY(o);
+            args[i].value.array = array;
             continue;
         }
         if (to_scalar(o, (tack_dtype)self->dtype[i], &args[i]) < 0) {
@@ -221,7 +222,7 @@ static PyObject *launch(KernelObject *self, int ndim, const int64_t *shape, PyOb
         memset(&none, 0, sizeof none);
         return raise_status(tack_kernel_launch(self->kernel, NULL, 0, &none, (size_t)nargs));
     }
-    PyObject *held[TACK_KERNEL_MAX_PARAMS];
+    tack_array *held[TACK_KERNEL_MAX_PARAMS];
     int nheld = 0;
     PyObject *result = NULL;
     if (marshal(self, objs, nargs, args, held, &nheld) < 0)
@@ -245,7 +246,7 @@ done:
     /* After the message is taken: releasing an import runs its
      * producer's deleter. */
     for (int i = 0; i < nheld; i++)
-        Py_DECREF(held[i]);
+        tack_array_release(held[i]);
     return result;
 }
 
