@@ -221,10 +221,7 @@ static tack_status send_message(struct io *io, const void *buf, size_t len, int 
 {
     while (io->moved < len) {
         struct iovec iov = {.iov_base = (char *)buf + io->moved, .iov_len = len - io->moved};
-        struct msghdr m;
-        memset(&m, 0, sizeof m);
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
         union {
             char bytes[CMSG_SPACE(sizeof(int))];
             struct cmsghdr align;
@@ -355,12 +352,8 @@ static ssize_t receive_some(struct io *io, void *buf, size_t len, int flags, str
             char bytes[CMSG_SPACE(sizeof(int) * MAX_FDS)];
             struct cmsghdr align;
         } control;
-        struct msghdr m;
-        memset(&m, 0, sizeof m);
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = control.bytes;
-        m.msg_controllen = sizeof control.bytes;
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes,
+                           .msg_controllen = sizeof control.bytes};
         ssize_t n = recvmsg(io->sock, &m, RECV_FLAGS | NOWAIT | flags);
         if (n < 0) {
             if ((io->failure = after_failure(io, errno, POLLIN, "recvmsg")) != TACK_OK)

@@ -74,37 +74,44 @@ static void versioned_deleter(DLManagedTensorVersioned *m) { export_done(m, m->m
 static DLTensor *legacy_tensor(void *p) { return &((DLManagedTensor *)p)->dl_tensor; }
 static DLTensor *versioned_tensor(void *p) { return &((DLManagedTensorVersioned *)p)->dl_tensor; }
 
-static tack_status to_legacy(tack_array *a, const int64_t *stream, DLManagedTensor **out)
+/* The managed tensor over `a`, legacy or versioned, in *out (a
+ * DLManagedTensor ** or a DLManagedTensorVersioned **, as `versioned`
+ * says). */
+static tack_status to_managed(tack_array *a, const int64_t *stream, int versioned, void *out)
 {
     if (!out) /* refused before the array is retained or any work is ordered */
         return tack_error_set(TACK_EVALUE, "out is NULL");
     void *block = NULL;
-    tack_status st = export_block(a, sizeof(DLManagedTensor), &block, legacy_tensor, stream);
+    tack_status st = versioned
+                         ? export_block(a, sizeof(DLManagedTensorVersioned), &block, versioned_tensor, stream)
+                         : export_block(a, sizeof(DLManagedTensor), &block, legacy_tensor, stream);
     if (st != TACK_OK)
         return st;
-    DLManagedTensor *m = block;
-    m->manager_ctx = a;
-    m->deleter = legacy_deleter;
-    *out = m;
+    if (versioned) {
+        DLManagedTensorVersioned *m = block;
+        m->version.major = DLPACK_MAJOR_VERSION;
+        m->version.minor = DLPACK_MINOR_VERSION;
+        m->manager_ctx = a;
+        m->deleter = versioned_deleter;
+        m->flags = a->writable ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+        *(DLManagedTensorVersioned **)out = m;
+    } else {
+        DLManagedTensor *m = block;
+        m->manager_ctx = a;
+        m->deleter = legacy_deleter;
+        *(DLManagedTensor **)out = m;
+    }
     return TACK_OK;
+}
+
+static tack_status to_legacy(tack_array *a, const int64_t *stream, DLManagedTensor **out)
+{
+    return to_managed(a, stream, 0, out);
 }
 
 static tack_status to_versioned(tack_array *a, const int64_t *stream, DLManagedTensorVersioned **out)
 {
-    if (!out) /* refused before the array is retained or any work is ordered */
-        return tack_error_set(TACK_EVALUE, "out is NULL");
-    void *block = NULL;
-    tack_status st = export_block(a, sizeof(DLManagedTensorVersioned), &block, versioned_tensor, stream);
-    if (st != TACK_OK)
-        return st;
-    DLManagedTensorVersioned *m = block;
-    m->version.major = DLPACK_MAJOR_VERSION;
-    m->version.minor = DLPACK_MINOR_VERSION;
-    m->manager_ctx = a;
-    m->deleter = versioned_deleter;
-    m->flags = a->writable ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
-    *out = m;
-    return TACK_OK;
+    return to_managed(a, stream, 1, out);
 }
 
 tack_status tack_array_to_dlpack(tack_array *a, DLManagedTensor **out)

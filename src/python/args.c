@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -362,23 +363,36 @@ int tack_py_to_element(PyObject *obj, tack_dtype dtype, void *out)
     return to_integer(obj, dtype, kind, out);
 }
 
-/* A C-contiguous NumPy array of obj (with dtype, if given); new reference. */
-PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype)
+PyObject *tack_py_numpy_asarray(PyObject *obj, PyObject *dtype, const char *kwformat, ...)
 {
     PyObject *np = tack_py_numpy();
-    if (!np)
-        return NULL;
-    /* asarray(order="C") keeps 0-d shapes, which ascontiguousarray does not. */
-    PyObject *fn = PyObject_GetAttrString(np, "asarray");
-    if (!fn)
-        return NULL;
-    PyObject *args = PyTuple_Pack(2, obj, dtype ? dtype : Py_None);
-    PyObject *kw = args ? Py_BuildValue("{s:s}", "order", "C") : NULL;
+    PyObject *fn = np ? PyObject_GetAttrString(np, "asarray") : NULL;
+    PyObject *args = fn ? PyTuple_Pack(2, obj, dtype ? dtype : Py_None) : NULL;
+    va_list ap;
+    va_start(ap, kwformat);
+    PyObject *kw = args ? Py_VaBuildValue(kwformat, ap) : NULL;
+    va_end(ap);
     PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
-    Py_XDECREF(args);
     Py_XDECREF(kw);
-    Py_DECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
     return r;
+}
+
+int tack_py_is_ndarray(PyObject *obj)
+{
+    PyObject *np = tack_py_numpy();
+    PyObject *ndarray = np ? PyObject_GetAttrString(np, "ndarray") : NULL;
+    int r = ndarray ? PyObject_IsInstance(obj, ndarray) : -1;
+    Py_XDECREF(ndarray);
+    return r;
+}
+
+/* A C-contiguous NumPy array of obj (with dtype, if given); new reference.
+ * asarray(order="C") keeps 0-d shapes, which ascontiguousarray does not. */
+PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype)
+{
+    return tack_py_numpy_asarray(obj, dtype, "{s:s}", "order", "C");
 }
 
 int tack_py_lookup_optional(PyObject *obj, PyObject *name, PyObject **out)

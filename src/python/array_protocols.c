@@ -241,13 +241,7 @@ PyObject *tack_py_array_array(PyObject *self, PyObject *args, PyObject *kwargs)
                                                       : PyObject_CallMethod(np, "from_dlpack", "O", self);
     if (!view)
         return NULL;
-    PyObject *fn = PyObject_GetAttrString(np, "asarray");
-    PyObject *callargs = fn ? PyTuple_Pack(2, view, dtype) : NULL;
-    PyObject *kw = callargs ? Py_BuildValue("{s:O}", "copy", copy) : NULL;
-    PyObject *r = kw ? PyObject_Call(fn, callargs, kw) : NULL;
-    Py_XDECREF(kw);
-    Py_XDECREF(callargs);
-    Py_XDECREF(fn);
+    PyObject *r = tack_py_numpy_asarray(view, dtype, "{s:O}", "copy", copy);
     Py_DECREF(view);
     return r;
 }

@@ -178,10 +178,7 @@ static int is_numpy_bfloat16(PyObject *obj)
     Py_XDECREF(ml);
     if (!imported)
         return PyErr_Occurred() ? -1 : 0;
-    PyObject *np = tack_py_numpy();
-    PyObject *ndarray = np ? PyObject_GetAttrString(np, "ndarray") : NULL;
-    int r = ndarray ? PyObject_IsInstance(obj, ndarray) : -1;
-    Py_XDECREF(ndarray);
+    int r = tack_py_is_ndarray(obj);
     if (r != 1)
         return r;
     PyObject *theirs = PyObject_GetAttrString(obj, "dtype");
@@ -458,6 +455,7 @@ PyObject *tack_py_asarray(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
 
 tack_array *tack_py_share(PyObject *obj)
 {
+    /* tack.Array cannot be subclassed: its type is the whole test. */
     if (Py_IS_TYPE(obj, &TackArray_Type))
         return tack_array_retain(TACK_PY_ARRAY(obj));
     /* The common case, a producer with __dlpack__ on its type, without
@@ -469,6 +467,9 @@ tack_array *tack_py_share(PyObject *obj)
             return a;
         PyErr_Clear();
     }
+    /* The Array that tack.asarray makes holds obj's memory in its
+     * tack_array (the buffer's release drops obj, taking the GIL), so the
+     * tack_array outlives the Array dropped here. */
     PyObject *o = tack_py_asarray(NULL, &obj, 1, NULL);
     if (!o)
         return NULL;

@@ -30,17 +30,7 @@ static tack_array *capi_to_array(PyObject *obj)
         PyErr_SetString(PyExc_ValueError, "tack_py_to_array: obj is NULL; pass a Python object");
         return NULL;
     }
-    if (PyObject_TypeCheck(obj, &TackArray_Type))
-        return tack_array_retain(TACK_PY_ARRAY(obj));
-    /* The Array that tack.asarray makes holds obj's memory in its
-     * tack_array (the buffer's release drops obj, taking the GIL), so the
-     * tack_array outlives the Array dropped here. */
-    PyObject *shared = tack_py_asarray(NULL, &obj, 1, NULL);
-    if (!shared)
-        return NULL;
-    tack_array *array = tack_array_retain(TACK_PY_ARRAY(shared));
-    Py_DECREF(shared);
-    return array;
+    return tack_py_share(obj);
 }
 
 static const tack_py_api capi = {

@@ -10,26 +10,29 @@ static PyObject *str_dlpack_device, *kwnames_max_version_stream, *kwnames_stream
 
 static const char *const dlpack_kwnames[] = {"stream", "max_version", "dl_device", "copy", NULL};
 
-/* Capsule destructors run when a capsule is collected. One still carrying
- * its original name was never adopted, so the export is released here; a
- * consumer that adopted it renamed it and calls the deleter itself. These
- * touch only C state, so they are safe at any point of interpreter exit. */
-static void capsule_destructor_legacy(PyObject *capsule)
+/* Releases an export through its deleter, versioned or legacy. */
+static void managed_delete(void *m, int versioned)
 {
-    if (!PyCapsule_IsValid(capsule, "dltensor"))
-        return;
-    DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
-    if (m && m->deleter)
-        m->deleter(m);
+    if (versioned) {
+        DLManagedTensorVersioned *v = m;
+        if (v->deleter)
+            v->deleter(v);
+    } else {
+        DLManagedTensor *l = m;
+        if (l->deleter)
+            l->deleter(l);
+    }
 }
 
-static void capsule_destructor_versioned(PyObject *capsule)
+/* The capsule destructor runs when a capsule is collected. One still carrying
+ * its original name was never adopted, so the export is released here; a
+ * consumer that adopted it renamed it and calls the deleter itself. It
+ * touches only C state, so it is safe at any point of interpreter exit. */
+static void capsule_destructor(PyObject *capsule)
 {
-    if (!PyCapsule_IsValid(capsule, "dltensor_versioned"))
-        return;
-    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-    if (m && m->deleter)
-        m->deleter(m);
+    int versioned = PyCapsule_IsValid(capsule, "dltensor_versioned");
+    if (versioned || PyCapsule_IsValid(capsule, "dltensor"))
+        managed_delete(PyCapsule_GetPointer(capsule, versioned ? "dltensor_versioned" : "dltensor"), versioned);
 }
 
 PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -92,24 +95,21 @@ PyObject *tack_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     tack_array *a = TACK_PY_ARRAY(self);
     tack_status st;
-    PyObject *capsule;
+    void *m;
     if (versioned) {
-        DLManagedTensorVersioned *m;
-        st = with_stream ? tack_array_to_dlpack_versioned_stream(a, stream, &m) : tack_array_to_dlpack_versioned(a, &m);
-        if (st != TACK_OK)
-            return tack_py_raise(st);
-        capsule = PyCapsule_New(m, "dltensor_versioned", capsule_destructor_versioned);
-        if (!capsule)
-            m->deleter(m);
+        DLManagedTensorVersioned *v = NULL;
+        st = with_stream ? tack_array_to_dlpack_versioned_stream(a, stream, &v) : tack_array_to_dlpack_versioned(a, &v);
+        m = v;
     } else {
-        DLManagedTensor *m;
-        st = with_stream ? tack_array_to_dlpack_stream(a, stream, &m) : tack_array_to_dlpack(a, &m);
-        if (st != TACK_OK)
-            return tack_py_raise(st);
-        capsule = PyCapsule_New(m, "dltensor", capsule_destructor_legacy);
-        if (!capsule)
-            m->deleter(m);
+        DLManagedTensor *l = NULL;
+        st = with_stream ? tack_array_to_dlpack_stream(a, stream, &l) : tack_array_to_dlpack(a, &l);
+        m = l;
     }
+    if (st != TACK_OK)
+        return tack_py_raise(st);
+    PyObject *capsule = PyCapsule_New(m, versioned ? "dltensor_versioned" : "dltensor", capsule_destructor);
+    if (!capsule)
+        managed_delete(m, versioned);
     return capsule;
 }
 
@@ -340,14 +340,7 @@ check:
 
 static PyObject *import_copy(PyObject *source, PyObject *device)
 {
-    PyObject *np = tack_py_numpy();
-    if (!np)
-        return NULL;
-    PyObject *ndarray = PyObject_GetAttrString(np, "ndarray");
-    if (!ndarray)
-        return NULL;
-    int is_nd = PyObject_IsInstance(source, ndarray);
-    Py_DECREF(ndarray);
+    int is_nd = tack_py_is_ndarray(source);
     if (is_nd < 0)
         return NULL;
     int has_dlpack = 1;
@@ -365,7 +358,7 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
                      Py_TYPE(source)->tp_name);
         return NULL;
     }
-    PyObject *host = is_nd ? Py_NewRef(source) : PyObject_CallMethod(np, "from_dlpack", "O", source);
+    PyObject *host = is_nd ? Py_NewRef(source) : PyObject_CallMethod(tack_py_numpy(), "from_dlpack", "O", source);
     if (!host)
         return NULL;
     PyObject *mod = PyImport_ImportModule("tack._tack");

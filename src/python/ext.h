@@ -93,6 +93,12 @@ PyObject *tack_py_as_numpy(PyObject *obj, PyObject *dtype);
 
 /* NumPy, imported on first use (borrowed); NULL with ImportError. */
 PyObject *tack_py_numpy(void);
+/* numpy.asarray(obj, dtype or None, **kw), kw built from `kwformat` and
+ * what follows as Py_BuildValue builds it: a new reference, or NULL with
+ * an exception. */
+PyObject *tack_py_numpy_asarray(PyObject *obj, PyObject *dtype, const char *kwformat, ...);
+/* isinstance(obj, numpy.ndarray): 1, 0, or -1 with an exception. */
+int tack_py_is_ndarray(PyObject *obj);
 
 /* The numpy.dtype of a Tack dtype (new reference): bfloat16 is ml_dtypes'
  * type, and without ml_dtypes a TypeError that says to install it. NULL

@@ -95,10 +95,7 @@ static int send_raw(int sock, const void *buf, size_t len, const int *fds, int n
         struct cmsghdr align;
     } control;
     memset(&control, 0, sizeof control);
-    struct msghdr m;
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
     if (nfds) {
         m.msg_control = control.bytes;
         m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
@@ -119,12 +116,8 @@ static int capture(int sock, tack_ipc_header *h, int *fd)
         char bytes[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } control;
-    struct msghdr m;
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control.bytes;
-    m.msg_controllen = sizeof control.bytes;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes,
+                       .msg_controllen = sizeof control.bytes};
     if (recvmsg(sock, &m, MSG_WAITALL | MSG_CMSG_CLOEXEC) != (ssize_t)sizeof *h)
         return -1;
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
