@@ -15,6 +15,7 @@ import gc
 import itertools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +30,13 @@ except ImportError:
 
 import tack
 from cudasim import ROOT, SIM_SOURCE as CUDA_SIM_SOURCE
+
+# A shell starts background jobs with SIGINT ignored, and an ignored signal
+# stays ignored in every child: the tests of Ctrl-C would wait for an
+# interrupt that never comes. Handled here, it is the default again in each
+# child the tests start.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # --------------------------------------------------------------------------
 # dtypes
