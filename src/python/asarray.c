@@ -453,6 +453,8 @@ PyObject *tack_py_asarray(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
 }
 
+int tack_py_speaks_dlpack(PyObject *obj) { return _PyType_Lookup(Py_TYPE(obj), str_dlpack_attr) != NULL; }
+
 tack_array *tack_py_share(PyObject *obj)
 {
     /* tack.Array cannot be subclassed: its type is the whole test. */
@@ -461,7 +463,7 @@ tack_array *tack_py_share(PyObject *obj)
     /* The common case, a producer with __dlpack__ on its type, without
      * the Python object asarray would make; what it refuses (NumPy's
      * bfloat16) takes asarray's way, which knows the fallbacks. */
-    if (_PyType_Lookup(Py_TYPE(obj), str_dlpack_attr)) {
+    if (tack_py_speaks_dlpack(obj)) {
         tack_array *a = tack_py_dlpack_share(obj, NULL);
         if (a || !PyErr_ExceptionMatches(PyExc_BufferError))
             return a;

@@ -194,6 +194,8 @@ PyObject *tack_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t na
 /* What tack.asarray(obj) shares, as a C array (a new reference), or NULL
  * with an exception: for a kernel argument, which needs no Python object. */
 tack_array *tack_py_share(PyObject *obj);
+/* Whether obj's type has __dlpack__ (a lookup in the type's cache). */
+int tack_py_speaks_dlpack(PyObject *obj);
 int tack_py_asarray_init(PyObject *module);
 
 /* Module parts that register types or functions. */

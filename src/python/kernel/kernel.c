@@ -153,6 +153,10 @@ static int to_scalar(PyObject *o, tack_dtype dtype, tack_arg *out)
  * that an array parameter given one is refused without asking it. */
 static int plainly_scalar(PyObject *o)
 {
+    /* An array's type answers the first question, without a walk of its
+     * MRO for the subclass checks. */
+    if (tack_py_speaks_dlpack(o))
+        return 0;
     return PyFloat_Check(o) || PyLong_Check(o) || PyComplex_Check(o) || PyUnicode_Check(o) || o == Py_None;
 }
 
