@@ -65,7 +65,7 @@ static void hold_release(void *context)
 
 /* Imports the memory `im` describes, held by `h` (released, once, whatever
  * happens), on device= (None: none asked for) or the default device. */
-static PyObject *import_held(struct tack_import *im, py_hold *h, PyObject *device_obj)
+static tack_array *import_held(struct tack_import *im, py_hold *h, PyObject *device_obj)
 {
     tack_device *asked = NULL, *fallback = NULL;
     if (device_obj != Py_None ? !tack_py_device_converter(device_obj, &asked)
@@ -85,8 +85,10 @@ static PyObject *import_held(struct tack_import *im, py_hold *h, PyObject *devic
         hold_release(h);
         return NULL;
     }
-    return tack_py_array_new(a);
+    return a;
 }
+
+static PyObject *wrap(tack_array *a) { return a ? tack_py_array_new(a) : NULL; }
 
 /* Copies up to TACK_MAX_NDIM of a buffer's Py_ssize_t extents or strides
  * into `out`; the import refuses a longer shape by its count. */
@@ -99,11 +101,13 @@ static void copy_extents(int64_t *out, const Py_ssize_t *in, int n)
 /* Shares the memory of a buffer-protocol exporter. The dtype is the one its
  * format names, or with `known` (not TACK_NDTYPES) that one, for an
  * exporter that gives no format for it: then only the bytes are asked for. */
-static PyObject *asarray_buffer_of(PyObject *obj, PyObject *device_obj, tack_dtype known)
+static tack_array *share_buffer(PyObject *obj, PyObject *device_obj, tack_dtype known)
 {
     py_hold *h = calloc(1, sizeof *h);
-    if (!h)
-        return PyErr_NoMemory();
+    if (!h) {
+        PyErr_NoMemory();
+        return NULL;
+    }
     /* Strides are asked for so that any exporter answers, contiguous or
      * not; contiguity is checked by the import so that it is a ValueError
      * as for DLPack, not the exporter's BufferError. */
@@ -161,6 +165,11 @@ static PyObject *asarray_buffer_of(PyObject *obj, PyObject *device_obj, tack_dty
 fail:
     hold_release(h);
     return NULL;
+}
+
+static PyObject *asarray_buffer_of(PyObject *obj, PyObject *device_obj, tack_dtype known)
+{
+    return wrap(share_buffer(obj, device_obj, known));
 }
 
 static PyObject *asarray_buffer(PyObject *obj, PyObject *device_obj)
@@ -375,7 +384,7 @@ static PyObject *asarray_cai_of(PyObject *obj, PyObject *cai, PyObject *device_o
     if (!h)
         return PyErr_NoMemory();
     h->owner = Py_NewRef(obj);
-    return import_held(&im, h, device_obj);
+    return wrap(import_held(&im, h, device_obj));
 }
 
 
@@ -453,6 +462,18 @@ PyObject *tack_py_asarray(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
 }
 
+/* numpy.ndarray itself (not a subclass, whose buffer may differ), known
+ * by name once seen and by pointer after. */
+static PyTypeObject *ndarray_type;
+
+static int is_ndarray_type(PyTypeObject *t)
+{
+    if (strcmp(t->tp_name, "numpy.ndarray") != 0)
+        return 0;
+    ndarray_type = (PyTypeObject *)Py_NewRef(t);
+    return 1;
+}
+
 int tack_py_speaks_dlpack(PyObject *obj) { return _PyType_Lookup(Py_TYPE(obj), str_dlpack_attr) != NULL; }
 
 tack_array *tack_py_share(PyObject *obj)
@@ -460,6 +481,16 @@ tack_array *tack_py_share(PyObject *obj)
     /* tack.Array cannot be subclassed: its type is the whole test. */
     if (Py_IS_TYPE(obj, &TackArray_Type))
         return tack_array_retain(TACK_PY_ARRAY(obj));
+    /* A NumPy array by the buffer protocol, a C call, rather than its
+     * __dlpack__, a Python method with keywords: the same memory, flags
+     * and device. What the buffer cannot say (bfloat16, byte order, an
+     * unusual stride) is asked of DLPack, for its answer and message. */
+    if (Py_TYPE(obj) == ndarray_type || (!ndarray_type && is_ndarray_type(Py_TYPE(obj)))) {
+        tack_array *a = share_buffer(obj, Py_None, TACK_NDTYPES);
+        if (a || tack_py_exception_must_propagate())
+            return a;
+        PyErr_Clear();
+    }
     /* The common case, a producer with __dlpack__ on its type, without
      * the Python object asarray would make; what it refuses (NumPy's
      * bfloat16) takes asarray's way, which knows the fallbacks. */

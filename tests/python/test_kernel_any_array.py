@@ -99,6 +99,17 @@ def test_an_import_is_released_when_the_call_fails(saxpy):
     assert sys.getrefcount(y) == before
 
 
+def test_what_a_numpy_buffer_cannot_say_gets_from_dlpacks_answer(saxpy):
+    # Byte order is refused by DLPack with the producer's own exception.
+    swapped, y = np.ones(4, ">f4"), np.zeros(4, np.float32)
+    with pytest.raises(BufferError) as direct:
+        tack.from_dlpack(swapped)
+    with pytest.raises(BufferError) as passed:
+        saxpy(1.0, swapped, y)
+    assert str(passed.value) == f"parameter 'x' of kernel 'saxpy' (float): {direct.value}"
+    assert not y.any()
+
+
 def test_buffer_protocol_memory_is_shared_for_the_call(saxpy, address):
     # No __dlpack__: the buffer protocol's way, as tack.asarray takes it.
     raw = bytearray(16)
