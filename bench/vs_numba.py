@@ -285,12 +285,16 @@ def case_mandelbrot(quick, repeat):
     return race(lambda: k(w, h, iters, out), lambda: nb_mandelbrot(w, h, iters, out_nb), repeat)
 
 
-def case_histogram(quick, repeat):
+def histogram_vs_numba(quick, repeat, source, imported):
+    """The 256-bin histogram through `source` against Numba's per-thread
+    one: on Tack memory, or with `imported` on NumPy memory passed to the
+    kernel directly (memory others may write, where plain atomics never
+    apply)."""
     n = 10**6 if quick else 10**7
     vn = np.random.default_rng(2).integers(0, 256, n, dtype=np.uint8)
     threads = numba.get_num_threads()
-    k = tack.Kernel(HISTOGRAM)
-    v, bins = tack.array(vn), tack.zeros(256, tack.u32)
+    k = tack.Kernel(source)
+    v, bins = (vn, np.zeros(256, np.uint32)) if imported else (tack.array(vn), tack.zeros(256, tack.u32))
     bins_nb = np.zeros(256, np.uint32)
 
     def run_tack():
@@ -298,15 +302,21 @@ def case_histogram(quick, repeat):
         k.launch(n, v, bins)
 
     def run_numba():
-        bins_nb[:] = 0
+        bins_nb.fill(0)
         nb_histogram(vn, bins_nb, threads)
 
     run_tack()
     run_numba()
     want = np.bincount(vn, minlength=256)
-    assert np.array_equal(bins.to_numpy(), want), "histogram: Tack's differs from np.bincount"
+    # A copy: an export would make Tack's memory shared, where plain atomics never apply.
+    got = bins if imported else bins.to_numpy()
+    assert np.array_equal(got, want), "histogram: Tack's differs from np.bincount"
     assert np.array_equal(bins_nb, want), "histogram: Numba's differs from np.bincount"
     return race(run_tack, run_numba, repeat)
+
+
+def case_histogram(quick, repeat):
+    return histogram_vs_numba(quick, repeat, HISTOGRAM, imported=False)
 
 
 def case_dot(quick, repeat):
@@ -327,27 +337,7 @@ def case_dot(quick, repeat):
 
 
 def case_histogram_imported(quick, repeat):
-    """tack_reduce_add into a NumPy array passed to the kernel directly:
-    memory others may write, where plain atomics never apply."""
-    n = 10**6 if quick else 10**7
-    vn = np.random.default_rng(2).integers(0, 256, n, dtype=np.uint8)
-    threads = numba.get_num_threads()
-    k = tack.Kernel(HISTOGRAM_REDUCE)
-    bins, bins_nb = np.zeros(256, np.uint32), np.zeros(256, np.uint32)
-
-    def run_tack():
-        bins[:] = 0
-        k.launch(n, vn, bins)
-
-    def run_numba():
-        bins_nb[:] = 0
-        nb_histogram(vn, bins_nb, threads)
-
-    run_tack()
-    run_numba()
-    want = np.bincount(vn, minlength=256)
-    assert np.array_equal(bins, want), "histogram (reduce, imported): Tack's differs from np.bincount"
-    return race(run_tack, run_numba, repeat)
+    return histogram_vs_numba(quick, repeat, HISTOGRAM_REDUCE, imported=True)
 
 
 def case_histogram_reduce_owned(quick, repeat):

@@ -57,7 +57,6 @@ def rst_blocks(path):
             i += 1
         while body and not body[-1].strip():
             body.pop()
-        body = [b for b in body]
         while body and not body[0].strip():
             body.pop(0)
         width = min((len(b) - len(b.lstrip()) for b in body if b.strip()), default=0)

@@ -9,27 +9,18 @@ import os
 import pickle
 import subprocess
 import sys
-import textwrap
 import weakref
 
 import numpy as np
 import pytest
 
 import tack
+from children import run_python
 
 
 def run_child(code, timeout=120):
-    """Runs `code` in a fresh interpreter; returns its stdout. Fails with its
-    output when it fails."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                       timeout=timeout)
-    assert r.returncode == 0, f"exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
-    return r.stdout
-
-
-# --------------------------------------------------------------------------
-# Array.dtype is a numpy.dtype
+    """run_python, with this interpreter's sys.path."""
+    return run_python(code, env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}, timeout=timeout)
 
 
 NAMES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64", "bool",

@@ -8,7 +8,6 @@ broken exclusion could hang as well as miscount."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 
 import tack
+from children import run_python
 import tack._tack as _tack
 
 
@@ -25,18 +25,10 @@ HIST = "void hist(tack_index i, const uint8_t *v, uint32_t *bins) { tack_atomic_
 
 
 def run_child(script, env=None, args=(), timeout=180):
-    """Runs `script` (HIST in it stands for the histogram's source) in a
-    new interpreter; its output. TACK_SERIAL_BELOW only where `env` sets it."""
-    environ = {k: v for k, v in os.environ.items() if k != "TACK_SERIAL_BELOW"}
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script).replace("HIST", repr(HIST)), *args],
-        capture_output=True,
-        text=True,
-        env=dict(environ, **(env or {})),
-        timeout=timeout,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
+    """run_python, with HIST in `script` standing for the histogram's
+    source; TACK_SERIAL_BELOW only where `env` sets it."""
+    return run_python(textwrap.dedent(script).replace("HIST", repr(HIST)), args, env, timeout,
+                      unset=("TACK_SERIAL_BELOW",))
 
 
 def compilers():

@@ -7,7 +7,6 @@ could write where it must not; the GPU dialects, which the simulated
 drivers do not execute, are checked by compiling the generated source with
 the real compilers this machine has (NVRTC, hipRTC, clang's OpenCL C)."""
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 import tack
+from children import run_python
 from conftest import nvrtc_or_skip
 
 pytestmark = pytest.mark.usefixtures("private_kernel_cache")
@@ -25,21 +25,8 @@ HIST = "void hist(tack_index i, const uint8_t *v, uint32_t *bins) { tack_reduce_
 
 
 def run_child(script, args=(), env=None, timeout=240):
-    """Runs `script` in a new interpreter (HIST in it stands for the
-    histogram's source); its stdout."""
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script).replace("HIST", repr(HIST)), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, **(env or {})),
-        timeout=timeout,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
-
-
-# --------------------------------------------------------------------------
-# integers: exact
+    """run_python, with HIST in `script` standing for the histogram's source."""
+    return run_python(textwrap.dedent(script).replace("HIST", repr(HIST)), args, env, timeout)
 
 
 INTEGERS = """

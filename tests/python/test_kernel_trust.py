@@ -4,36 +4,21 @@ confirms every signature Tack reads; the restrict entry and plain atomics
 run only on memory nothing else can reach. Anything that could hang or
 crash runs in a child process with a timeout."""
 
-import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import tack
+from children import run_python
 import tack._tack as _tack
 
 pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 def run_child(script, env=None, timeout=120):
-    """Runs `script` in a new interpreter; its stdout. Fails on a non-zero
-    exit, with the child's output."""
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, **(env or {})),
-        timeout=timeout,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
-
-
-# --------------------------------------------------------------------------
-# the parser's work budget
+    return run_python(script, env=env, timeout=timeout)
 
 
 def nested_empty_macros(levels=8, width=24):

@@ -3,15 +3,14 @@ build's variants (code for the host CPU, a restrict variant used only for
 launches whose written arrays overlap nothing else), on the CPU backend,
 against NumPy."""
 
-import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import tack
+from children import run_python
 from conftest import nvrtc_or_skip
 
 
@@ -19,19 +18,8 @@ pytestmark = pytest.mark.usefixtures("private_kernel_cache")
 
 
 def run_child(script, env=None, args=(), timeout=120):
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), *args],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, **(env or {})),
-        timeout=timeout,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return run_python(script, args, env, timeout)
 
-
-# --------------------------------------------------------------------------
-# index domains
 
 COORDS2 = """
 void coords(tack_index i, tack_index j, int64_t w, int64_t *out, uint32_t *hits)
