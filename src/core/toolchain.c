@@ -370,14 +370,6 @@ void tack_source_device_entry(struct tack_source *b, const struct tack_signature
     tack_source_put(b, "}\n");
 }
 
-#define NO_COMPLEX "CUDA and HIP kernels compile as C++, which has no C99 complex type; complex parameters work " \
-                   "on the cpu backend"
-const char *const tack_cxx_lacks[TACK_NDTYPES] = {
-    [TACK_C64] = NO_COMPLEX,
-    [TACK_C128] = NO_COMPLEX,
-};
-#undef NO_COMPLEX
-
 void tack_launch_geometry(const struct tack_launch *l, uint32_t threads, uint64_t cap, uint32_t block[3],
                           uint32_t grid[3])
 {

@@ -198,13 +198,6 @@ struct tack_device_grid {
     const char *stride[TACK_KERNEL_MAX_DIMS];
 };
 
-/* CUDA's thread indices, which HIP shares: blocks of threads along x, y, z. */
-#define TACK_CUDA_GRID_INDEX                                                                                    \
-    {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x", "(tack_index)blockIdx.y * blockDim.y + threadIdx.y", \
-     "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"}
-#define TACK_CUDA_GRID_STRIDE \
-    {"(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"}
-
 /* A device entry over the domain: the grid's head,
  * TACK_ENTRY_NAME(tack_index tack_n0_, ... one extent per index, <params>),
  * and a body of a loop nest, one loop per index, each striding over the
@@ -213,9 +206,6 @@ struct tack_device_grid {
 void tack_source_device_entry(struct tack_source *s, const struct tack_signature *sig,
                               const struct tack_device_grid *grid);
 
-/* Why a C++ device compiler (NVRTC, hipRTC) takes no complex parameter:
- * C++ has no C99 complex type. A dialect's `lacks`. */
-extern const char *const tack_cxx_lacks[TACK_NDTYPES];
 
 /* ---- compiled code ---------------------------------------------------- */
 
@@ -384,74 +374,6 @@ void tack_launch_geometry(const struct tack_launch *l, uint32_t threads, uint64_
  * room for TACK_KERNEL_MAX_DIMS + nargs pointers; returns how many it
  * filled. Never fails. */
 int tack_launch_params(const struct tack_launch *l, int nargs, void **out);
-
-/* ---- prelude pieces ----------------------------------------------------- */
-
-/* tack_f16 and tack_bf16 for a prelude whose compiler has no such type: a
- * two-byte struct that kernels load and store whole (its layout and
- * alignment are those of the compilers' own types, so parameters pass the
- * same way), and the conversions to and from float, rounding to nearest
- * even, in C that every dialect compiles. The prelude defines uint16_t,
- * uint32_t, TACK_INLINE_ (how its helpers are declared), and
- * tack_bits_of_float_(f) and tack_float_of_bits_(u), which reinterpret. */
-#define TACK_PRELUDE_F16_STORAGE                                                                             \
-    "typedef struct { uint16_t bits; } tack_f16;\n"                                                          \
-    "#define TACK_F16_NATIVE 0\n"                                                                            \
-    "TACK_INLINE_ float tack_f16_to_float(tack_f16 h)\n{\n"                                                  \
-    "    uint32_t sign = (uint32_t)(h.bits & 0x8000u) << 16, e = (h.bits >> 10) & 0x1fu, m = h.bits & 0x3ffu;\n" \
-    "    if (e == 0x1fu)\n        return tack_float_of_bits_(sign | 0x7f800000u | (m << 13));\n"               \
-    "    if (e == 0u) {\n        float v = (float)m * 5.9604644775390625e-8f; /* 2^-24 */\n"                 \
-    "        return sign ? -v : v;\n    }\n"                                                                 \
-    "    return tack_float_of_bits_(sign | ((e + 112u) << 23) | (m << 13));\n}\n"                            \
-    "TACK_INLINE_ tack_f16 tack_f16_from_float(float f)\n{\n"                                                \
-    "    uint32_t x = tack_bits_of_float_(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;\n"             \
-    "    tack_f16 h;\n"                                                                                      \
-    "    if (a >= 0x47800000u) /* from 2^16: infinity, or a quiet NaN */\n"                                  \
-    "        h.bits = (uint16_t)(sign | (a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : 0x7c00u));\n"     \
-    "    else if (a < 0x38800000u) /* below 2^-14: the sum's rounding is the subnormal's */\n"               \
-    "        h.bits = (uint16_t)(sign | (tack_bits_of_float_(tack_float_of_bits_(a) + 0.5f) - 0x3f000000u));\n" \
-    "    else /* rebias; half an ulp less one, plus the kept bit if odd, rounds to even */\n"                \
-    "        h.bits = (uint16_t)(sign | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));\n"           \
-    "    return h;\n}\n"
-
-/* The reductions for CUDA and HIP (C++): tack_reduce_add, _min and _max
- * over tack_reduce_<op>(p, v), which the prelude defines after this (its
- * combining, or none), and tack_rapply_<op>(p, v), the one atomic:
- * tack_atomic_add, _min or _max, a compare-and-swap loop for a float min
- * or max, which neither has (a NaN contribution loses every comparison).
- * The value converts to the target's type; a const target, or a type
- * without atomics, does not compile. The prelude defines the atomics and
- * TACK_RDEV_ (how these are declared). */
-#define TACK_PRELUDE_REDUCE_CXX                                                                              \
-    "template <class T> struct tack_rid_ { typedef T type; };\n"                                             \
-    "template <int OP, class T> TACK_RDEV_ T tack_rjoin_(T a, T b) "                                         \
-    "{ return OP == 0 ? (T)(a + b) : OP == 1 ? (b < a ? b : a) : (b > a ? b : a); }\n"                       \
-    "#define TACK_RAPPLY_INT_(T) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "                  \
-    "{ if (OP == 0) tack_atomic_add(p, v); else if (OP == 1) tack_atomic_min(p, v); "                        \
-    "else tack_atomic_max(p, v); }\n"                                                                        \
-    "TACK_RAPPLY_INT_(int32_t) TACK_RAPPLY_INT_(uint32_t) TACK_RAPPLY_INT_(int64_t) TACK_RAPPLY_INT_(uint64_t)\n" \
-    "#define TACK_RAPPLY_FLOAT_(T, U, to, from) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "   \
-    "{ if (OP == 0) { tack_atomic_add(p, v); return; } U *q = (U *)p, old = *q, seen; "                      \
-    "while (OP == 1 ? v < from(old) : v > from(old)) { seen = old; old = atomicCAS(q, seen, to(v)); "        \
-    "if (old == seen) break; } }\n"                                                                          \
-    "TACK_RAPPLY_FLOAT_(float, unsigned, __float_as_uint, __uint_as_float)\n"                                \
-    "TACK_RAPPLY_FLOAT_(double, unsigned long long, (unsigned long long)__double_as_longlong, "              \
-    "__longlong_as_double)\n"                                                                                \
-    "#define tack_reduce_add(p, v) tack_reduce_<0>((p), (v))\n"                                              \
-    "#define tack_reduce_min(p, v) tack_reduce_<1>((p), (v))\n"                                              \
-    "#define tack_reduce_max(p, v) tack_reduce_<2>((p), (v))\n"
-
-#define TACK_PRELUDE_BF16_STORAGE                                                                            \
-    "typedef struct { uint16_t bits; } tack_bf16;\n"                                                         \
-    "#define TACK_BF16_NATIVE 0\n"                                                                           \
-    "TACK_INLINE_ float tack_bf16_to_float(tack_bf16 b)\n{\n"                                                \
-    "    return tack_float_of_bits_((uint32_t)b.bits << 16);\n}\n"                                           \
-    "TACK_INLINE_ tack_bf16 tack_bf16_from_float(float f)\n{\n"                                              \
-    "    uint32_t x = tack_bits_of_float_(f);\n"                                                             \
-    "    tack_bf16 b;\n"                                                                                     \
-    "    if ((x & 0x7fffffffu) > 0x7f800000u)\n        b.bits = (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */\n" \
-    "    else\n        b.bits = (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"                         \
-    "    return b;\n}\n"
 
 /* ---- the dialect ------------------------------------------------------ */
 

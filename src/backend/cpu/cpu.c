@@ -19,6 +19,7 @@
 #include "../../core/internal.h"
 #include "../../core/toolchain.h"
 #include "cpu.h"
+#include "../prelude.h"
 #include "reduce.h"
 #include "toolchain.h"
 

@@ -3,6 +3,7 @@
  * starts with (integer widths, half types, atomics), its entry point, and
  * the dtypes it cannot take. See src/backend/cuda/cuda.c.
  */
+#include "../prelude.h"
 #include "cuda.h"
 
 const struct tack_dialect cuda_dialect = {

@@ -18,6 +18,7 @@
 #include "../../core/toolchain.h"
 #include "../../driver/hip.h"
 #include "../../driver/hiprtc.h"
+#include "../prelude.h"
 #include "tack/kernel.h"
 
 struct hip_device_state {

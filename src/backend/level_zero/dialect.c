@@ -3,6 +3,7 @@
  * kernel starts with (integer widths, atomics, half), its entry point, and
  * the dtypes it cannot take. See src/backend/level_zero/level_zero.c.
  */
+#include "../prelude.h"
 #include "level_zero.h"
 
 #define NO_COMPLEX "OpenCL C has no complex type; complex parameters work on the cpu backend"
