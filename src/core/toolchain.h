@@ -96,6 +96,12 @@ struct tack_signature {
     /* The source names a reduction: an identifier beginning tack_reduce_,
      * anywhere in it. */
     int uses_reductions;
+    /* The array parameter the body's first sum names as its target, as
+     * tack_reduce_add(&y[...], ...), plus one; 0 when none does
+     * (tack_reduce_target). A backend may keep that array's sums apart
+     * (the cpu's table places its window there); which target it is
+     * decides speed, never a result. */
+    int reduce_target;
 };
 
 /* The extents a kernel sees of an array (tack_extent): the first

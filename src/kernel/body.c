@@ -49,6 +49,21 @@ uint64_t tack_extents_named(const struct toks *t, const struct tack_signature *s
     return used;
 }
 
+/* Code tokens only: a skipped group's or a directive's are not the body's. */
+int tack_reduce_target(const struct scan *s, const struct def *d, const struct tack_signature *sig)
+{
+    const struct tok *v = s->t.v;
+    for (int i = d->body_open + 1; i + 4 < d->body_close; i++) {
+        if (v[i].dir || v[i].kind != T_IDENT || !tok_is(&v[i], "tack_reduce_add"))
+            continue;
+        int k = array_param(sig, &v[i + 3]);
+        if (punct(&v[i + 1], '(') && punct(&v[i + 2], '&') && k >= 0 && punct(&v[i + 4], '[') &&
+            !v[i + 1].dir && !v[i + 2].dir && !v[i + 3].dir && !v[i + 4].dir)
+            return k + 1;
+    }
+    return 0;
+}
+
 /* TACK_EVALUE for tack_extent( or tack_size( in the body whose first
  * argument is not one of the kernel's array parameters: there is no
  * array for it to read. */

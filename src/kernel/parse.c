@@ -635,6 +635,7 @@ tack_status tack_signature_parse_checked(const char *source, const char *name, i
         out->uses_atomics = tack_names_prefixed(&s.t, "tack_atomic_");
         out->uses_reductions = tack_names_prefixed(&s.t, "tack_reduce_");
         out->extents_used = tack_extents_named(&s.t, out);
+        out->reduce_target = tack_reduce_target(&s, found, out);
         st = tack_extents_check(&s, found, out);
     }
     if (st == TACK_OK) {

@@ -270,6 +270,90 @@ def test_a_reduction_in_a_helper_or_a_macro_still_counts():
     assert out.strip() == "ok"
 
 
+# --------------------------------------------------------------------------
+# the window placed at the array the body's sums name
+
+
+def test_the_array_a_sum_names_holds_the_window_and_others_still_add_up():
+    # `small` is the body's first target, so its sums go to the window
+    # placed at it from the range's start; `big`'s 100,003 targets of the
+    # same type go to the table, which fills and flushes many times in a
+    # range: each flush must empty the window and keep it in place, or
+    # `small` counts twice.
+    out = run_child("""
+        import numpy as np, tack
+        k = tack.Kernel('''
+        void h(tack_index i, const int64_t *v, uint32_t *small, uint32_t *big)
+        {
+            tack_reduce_add(&small[v[i] & 255], 1u);
+            tack_reduce_add(&big[v[i]], 1u);
+        }''')
+        assert "tack_rpin_(tack_rt_, (uintptr_t)tack_p1_)" in k.generated_source("cpu")
+        v = np.random.default_rng(5).integers(0, 100003, 2_000_000)
+        small, big = np.zeros(256, np.uint32), np.zeros(100003, np.uint32)
+        for _ in range(2):
+            small[:] = 0
+            big[:] = 0
+            k.launch(v.size, v, small, big)
+            assert np.array_equal(small, np.bincount(v & 255, minlength=256)), "small"
+            assert np.array_equal(big, np.bincount(v, minlength=100003)), "big"
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_sums_through_a_name_that_hides_the_array_reach_their_own_addresses():
+    # The window is placed at the parameter `bins`, but the body's `bins` is
+    # a local that points elsewhere: into the same buffer after the
+    # parameter's elements (inside the window's span) or before them
+    # (outside it). Each count must land where the body aimed it.
+    out = run_child("""
+        import numpy as np, tack
+        k = tack.Kernel('''
+        void h(tack_index i, const uint8_t *v, uint32_t *bins, uint32_t *other)
+        {
+            uint32_t *keep = bins;
+            {
+                uint32_t *bins = other;
+                tack_reduce_add(&bins[v[i]], 1u);
+            }
+            tack_reduce_add(&keep[v[i] & 7], 2u);
+        }''')
+        v = np.random.default_rng(6).integers(0, 256, 1_000_003, dtype=np.uint8)
+        want_other = np.bincount(v, minlength=256)
+        want_bins = 2 * np.bincount(v & 7, minlength=8)
+        for first, second in ((slice(0, 8), slice(8, 264)), (slice(256, 264), slice(0, 256))):
+            buf = np.zeros(264, np.uint32)
+            k.launch(v.size, v, buf[first], buf[second])
+            assert np.array_equal(buf[first], want_bins), (first, buf[first])
+            assert np.array_equal(buf[second], want_other), (second,)
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_which_array_holds_the_window():
+    def pinned(src):
+        text = tack.Kernel(src).generated_source("cpu")
+        return [line.strip() for line in text.splitlines() if "tack_rpin_(tack_rt_" in line][:1]
+
+    assert pinned(HIST) == ["tack_rpin_(tack_rt_, (uintptr_t)tack_p1_);"]
+    # the first sum's target: not a min's, nor one in a group the compiler skips
+    assert pinned("""
+        void f(tack_index i, const float *x, float *lo, double *s, float *t)
+        {
+            tack_reduce_min(&lo[0], x[i]);
+        #if 0
+            tack_reduce_add(&t[0], x[i]);
+        #endif
+            tack_reduce_add(&s[i % 4], (double)x[i]);
+            tack_reduce_add(&t[0], x[i]);
+        }""") == ["tack_rpin_(tack_rt_, (uintptr_t)tack_p2_);"]
+    # none: a target the body computes as a pointer, or no sum at all
+    assert pinned("void f(tack_index i, uint32_t *c) { tack_reduce_add(c + i % 3, 1u); }") == []
+    assert pinned("void f(tack_index i, const float *x, float *lo) { tack_reduce_min(&lo[0], x[i]); }") == []
+
+
 def test_only_a_kernel_with_reductions_gets_the_table():
     saxpy = tack.Kernel("void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }")
     assert "tack_rtab_" not in saxpy.generated_source("cpu")

@@ -98,8 +98,27 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * kernel's own: the range's table of reductions, its held targets and a
  * lane of them (CPU_REDUCE_TABLE), which its body's tack_reduce_* combine
  * into. */
-#define CPU_REDUCE_PARAMS \
-    "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, unsigned tack_ra_, "
+#define CPU_REDUCE_PARAMS                                                                                     \
+    "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, unsigned tack_ra_, "       \
+    "uintptr_t tack_rk_, "
+
+/* The array whose sums the table's window holds from a range's start
+ * (reduce.h, "Pinned"): sig->reduce_target where its element type is one
+ * the window holds; -1 for none. *tag is the type's tag in the table. */
+static int cpu_reduce_pin(const struct tack_signature *sig, int *tag)
+{
+    *tag = -1;
+    static const tack_dtype tags[] = {TACK_I32, TACK_U32, TACK_I64, TACK_U64, TACK_F32, TACK_F64};
+    const int k = sig->reduce_target - 1;
+    if (k < 0 || !sig->params[k].writable)
+        return -1;
+    for (int t = 0; t < (int)(sizeof tags / sizeof *tags); t++)
+        if (sig->params[k].dtype == tags[t]) {
+            *tag = t;
+            return k;
+        }
+    return -1;
+}
 
 /* The loop of a 1-index entry with reductions: four indices a turn, each
  * its own lane by a constant (the rest in lane 0), so that a float sum's
@@ -136,7 +155,9 @@ static void cpu_reduce_loop(struct tack_source *b, const struct tack_signature *
  * `simd` is 0 (the plain atomics' entry: there two indices may update the
  * same element, and lanes that load it together would lose all but one
  * update; Clang does vectorise a histogram so). The position of begin
- * costs a division per range, not per index. */
+ * costs a division per range, not per index. `reduce`: 0 for a kernel
+ * without reductions, 1 for a copy that takes the table, 2 for the plain
+ * copy, which takes it for floats only. */
 static void cpu_entry_point(struct tack_source *b, const struct tack_signature *sig, const char *entry,
                             const char *function, int simd, int reduce)
 {
@@ -165,10 +186,17 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
         tack_source_put(b, "    tack_check_record_ *tack_check_ = *(tack_check_record_ *const *)tack_args_[%d];\n", at);
     if (sig->nparams == 0 && !tack_signature_hidden(sig))
         tack_source_put(b, "    (void)tack_args_;\n");
+    /* The plain copy adds integers in place (CPU_REDUCE_PLAIN): there only
+     * a float target's window is worth its clearing. */
+    int tag, pin = reduce ? cpu_reduce_pin(sig, &tag) : -1;
+    if (reduce == 2 && tag < 4)
+        pin = -1;
     if (reduce)
         tack_source_put(b, "    tack_rtab_ tack_rtab_v_, *const tack_rt_ = &tack_rtab_v_;\n    tack_rinit_(tack_rt_);\n"
                            "    tack_rhot_ tack_rh_v_ = {0};\n");
-    const char *flush = reduce ? "    tack_rhflush_(tack_rh_v_);\n    tack_rflush_(tack_rt_);\n" : "";
+    if (pin >= 0)
+        tack_source_put(b, "    tack_rpin_(tack_rt_, (uintptr_t)tack_p%d_);\n", pin);
+    const char *flush = reduce ? "    tack_rhflush_(tack_rh_v_);\n    tack_rdone_(tack_rt_);\n" : "";
     if (sig->ndim == 1 && reduce) {
         cpu_reduce_loop(b, sig, function, flush);
         return;
@@ -211,16 +239,22 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
 /* The entry `entry` over the copy `<name><copy>` (NULL: the kernel
  * itself). With `lane` (a reduction's, for a kernel with them) the copy
  * takes the table first, through a macro `<name><call>`, and runs without
- * simd (two indices may meet in one slot); else simd as `simd` says. */
+ * simd (two indices may meet in one slot), `simd` 0 saying it is the plain
+ * copy's; else simd as `simd` says. */
 static void cpu_variant_entry(struct tack_source *b, const struct tack_signature *sig, const char *entry,
                               const char *copy, const char *call, const char *lane, int simd)
 {
     char name[TACK_NAME_MAX + 32];
     if (lane) {
-        tack_source_put(b, "#define %s%s(...) %s%s(tack_rt_, &tack_rh_v_, %s, __VA_ARGS__)\n", sig->name, call,
-                        sig->name, copy, lane);
+        int tag, pin = cpu_reduce_pin(sig, &tag);
+        tack_source_put(b, "#define %s%s(...) %s%s(tack_rt_, &tack_rh_v_, %s, (uintptr_t)", sig->name, call, sig->name,
+                        copy, lane);
+        if (pin >= 0)
+            tack_source_put(b, "tack_p%d_, __VA_ARGS__)\n", pin);
+        else
+            tack_source_put(b, "0, __VA_ARGS__)\n");
         snprintf(name, sizeof name, "%s%s", sig->name, call);
-        cpu_entry_point(b, sig, entry, name, 0, 1);
+        cpu_entry_point(b, sig, entry, name, 0, simd ? 1 : 2);
         return;
     }
     if (copy)
@@ -257,6 +291,9 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     int reduce = sig->uses_reductions && !tack_signature_hidden(sig);
     int atomics = sig->uses_atomics || sig->uses_reductions;
     if (reduce) {
+        int tag = -1;
+        cpu_reduce_pin(sig, &tag);
+        tack_source_put(b, "#define TACK_RPIN_TAG_ %d\n", tag);
         tack_source_append(b, CPU_REDUCE_TABLE CPU_REDUCE_TABLED);
         tack_source_kernel_copy(b, sig, source, "_tack_reduce_", "", CPU_REDUCE_PARAMS, TACK_CHECK_C);
     }
