@@ -124,7 +124,11 @@ TACK_API tack_status tack_kernel_create(const char *source, const char *name, ta
  * is the default. Each list holds `n...` strings, never split on spaces:
  * one entry is one word for the compiler. Copied by the call. */
 typedef struct tack_kernel_options {
-    /* Preprocessor definitions: "NAME" or "NAME=VALUE". */
+    /* Preprocessor definitions: "NAME" (as 1) or "NAME=VALUE", written as
+     * #define lines before the kernel's source (after the backend's
+     * prelude): a conditional the signature lies under may test them, and
+     * they reach none of Tack's own code. A value holds no line break, opens
+     * no comment and does not end with a backslash. */
     const char *const *defines;
     size_t ndefines;
     /* Directories the source's #include "..." searches, in order; a
@@ -147,7 +151,8 @@ typedef struct tack_kernel_options {
  * the key the kernel's code is kept under. Errors as tack_kernel_create;
  * TACK_EVALUE, naming the entry, for a list given as NULL with a nonzero
  * count, a NULL or empty entry, one with a line break, or a definition
- * whose name is not an identifier; TACK_ERUNTIME for a relative include
+ * whose name is not an identifier or whose value would not stay one line
+ * (a comment it opens, a final backslash); TACK_ERUNTIME for a relative include
  * directory when the working directory cannot be read. */
 TACK_API tack_status tack_kernel_create_with(const char *source, const char *name, const tack_kernel_options *options,
                                              tack_kernel **out);

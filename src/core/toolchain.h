@@ -316,12 +316,18 @@ struct tack_build_options {
     int checked;
     /* All of the above as one text, for the key code is kept under. */
     char *text;
+    /* The definitions as source, "#define NAME VALUE\n" each (VALUE 1 for
+     * a bare NAME, as -D has it); NULL for none. The kernel layer writes
+     * them after the backend's prelude and before the user's source
+     * (tack_generate), and reads the signature after them: so they reach
+     * the user's code and its #if, and never Tack's own definitions. */
+    char *head;
 };
 
 /* The options as words for a compiler that spells them as the C
- * compilers do: "-D<define>" for each definition, "-I<dir>" for each
- * include directory (absolute: relative ones were resolved when the kernel
- * was made), then each option as given; *count words, then NULL. One
+ * compilers do: "-I<dir>" for each include directory (absolute: relative
+ * ones were resolved when the kernel was made), then each option as given
+ * (the definitions are source: `head`); *count words, then NULL. One
  * allocation: free() releases it. NULL out of memory. NULL options are
  * none, here and in the digest. */
 char **tack_build_options_words(const struct tack_build_options *o, size_t *count);
@@ -391,6 +397,11 @@ struct tack_dialect {
      * integer types, TACK_BACKEND_<NAME>; and whatever the entry needs
      * before the user's source. */
     const char *prelude;
+    /* Optional: writes what the entry needs of this kernel before the
+     * user's source (after the prelude): definitions whose names no macro
+     * of the user's (a per-kernel define, a #define of the source's own)
+     * may reach, as it would text written after the source. */
+    void (*head)(struct tack_source *out, const struct tack_signature *sig);
     /* The language of the compile-time checks the kernel layer writes
      * after the user's source (tack_source_signature_check, then
      * tack_source_hidden), before the entry. */

@@ -60,7 +60,7 @@ static tack_status generated_locked(tack_kernel *k, const struct tack_dialect *d
             break;
     if (!g) {
         g = calloc(1, sizeof *g);
-        if (g && !(g->text = tack_generate(d, &k->sig, k->source))) {
+        if (g && !(g->text = tack_generate(d, &k->sig, k->options.head, k->source))) {
             free(g);
             g = NULL;
         }

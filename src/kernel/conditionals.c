@@ -11,7 +11,8 @@
  *
  * The compiler keeps one group of each #if chain; Tack must read the same
  * source it compiles. A condition Tack can evaluate (numbers, defined(),
- * macros the source itself defines or undefines, arithmetic) is followed:
+ * macros the source itself, or the kernel's defines before it, define or
+ * undefine, arithmetic) is followed:
  * the tokens of every group not taken are set aside (dir -1). One it cannot
  * (a macro the compiler or a -D flag may define, a function-like macro)
  * leaves its groups in place, marked uncertain: a signature that depends on

@@ -64,7 +64,7 @@ tack_status tack_kernel_create_with(const char *source, const char *name, const 
     /* The options first: a checked kernel's body is rewritten as it is read. */
     tack_status st = tack_build_options_copy(options, &k->options);
     if (st == TACK_OK) {
-        st = tack_signature_parse_checked(source, name, k->options.checked, &k->sig);
+        st = tack_signature_parse_checked(source, k->options.head, name, k->options.checked, &k->sig);
         if (st != TACK_OK)
             tack_build_options_free(&k->options);
     }

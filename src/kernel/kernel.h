@@ -15,16 +15,20 @@
 
 /* Parses the user's source (parse.c). Errors as tack_kernel_create. */
 tack_status tack_signature_parse(const char *source, const char *name, struct tack_signature *out);
-/* The same, and for a kernel whose launches are checked, the body's
- * checked rewrite (sig->body_checked). On success the signature may own
- * text: tack_signature_free frees it. */
-tack_status tack_signature_parse_checked(const char *source, const char *name, int checked,
+/* The same, after `head` (NULL: none; the kernel's own definitions, which
+ * the compiler reads first: tack_build_options.head), and for a kernel
+ * whose launches are checked, the body's checked rewrite
+ * (sig->body_checked). On success the signature may own text:
+ * tack_signature_free frees it. */
+tack_status tack_signature_parse_checked(const char *source, const char *head, const char *name, int checked,
                                          struct tack_signature *out);
 void tack_signature_free(struct tack_signature *sig);
 
-/* The source `dialect` makes of the user's (generate.c), malloc'd; NULL
- * out of memory. */
-char *tack_generate(const struct tack_dialect *dialect, const struct tack_signature *sig, const char *source);
+/* The source `dialect` makes of the user's (generate.c), with the kernel's
+ * definitions `head` (NULL: none; tack_build_options.head) before it;
+ * malloc'd, NULL out of memory. */
+char *tack_generate(const struct tack_dialect *dialect, const struct tack_signature *sig, const char *head,
+                    const char *source);
 
 /* Source generated for one dialect. */
 struct tack_generated {

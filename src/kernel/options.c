@@ -22,6 +22,7 @@ void tack_build_options_free(struct tack_build_options *o)
         free(lists[l]);
     }
     free(o->text);
+    free(o->head);
     memset(o, 0, sizeof *o);
 }
 
@@ -51,6 +52,12 @@ static const char *refusal(const char *what, const char *entry)
         const char *eq = strchr(entry, '=');
         if (!is_identifier(entry, eq ? (size_t)(eq - entry) : strlen(entry)))
             return "does not begin with an identifier (write NAME or NAME=VALUE)";
+        /* Written as a #define line: a comment begun there would run on
+         * into the lines after it, a final backslash join the next. */
+        if (eq && strstr(eq, "/*"))
+            return "opens a comment (/*) in its value";
+        if (eq && entry[strlen(entry) - 1] == '\\')
+            return "ends with a backslash, which would continue the definition onto the next line";
     }
     return NULL;
 }
@@ -138,9 +145,7 @@ char **tack_build_options_words(const struct tack_build_options *o, size_t *coun
 {
     if (!o)
         o = &no_options;
-    size_t n = o->ndefines + o->ninclude_dirs + o->noptions, bytes = (n + 1) * sizeof(char *);
-    for (size_t i = 0; i < o->ndefines; i++)
-        bytes += 2 + strlen(o->defines[i]) + 1;
+    size_t n = o->ninclude_dirs + o->noptions, bytes = (n + 1) * sizeof(char *);
     for (size_t i = 0; i < o->ninclude_dirs; i++)
         bytes += 2 + strlen(o->include_dirs[i]) + 1;
     for (size_t i = 0; i < o->noptions; i++)
@@ -150,8 +155,6 @@ char **tack_build_options_words(const struct tack_build_options *o, size_t *coun
         return NULL;
     char *room = (char *)(words + n + 1), *end = (char *)words + bytes;
     size_t w = 0;
-    for (size_t i = 0; i < o->ndefines; i++, w++)
-        room += snprintf(words[w] = room, (size_t)(end - room), "-D%s", o->defines[i]) + 1;
     for (size_t i = 0; i < o->ninclude_dirs; i++, w++)
         room += snprintf(words[w] = room, (size_t)(end - room), "-I%s", o->include_dirs[i]) + 1;
     for (size_t i = 0; i < o->noptions; i++, w++)
@@ -241,6 +244,20 @@ void tack_build_options_digest(const struct tack_build_options *o, char out[65])
     tack_sha256_hex(&h, out);
 }
 
+/* The definitions as #define lines (tack_build_options.head). */
+static char *defines_head(const struct tack_build_options *o)
+{
+    struct tack_source t = {0};
+    for (size_t i = 0; i < o->ndefines; i++) {
+        const char *d = o->defines[i], *eq = strchr(d, '=');
+        if (eq)
+            tack_source_put(&t, "#define %.*s %s\n", (int)(eq - d), d, eq + 1);
+        else
+            tack_source_put(&t, "#define %s 1\n", d);
+    }
+    return tack_source_finish(&t);
+}
+
 /* "checked\n" then one line per entry, each tagged with its list. */
 static char *options_text(const struct tack_build_options *o)
 {
@@ -273,7 +290,7 @@ tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_b
         st = absolute_dirs(out->include_dirs, out->ninclude_dirs);
     const char *env = getenv("TACK_CHECKED");
     out->checked = in->checked || (env && env[0] && strcmp(env, "0") != 0);
-    if (st == TACK_OK && !(out->text = options_text(out)))
+    if (st == TACK_OK && (!(out->text = options_text(out)) || (out->ndefines && !(out->head = defines_head(out)))))
         st = tack_error_set(TACK_ENOMEM, "out of memory copying kernel options");
     if (st != TACK_OK)
         tack_build_options_free(out);

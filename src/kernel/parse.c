@@ -28,10 +28,10 @@ static int push(struct toks *t, struct tok k)
 static int is_ident_start(int c) { return isalpha(c) || c == '_'; }
 static int is_ident_char(int c) { return isalnum(c) || c == '_'; }
 
-static tack_status lex(const char *src, struct toks *out)
+static tack_status lex(const char *src, int first_line, struct toks *out)
 {
     const char *p = src;
-    int line = 1, dir = 0, ndirs = 0, line_start = 1;
+    int line = first_line, dir = 0, ndirs = 0, line_start = 1;
     while (*p) {
         char c = *p;
         if (c == '\n') {
@@ -525,9 +525,10 @@ static tack_status uncertain_error(int line, const char *kname, int cond_line)
 {
     return tack_error_set(TACK_EVALUE,
                           "line %d: the signature of kernel '%s' depends on the conditional directive at line %d, "
-                          "which Tack cannot evaluate: it follows conditions on numbers and on macros the source "
-                          "itself defines, not on macros the compiler or a -D flag may define; define the macro in "
-                          "the source, or write the signature without the conditional",
+                          "which Tack cannot evaluate: it follows conditions on numbers and on macros the source or "
+                          "the kernel's defines define, not on macros the compiler or a -D flag may define; define "
+                          "the macro in the source or in the kernel's defines (Kernel(..., defines={...}); C: "
+                          "tack_kernel_options.defines), or write the signature without the conditional",
                           line, kname, cond_line);
 }
 
@@ -576,19 +577,34 @@ void tack_signature_free(struct tack_signature *sig)
 
 tack_status tack_signature_parse(const char *source, const char *name, struct tack_signature *out)
 {
-    return tack_signature_parse_checked(source, name, 0, out);
+    return tack_signature_parse_checked(source, NULL, name, 0, out);
 }
 
-tack_status tack_signature_parse_checked(const char *source, const char *name, int checked,
+/* The head (the kernel's definitions) read before the source, as the
+ * compiler reads it: its lines numbered up to 0, so that the source's
+ * begin at 1, and offsets taken from the source's first character. */
+tack_status tack_signature_parse_checked(const char *source, const char *head, const char *name, int checked,
                                          struct tack_signature *out)
 {
     out->body_stub = out->body_checked = NULL;
     if (!source)
         return tack_error_set(TACK_EVALUE, "kernel source is NULL");
+    size_t headlen = head ? strlen(head) : 0;
+    int head_lines = 0;
+    for (size_t i = 0; i < headlen; i++)
+        head_lines += head[i] == '\n';
+    char *text = NULL;
+    if (headlen) {
+        size_t srclen = strlen(source);
+        if (!(text = malloc(headlen + srclen + 1)))
+            return tack_error_set(TACK_ENOMEM, "out of memory reading a kernel's source");
+        memcpy(text, head, headlen);
+        memcpy(text + headlen, source, srclen + 1);
+    }
     struct scan s;
     memset(&s, 0, sizeof s);
-    s.src = source;
-    tack_status st = lex(source, &s.t);
+    s.src = text ? text + headlen : source;
+    tack_status st = lex(text ? text : source, 1 - head_lines, &s.t);
     s.budget = PARSE_BUDGET + PARSE_STEPS_PER_TOKEN * (long)s.t.n;
     if (st == TACK_OK)
         st = tack_follow_conditionals(&s);
@@ -596,8 +612,9 @@ tack_status tack_signature_parse_checked(const char *source, const char *name, i
         st = tack_error_set(TACK_EVALUE,
                             "line %d: the braces in a group of this conditional directive do not balance, and Tack "
                             "cannot evaluate its condition (it follows conditions on numbers and on macros the "
-                            "source itself defines), so it cannot find the kernel's body as the compiler will; "
-                            "balance the braces within each group, or define the macro in the source",
+                            "source or the kernel's defines define), so it cannot find the kernel's body as the "
+                            "compiler will; balance the braces within each group, or define the macro in the source "
+                            "or in the kernel's defines",
                             s.unbalanced_line);
     if (st == TACK_OK)
         st = collect_defines(&s);
@@ -653,5 +670,6 @@ done:
     free(s.t.v);
     free(s.aliases);
     free(s.defs);
+    free(text);
     return st;
 }

@@ -112,6 +112,69 @@ static void test_a_bad_option_is_a_compile_error(void)
     tack_kernel_release(k);
 }
 
+/* The element type kernel k's parameter i reads (TACK_BOOL when none). */
+static tack_dtype param_dtype(const tack_kernel *k, int i)
+{
+    tack_kernel_param p;
+    return k && tack_kernel_param_info(k, i, &p) == TACK_OK ? p.dtype : TACK_BOOL;
+}
+
+/* The definitions are source before the kernel's: they steer a signature
+ * under #if as the compiler reads it, and reach the user's code only, so
+ * that names Tack's own functions use inside (n, p, v, old, sum, in the
+ * reductions' table and the plain atomics) compile. */
+static void test_definitions_are_the_kernels_alone(void)
+{
+    const char *src = "#if WIDE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n"
+                      "void w(tack_index i, real *y, uint32_t *c) { y[i] = (real)K; tack_reduce_add(&c[i % 4], 1u); "
+                      "tack_atomic_add(&c[4], 2u); }";
+    const char *wide[] = {"WIDE", "K=3", "n=bad", "p", "v=(", "old=)", "sum=;", "t", "e=}"},
+               *narrow[] = {"WIDE=0", "K=5"};
+    tack_kernel_options ow = {.defines = wide, .ndefines = 9}, on = {.defines = narrow, .ndefines = 2};
+    tack_kernel *k = with(src, &ow);
+    CHECK(k && param_dtype(k, 0) == TACK_F64);
+    int64_t n = 10, five = 5;
+    tack_array *y = NULL, *c = NULL;
+    CHECK_OK(tack_array_empty(cpu, TACK_F64, 1, &n, 0, &y));
+    CHECK_OK(tack_array_empty(cpu, TACK_U32, 1, &five, 0, &c));
+    if (c)
+        memset(tack_array_data(c), 0, 5 * sizeof(uint32_t));
+    if (k && y && c) {
+        tack_arg args[] = {tack_arg_array(y), tack_arg_array(c)};
+        if (tack_kernel_launch(k, cpu, n, args, 2) != TACK_OK)
+            fprintf(stderr, "launch failed: %s\n%s\n", tack_last_error(), tack_kernel_compile_log());
+        const uint32_t *counts = tack_array_data(c);
+        CHECK(((const double *)tack_array_data(y))[9] == 3.0);
+        CHECK(counts[0] == 3 && counts[1] == 3 && counts[2] == 2 && counts[3] == 2 && counts[4] == 20);
+    }
+    tack_array_release(y);
+    tack_array_release(c);
+    tack_kernel_release(k);
+    k = with(src, &on);
+    CHECK(k && param_dtype(k, 0) == TACK_F32);
+    tack_kernel_release(k);
+    /* Without them, the signature's condition is the compiler's to settle:
+     * refused, saying where to define the macro. */
+    tack_kernel *none = NULL;
+    CHECK_STATUS(tack_kernel_create(src, NULL, &none), TACK_EVALUE);
+    CHECK(contains(tack_last_error(), "kernel's defines"));
+}
+
+/* A definition that would not stay one line of source is refused, naming
+ * its entry: a line break, a comment it opens, a final backslash. */
+static void test_definitions_that_are_not_one_line(void)
+{
+    const char *bad[][1] = {{"A=1\nint x;"}, {"A=1 /* 2"}, {"A=1 \\"}, {""}, {"1A=2"}};
+    const char *why[] = {"line break", "comment", "backslash", "empty", "identifier"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tack_kernel_options o = {.defines = bad[i], .ndefines = 1};
+        tack_kernel *k = NULL;
+        CHECK_STATUS(tack_kernel_create_with("void f(tack_index i, float *y) { y[i] = 1; }", NULL, &o, &k),
+                     TACK_EVALUE);
+        CHECK(!k && contains(tack_last_error(), "defines entry 0") && contains(tack_last_error(), why[i]));
+    }
+}
+
 /* NVRTC: the definition reaches it (the stored constant's bits are in the
  * PTX), and an option it does not know is its error, with its log. */
 static void test_nvrtc_takes_them(void)
@@ -145,6 +208,8 @@ int main(void)
     RUN(test_definitions_and_the_key);
     RUN(test_include_dirs_and_options);
     RUN(test_a_bad_option_is_a_compile_error);
+    RUN(test_definitions_are_the_kernels_alone);
+    RUN(test_definitions_that_are_not_one_line);
     RUN(test_nvrtc_takes_them);
     tack_device_release(cpu);
     remove_tree(tmpdir);

@@ -124,7 +124,8 @@ static void test_compile_is_memoised_by_source_and_device(void)
 /* The kernel's own options go into ocloc's -options string after Tack's,
  * a word with blanks quoted whole (ocloc's front end splits at blanks
  * outside quotes), and key the SPIR-V kept; a double quote, which that
- * string cannot carry, is refused before ocloc runs. */
+ * string cannot carry, is refused before ocloc runs. Its definitions are
+ * source, which a string's quotes reach. */
 static void test_kernel_options_reach_ocloc(void)
 {
     const char *src = "void opt(tack_index i, float *y) { y[i] = V; }";
@@ -136,7 +137,8 @@ static void test_kernel_options_reach_ocloc(void)
     long long before = ocloc_stats("invocations");
     CHECK_OK(tack_kernel_build(k, ze));
     const char *args = ocloc_last_args();
-    CHECK(strstr(args, "-options -cl-std=CL2.0 \"-DV=1.0f + 2.0f\" -DN=4 -I/tmp/tack-headers -cl-mad-enable"));
+    CHECK(strstr(args, "-options -cl-std=CL2.0 -I/tmp/tack-headers -cl-mad-enable"));
+    CHECK(!strstr(args, "-DV"));
     tack_kernel_release(k);
     long long after = ocloc_stats("invocations");
     CHECK(after > before);
@@ -151,8 +153,11 @@ static void test_kernel_options_reach_ocloc(void)
     CHECK(ocloc_stats("invocations") > after);
     tack_kernel_release(k);
     const char *quoted[] = {"MSG=\"hi\""};
-    tack_kernel_options q = {.defines = quoted, .ndefines = 1};
+    tack_kernel_options q = {.defines = quoted, .ndefines = 1}, qo = {.options = quoted, .noptions = 1};
     CHECK_OK(tack_kernel_create_with(src, NULL, &q, &k));
+    CHECK_OK(tack_kernel_build(k, ze));
+    tack_kernel_release(k);
+    CHECK_OK(tack_kernel_create_with(src, NULL, &qo, &k));
     before = ocloc_stats("invocations");
     CHECK_STATUS(tack_kernel_build(k, ze), TACK_EVALUE);
     CHECK(strstr(tack_last_error(), "double quote") && strstr(tack_last_error(), "MSG"));

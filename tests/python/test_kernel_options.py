@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 import tack
@@ -220,3 +221,50 @@ def test_printf_compiles_as_opencl_c(tmp_path):
                         "-finclude-default-header", "-DN=4", "-fsyntax-only", str(path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+# --------------------------------------------------------------------------
+# the definitions are the kernel's source, not Tack's
+
+
+def test_defines_steer_a_signature_under_a_conditional():
+    src = ("#if WIDE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n"
+           "void w(tack_index i, real *y) { y[i] = (real)K; }")
+    assert run(tack.Kernel(src, defines={"WIDE": True, "K": 3}), 2, tack.f64) == [3.0, 3.0]
+    assert run(tack.Kernel(src, defines={"WIDE": False, "K": 4}), 2, tack.f32) == [4.0, 4.0]
+    # Without them the condition is the compiler's (a -D flag may set it).
+    with pytest.raises(ValueError, match=r"conditional directive at line 3[\s\S]*kernel.s defines"):
+        tack.Kernel(src)
+
+
+# Names Tack's own functions use inside: the reductions' table, the plain
+# atomics, CUDA's templates.
+TACKS_OWN = {"n": "bad", "p": ")", "v": "(", "old": "}", "sum": ";", "t": None, "e": "1 +", "T": "int",
+             "value": "0", "type": "x"}
+REDUCES = ("void r(tack_index i, const float *x, float *s, uint32_t *c)\n"
+           "{\n    tack_reduce_add(&s[0], x[i]);\n    tack_reduce_add(&c[i % 4], 1u);\n"
+           "    tack_reduce_max(&c[4], (uint32_t)i);\n    tack_atomic_add(&c[5], 2u);\n}\n")
+
+
+def test_defines_named_like_tacks_own_locals_reach_only_the_kernel():
+    k = tack.Kernel(REDUCES, defines=TACKS_OWN)
+    x = tack.array(np.ones(1001, np.float32))
+    s, c = tack.zeros(1, tack.f32), tack.zeros(6, tack.u32)
+    k.launch(1001, x, s, c)
+    assert s.to_numpy().tolist() == [1001.0]
+    assert c.to_numpy().tolist() == [251, 250, 250, 250, 1000, 2002]
+
+
+def test_a_source_macro_named_like_tacks_own_locals_compiles():
+    src = "#define n 16\n#define p (n / 4)\n#define v 1u\n" + REDUCES.replace("% 4", "% p").replace("1u)", "v)")
+    k = tack.Kernel(src)
+    x = tack.array(np.ones(8, np.float32))
+    s, c = tack.zeros(1, tack.f32), tack.zeros(6, tack.u32)
+    k.launch(8, x, s, c)
+    assert c.to_numpy().tolist() == [2, 2, 2, 2, 7, 16]
+
+
+def test_nvrtc_defines_named_like_tacks_own_reach_only_the_kernel():
+    nvrtc_or_skip()
+    ptx = tack.Kernel(REDUCES, defines=TACKS_OWN).ptx()
+    assert ".entry tack_kernel_entry" in ptx

@@ -70,9 +70,10 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * index at a time, nothing else at once, so a read-modify-write needs no
  * lock. Integer adds wrap as the locked ones do, through the unsigned
  * type; TACK_INLINE_ (the prelude's) keeps those a kernel leaves unused
- * quiet. They replace the macros for the rest of the source, which is the
- * copy and the entries (which use none). */
-#define CPU_PLAIN_ATOMICS                                                                                          \
+ * quiet. The functions are written before the user's source (cpu_head);
+ * CPU_PLAIN_ATOMICS, after it, makes the macros name them for the rest of
+ * the source, which is the copy and the entries (which use none). */
+#define CPU_PLAIN_FUNCTIONS                                                                                        \
     "#define TACK_PLAIN_ADD_(T, U, s) TACK_INLINE_ T tack_plain_add_##s##_(T *p, T v) "                            \
     "{ T old = *p; *p = (T)((U)old + (U)v); return old; }\n"                                                     \
     "#define TACK_PLAIN_PICK_(op, cmp, T, s) TACK_INLINE_ T tack_plain_##op##_##s##_(T *p, T v) "                 \
@@ -83,7 +84,9 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "TACK_PLAIN_PICK_(min, <, int32_t, i32) TACK_PLAIN_PICK_(min, <, uint32_t, u32)\n"                           \
     "TACK_PLAIN_PICK_(min, <, int64_t, i64) TACK_PLAIN_PICK_(min, <, uint64_t, u64)\n"                           \
     "TACK_PLAIN_PICK_(max, >, int32_t, i32) TACK_PLAIN_PICK_(max, >, uint32_t, u32)\n"                           \
-    "TACK_PLAIN_PICK_(max, >, int64_t, i64) TACK_PLAIN_PICK_(max, >, uint64_t, u64)\n"                           \
+    "TACK_PLAIN_PICK_(max, >, int64_t, i64) TACK_PLAIN_PICK_(max, >, uint64_t, u64)\n"
+
+#define CPU_PLAIN_ATOMICS                                                                                          \
     "#undef TACK_ATOMIC_INT_\n#undef tack_atomic_add\n#undef tack_atomic_min\n#undef tack_atomic_max\n"          \
     "#define TACK_ATOMIC_INT_(op, p, v) _Generic((p), int32_t *: tack_plain_##op##_i32_, "                       \
     "uint32_t *: tack_plain_##op##_u32_, int64_t *: tack_plain_##op##_i64_, "                                     \
@@ -262,6 +265,23 @@ static void cpu_variant_entry(struct tack_source *b, const struct tack_signature
     cpu_entry_point(b, sig, entry, copy ? name : NULL, simd, 0);
 }
 
+/* What the entries and the copies use, before the user's source: the
+ * reductions' table (its window placed as cpu_reduce_pin says) and the
+ * plain atomics' functions, for a kernel that has them. Written after the
+ * source, a macro of the user's named like one of their locals (n, p, v)
+ * would break them. */
+static void cpu_head(struct tack_source *b, const struct tack_signature *sig)
+{
+    if (sig->uses_reductions && !tack_signature_hidden(sig)) {
+        int tag;
+        cpu_reduce_pin(sig, &tag);
+        tack_source_put(b, "#define TACK_RPIN_TAG_ %d\n", tag);
+        tack_source_append(b, CPU_REDUCE_TABLE);
+    }
+    if (sig->uses_atomics || sig->uses_reductions)
+        tack_source_append(b, CPU_PLAIN_FUNCTIONS);
+}
+
 /* The entry points are host C that the system compiler builds
  * (cpu/toolchain.c), named as tack_cpu_entry_names lists them:
  * TACK_ENTRY_NAME; where restrict
@@ -291,10 +311,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
     int reduce = sig->uses_reductions && !tack_signature_hidden(sig);
     int atomics = sig->uses_atomics || sig->uses_reductions;
     if (reduce) {
-        int tag = -1;
-        cpu_reduce_pin(sig, &tag);
-        tack_source_put(b, "#define TACK_RPIN_TAG_ %d\n", tag);
-        tack_source_append(b, CPU_REDUCE_TABLE CPU_REDUCE_TABLED);
+        tack_source_append(b, CPU_REDUCE_TABLED);
         tack_source_kernel_copy(b, sig, source, "_tack_reduce_", "", CPU_REDUCE_PARAMS, TACK_CHECK_C);
     }
     /* `<name>_tack_restrict_` has every array restrict: a compiler takes
@@ -332,6 +349,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
 
 const struct tack_dialect cpu_dialect = {
     .name = "cpu",
+    .head = cpu_head,
     .prelude = "#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n#include <math.h>\n"
                "typedef int64_t tack_index;\n"
                "#define TACK_BACKEND_CPU 1\n"

@@ -1,7 +1,8 @@
 /* The cpu dialect's reductions (tack_reduce_add, _min and _max): the
- * text cpu.c puts in the prelude (CPU_REDUCE_DIRECT, after the atomics)
- * and around the copies of a kernel that uses them (the others). Private
- * to src/backend/cpu.c. */
+ * text cpu.c puts in the prelude (CPU_REDUCE_DIRECT, after the atomics),
+ * before the user's source of a kernel that uses them (CPU_REDUCE_TABLE,
+ * whose short local names no macro of the user's may reach) and around
+ * its copies (the macros). Private to src/backend/cpu.c. */
 #ifndef TACK_BACKEND_CPU_REDUCE_H
 #define TACK_BACKEND_CPU_REDUCE_H
 

@@ -87,7 +87,8 @@ void ze_loaded_ocloc_version(const struct tack_ocloc_api *api, char *out, size_t
 }
 
 /* ocloc's -options string for `job`: OCLOC_OPTIONS, then the kernel's
- * own options, "-D<define>", "-I<dir>" and each option. ocloc hands the
+ * own options, "-I<dir>" and each option (its definitions are source, a
+ * quoted string among them). ocloc hands the
  * string to its OpenCL front end, which splits it at blanks outside
  * double quotes and drops the quotes: a word with blanks is quoted whole,
  * and a double quote, which nothing can carry through, is refused
@@ -105,8 +106,8 @@ static tack_status options_string(const struct tack_compile *job, char **out)
             tack_status st = tack_error_set(TACK_EVALUE,
                                             "kernel '%s': the option %s holds a double quote, which ocloc's option "
                                             "string cannot pass on to its OpenCL C compiler (it reads quotes as "
-                                            "grouping); for a string, define the text without quotes and make it one "
-                                            "in the source with the # operator",
+                                            "grouping); define a string in the kernel's defines, which are source, "
+                                            "or without quotes and make it one with the # operator",
                                             job->name, words[i]);
             free(words);
             return st;
