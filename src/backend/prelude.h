@@ -6,12 +6,17 @@
 
 #include "../core/toolchain.h"
 
-/* CUDA's thread indices, which HIP shares: blocks of threads along x, y, z. */
-#define TACK_CUDA_GRID_INDEX                                                                                    \
-    {"(tack_index)blockIdx.x * blockDim.x + threadIdx.x", "(tack_index)blockIdx.y * blockDim.y + threadIdx.y", \
-     "(tack_index)blockIdx.z * blockDim.z + threadIdx.z"}
-#define TACK_CUDA_GRID_STRIDE \
-    {"(tack_index)blockDim.x * gridDim.x", "(tack_index)blockDim.y * gridDim.y", "(tack_index)blockDim.z * gridDim.z"}
+/* CUDA's thread indices, which HIP shares: blocks of threads along x, y, z.
+ * Functions the prelude defines (TACK_PRELUDE_CUDA_GRID, after TACK_RDEV_),
+ * so that the entry, written after the user's source, names no member x,
+ * y or z that a macro of the user's could replace. */
+#define TACK_CUDA_GRID_INDEX {"tack_grid_index_x_()", "tack_grid_index_y_()", "tack_grid_index_z_()"}
+#define TACK_CUDA_GRID_STRIDE {"tack_grid_stride_x_()", "tack_grid_stride_y_()", "tack_grid_stride_z_()"}
+#define TACK_CUDA_GRID_DIM_(d)                                                                              \
+    "TACK_RDEV_ tack_index tack_grid_index_" #d "_(void) { return (tack_index)blockIdx." #d " * blockDim." #d \
+    " + threadIdx." #d "; }\nTACK_RDEV_ tack_index tack_grid_stride_" #d "_(void) { return (tack_index)blockDim." #d \
+    " * gridDim." #d "; }\n"
+#define TACK_PRELUDE_CUDA_GRID TACK_CUDA_GRID_DIM_(x) TACK_CUDA_GRID_DIM_(y) TACK_CUDA_GRID_DIM_(z)
 
 /* Why a C++ device compiler (NVRTC, hipRTC) takes no complex parameter:
  * C++ has no C99 complex type. A dialect's `lacks`. */

@@ -268,3 +268,7 @@ def test_nvrtc_defines_named_like_tacks_own_reach_only_the_kernel():
     nvrtc_or_skip()
     ptx = tack.Kernel(REDUCES, defines=TACKS_OWN).ptx()
     assert ".entry tack_kernel_entry" in ptx
+    # The entry names the thread grid's members through the prelude, which
+    # a macro x or y of the kernel's own source does not reach.
+    grid = "#define x xx\n#define y yy\nvoid g(tack_index i, tack_index j, float *s) { s[i * 4 + j] = 1; }"
+    assert ".entry tack_kernel_entry" in tack.Kernel(grid).ptx()

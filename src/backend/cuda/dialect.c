@@ -68,7 +68,7 @@ const struct tack_dialect cuda_dialect = {
                 * warp. Every active lane takes every step (the shuffles
                 * need them all), whatever its group. Before sm_70 each lane
                 * applies its own. */
-               "#define TACK_RDEV_ static __device__ __forceinline__\n" TACK_PRELUDE_REDUCE_CXX
+               "#define TACK_RDEV_ static __device__ __forceinline__\n" TACK_PRELUDE_REDUCE_CXX TACK_PRELUDE_CUDA_GRID
                "template <int OP, class T> TACK_RDEV_ void tack_reduce_(T *p, typename tack_rid_<T>::type v)\n{\n"
                "#if __CUDA_ARCH__ >= 700\n"
                "    const unsigned active = __activemask();\n"

@@ -285,7 +285,7 @@ static const struct tack_dialect hip_dialect = {
                 * one atomic each (HIP has no __match_any_sync in every
                 * version; a wavefront's combining would need it). Correct,
                 * and no faster than tack_atomic_*. */
-               "#define TACK_RDEV_ static __device__ inline\n" TACK_PRELUDE_REDUCE_CXX
+               "#define TACK_RDEV_ static __device__ inline\n" TACK_PRELUDE_REDUCE_CXX TACK_PRELUDE_CUDA_GRID
                "template <int OP, class T> TACK_RDEV_ void tack_reduce_(T *p, typename tack_rid_<T>::type v) "
                "{ tack_rapply_<OP>(p, v); }\n"
                /* hipRTC has __half of its own: before ROCm 5.7 defined
