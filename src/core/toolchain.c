@@ -257,16 +257,20 @@ static int has_word(const char *text, const char *word)
     return 0;
 }
 
-/* Keeps the keywords `types` uses from macros (on), or gives them back. */
+/* Keeps the keywords `types` uses from macros (on), or gives them back.
+ * NVRTC has no push_macro and warns of every one it meets, before any
+ * message of the user's: there the keywords are only freed (a check that
+ * a macro would have changed fails all the same). */
 static void keywords_protect(struct tack_source *b, const char *types, int on)
 {
     for (int i = 0; type_keywords[i]; i++) {
         if (!has_word(types, type_keywords[i]))
             continue;
         if (on)
-            tack_source_put(b, "#pragma push_macro(\"%s\")\n#undef %s\n", type_keywords[i], type_keywords[i]);
+            tack_source_put(b, "#ifndef __CUDACC_RTC__\n#pragma push_macro(\"%s\")\n#endif\n#undef %s\n",
+                            type_keywords[i], type_keywords[i]);
         else
-            tack_source_put(b, "#pragma pop_macro(\"%s\")\n", type_keywords[i]);
+            tack_source_put(b, "#ifndef __CUDACC_RTC__\n#pragma pop_macro(\"%s\")\n#endif\n", type_keywords[i]);
     }
 }
 

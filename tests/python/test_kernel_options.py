@@ -272,3 +272,15 @@ def test_nvrtc_defines_named_like_tacks_own_reach_only_the_kernel():
     # a macro x or y of the kernel's own source does not reach.
     grid = "#define x xx\n#define y yy\nvoid g(tack_index i, tack_index j, float *s) { s[i * 4 + j] = 1; }"
     assert ".entry tack_kernel_entry" in tack.Kernel(grid).ptx()
+
+
+def test_nvrtc_log_of_a_failed_compile_holds_the_users_error_alone():
+    # Nothing of Tack's own source (its unused helpers, the signature
+    # check's pragmas) warns ahead of the user's message.
+    nvrtc_or_skip()
+    src = "void r(tack_index i, float *s) {\n#ifndef TACK_BACKEND_CPU\n    s[i] = undefined_name;\n#endif\n}"
+    with pytest.raises(RuntimeError) as e:
+        tack.Kernel(src).ptx()
+    log = str(e.value).split("\n", 1)[1]
+    assert log.startswith('kernel(3): error: identifier "undefined_name" is undefined'), log[:300]
+    assert "warning" not in log, log

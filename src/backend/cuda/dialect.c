@@ -9,8 +9,11 @@
 const struct tack_dialect cuda_dialect = {
     .name = "cuda",
     /* NVRTC has no C library headers; these are the LP64 and LLP64
-     * widths alike, since long long is 64 bits on both. */
-    .prelude = "typedef signed char int8_t;\ntypedef unsigned char uint8_t;\n"
+     * widths alike, since long long is 64 bits on both. NVRTC warns of
+     * every helper a kernel leaves unused (#177), ahead of the user's own
+     * messages in a failed compile's log: not of the prelude's. */
+    .prelude = "#pragma nv_diag_suppress 177\n"
+               "typedef signed char int8_t;\ntypedef unsigned char uint8_t;\n"
                "typedef short int16_t;\ntypedef unsigned short uint16_t;\n"
                "typedef int int32_t;\ntypedef unsigned int uint32_t;\n"
                "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
@@ -84,7 +87,8 @@ const struct tack_dialect cuda_dialect = {
                "        if (next < 32u) {\n            v = tack_rjoin_<OP>(v, other);\n            next = further;\n        }\n"
                "    }\n"
                "    if ((unsigned)__ffs(peers) - 1u == lane)\n        tack_rapply_<OP>(p, v);\n"
-               "#else\n    tack_rapply_<OP>(p, v);\n#endif\n}\n",
+               "#else\n    tack_rapply_<OP>(p, v);\n#endif\n}\n"
+               "#pragma nv_diag_default 177\n",
     .language = TACK_CHECK_CXX,
     /* Blocks of threads, each index a thread's, the last index along x;
      * each loop strides over its grid dimension, so any grid covers the
