@@ -354,6 +354,31 @@ def test_which_array_holds_the_window():
     assert pinned("void f(tack_index i, const float *x, float *lo) { tack_reduce_min(&lo[0], x[i]); }") == []
 
 
+def test_a_kernel_that_reads_extents_reduces_through_the_table():
+    # tack_extent's hidden parameters and the table's leading ones in one
+    # copy; a checked kernel alone keeps one atomic per contribution.
+    src = """
+    void colsum(tack_index i, const int32_t *m, int64_t *sums)
+    {
+        for (tack_index j = 0; j < tack_extent(m, 1); j++)
+            tack_reduce_add(&sums[j], (int64_t)m[i * tack_extent(m, 1) + j]);
+        tack_reduce_max(&sums[tack_extent(m, 1)], (int64_t)tack_size(m));
+    }"""
+    assert "tack_rtab_ tack_rtab_v_" in tack.Kernel(src).generated_source("cpu")
+    assert "tack_rtab_ tack_rtab_v_" not in tack.Kernel(src, checked=True).generated_source("cpu")
+    out = run_child("""
+        import sys, numpy as np, tack
+        k = tack.Kernel(sys.argv[1])
+        m = np.random.default_rng(4).integers(-1000, 1000, (300_001, 5), dtype=np.int32)
+        sums = np.zeros(6, np.int64)
+        k.launch(m.shape[0], m, sums)
+        assert sums[:5].tolist() == m.sum(0, dtype=np.int64).tolist(), sums
+        assert sums[5] == m.size
+        print("ok")
+    """, [src])
+    assert out.strip() == "ok"
+
+
 def test_only_a_kernel_with_reductions_gets_the_table():
     saxpy = tack.Kernel("void saxpy(tack_index i, float a, const float *x, float *y) { y[i] = a * x[i] + y[i]; }")
     assert "tack_rtab_" not in saxpy.generated_source("cpu")
