@@ -354,9 +354,9 @@ def test_which_array_holds_the_window():
     assert pinned("void f(tack_index i, const float *x, float *lo) { tack_reduce_min(&lo[0], x[i]); }") == []
 
 
-def test_a_kernel_that_reads_extents_reduces_through_the_table():
-    # tack_extent's hidden parameters and the table's leading ones in one
-    # copy; a checked kernel alone keeps one atomic per contribution.
+def test_kernels_that_read_extents_or_are_checked_reduce_through_the_table():
+    # tack_extent's hidden parameters (and a checked kernel's record) and
+    # the table's leading ones in one copy.
     src = """
     void colsum(tack_index i, const int32_t *m, int64_t *sums)
     {
@@ -365,15 +365,24 @@ def test_a_kernel_that_reads_extents_reduces_through_the_table():
         tack_reduce_max(&sums[tack_extent(m, 1)], (int64_t)tack_size(m));
     }"""
     assert "tack_rtab_ tack_rtab_v_" in tack.Kernel(src).generated_source("cpu")
-    assert "tack_rtab_ tack_rtab_v_" not in tack.Kernel(src, checked=True).generated_source("cpu")
+    assert "tack_rtab_ tack_rtab_v_" in tack.Kernel(src, checked=True).generated_source("cpu")
     out = run_child("""
         import sys, numpy as np, tack
-        k = tack.Kernel(sys.argv[1])
         m = np.random.default_rng(4).integers(-1000, 1000, (300_001, 5), dtype=np.int32)
-        sums = np.zeros(6, np.int64)
-        k.launch(m.shape[0], m, sums)
-        assert sums[:5].tolist() == m.sum(0, dtype=np.int64).tolist(), sums
-        assert sums[5] == m.size
+        for checked in (False, True):
+            k = tack.Kernel(sys.argv[1], checked=checked)
+            sums = np.zeros(6, np.int64)
+            k.launch(m.shape[0], m, sums)
+            assert sums[:5].tolist() == m.sum(0, dtype=np.int64).tolist(), sums
+            assert sums[5] == m.size
+        # A target out of bounds: reported, its contribution dropped, the rest counted.
+        sums = np.zeros(5, np.int64)
+        try:
+            k.launch(m.shape[0], m, sums)
+            raise SystemExit("sums[5] was not reported")
+        except IndexError as e:
+            assert "index 5 of parameter 'sums'" in str(e), e
+        assert sums.tolist() == m.sum(0, dtype=np.int64).tolist(), sums
         print("ok")
     """, [src])
     assert out.strip() == "ok"

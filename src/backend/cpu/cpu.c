@@ -272,7 +272,7 @@ static void cpu_variant_entry(struct tack_source *b, const struct tack_signature
  * would break them. */
 static void cpu_head(struct tack_source *b, const struct tack_signature *sig)
 {
-    if (sig->uses_reductions && !sig->checked) {
+    if (sig->uses_reductions) {
         int tag;
         cpu_reduce_pin(sig, &tag);
         tack_source_put(b, "#define TACK_RPIN_TAG_ %d\n", tag);
@@ -308,7 +308,7 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
      * integers as plain updates (CPU_REDUCE_PLAIN). A kernel with them
      * registers its launches as one with atomics does. A kernel without
      * them gets the source it had before. */
-    int reduce = sig->uses_reductions && !sig->checked;
+    int reduce = sig->uses_reductions;
     int atomics = sig->uses_atomics || sig->uses_reductions;
     if (reduce) {
         tack_source_append(b, CPU_REDUCE_TABLED);
