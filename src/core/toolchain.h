@@ -97,7 +97,7 @@ struct tack_signature {
      * anywhere in it. */
     int uses_reductions;
     /* The array parameter the body's first sum names as its target, as
-     * tack_reduce_add(&y[...], ...), plus one; 0 when none does
+     * tack_reduce_add(&y[...], ...) or (y + ..., ...), plus one; 0 when none does
      * (tack_reduce_target). A backend may keep that array's sums apart
      * (the cpu's table places its window there); which target it is
      * decides speed, never a result. */

@@ -49,16 +49,20 @@ uint64_t tack_extents_named(const struct toks *t, const struct tack_signature *s
     return used;
 }
 
-/* Code tokens only: a skipped group's or a directive's are not the body's. */
+/* The target written &y[...] or y + ...; code tokens only: a skipped
+ * group's or a directive's are not the body's. */
 int tack_reduce_target(const struct scan *s, const struct def *d, const struct tack_signature *sig)
 {
     const struct tok *v = s->t.v;
     for (int i = d->body_open + 1; i + 4 < d->body_close; i++) {
-        if (v[i].dir || v[i].kind != T_IDENT || !tok_is(&v[i], "tack_reduce_add"))
+        if (v[i].dir || v[i].kind != T_IDENT || !tok_is(&v[i], "tack_reduce_add") || !punct(&v[i + 1], '(') ||
+            v[i + 1].dir || v[i + 2].dir || v[i + 3].dir)
             continue;
         int k = array_param(sig, &v[i + 3]);
-        if (punct(&v[i + 1], '(') && punct(&v[i + 2], '&') && k >= 0 && punct(&v[i + 4], '[') &&
-            !v[i + 1].dir && !v[i + 2].dir && !v[i + 3].dir && !v[i + 4].dir)
+        if (punct(&v[i + 2], '&') && k >= 0 && punct(&v[i + 4], '[') && !v[i + 4].dir)
+            return k + 1;
+        k = array_param(sig, &v[i + 2]);
+        if (k >= 0 && punct(&v[i + 3], '+'))
             return k + 1;
     }
     return 0;

@@ -129,7 +129,8 @@ int tack_names_prefixed(const struct toks *t, const char *prefix);
 /* Bit k for each array parameter k named by tack_extent( or tack_size(. */
 uint64_t tack_extents_named(const struct toks *t, const struct tack_signature *sig);
 /* The array parameter, plus one, that the body's first
- * tack_reduce_add(&y[ names as y; 0 when none (sig->reduce_target). */
+ * tack_reduce_add(&y[ or tack_reduce_add(y + names as y; 0 when none
+ * (sig->reduce_target). */
 int tack_reduce_target(const struct scan *s, const struct def *d, const struct tack_signature *sig);
 /* TACK_EVALUE for tack_extent or tack_size in the body of something that
  * is no array parameter. */

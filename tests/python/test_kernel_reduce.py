@@ -349,8 +349,11 @@ def test_which_array_holds_the_window():
             tack_reduce_add(&s[i % 4], (double)x[i]);
             tack_reduce_add(&t[0], x[i]);
         }""") == ["tack_rpin_(tack_rt_, (uintptr_t)tack_p2_);"]
-    # none: a target the body computes as a pointer, or no sum at all
-    assert pinned("void f(tack_index i, uint32_t *c) { tack_reduce_add(c + i % 3, 1u); }") == []
+    # written as y + e too
+    assert pinned("void f(tack_index i, uint32_t *c) { tack_reduce_add(c + i % 3, 1u); }") == [
+        "tack_rpin_(tack_rt_, (uintptr_t)tack_p0_);"]
+    # none: a target through a pointer of the body's own, or no sum at all
+    assert pinned("void f(tack_index i, uint32_t *c) { uint32_t *q = c + 1; tack_reduce_add(q, 1u); }") == []
     assert pinned("void f(tack_index i, const float *x, float *lo) { tack_reduce_min(&lo[0], x[i]); }") == []
 
 
