@@ -53,10 +53,14 @@ static const char *refusal(const char *what, const char *entry)
         if (!is_identifier(entry, eq ? (size_t)(eq - entry) : strlen(entry)))
             return "does not begin with an identifier (write NAME or NAME=VALUE)";
         /* Written as a #define line: a comment begun there would run on
-         * into the lines after it, a final backslash join the next. */
+         * into the lines after it, a final backslash join the next (as
+         * compilers read it, blanks after it or not). */
         if (eq && strstr(eq, "/*"))
             return "opens a comment (/*) in its value";
-        if (eq && entry[strlen(entry) - 1] == '\\')
+        size_t end = strlen(entry);
+        while (eq && end > 0 && strchr(" \t\f\v", entry[end - 1]))
+            end--;
+        if (eq && end > 0 && entry[end - 1] == '\\')
             return "ends with a backslash, which would continue the definition onto the next line";
     }
     return NULL;

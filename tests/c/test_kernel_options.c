@@ -164,8 +164,8 @@ static void test_definitions_are_the_kernels_alone(void)
  * its entry: a line break, a comment it opens, a final backslash. */
 static void test_definitions_that_are_not_one_line(void)
 {
-    const char *bad[][1] = {{"A=1\nint x;"}, {"A=1 /* 2"}, {"A=1 \\"}, {""}, {"1A=2"}};
-    const char *why[] = {"line break", "comment", "backslash", "empty", "identifier"};
+    const char *bad[][1] = {{"A=1\nint x;"}, {"A=1 /* 2"}, {"A=1 \\"}, {"A=1\\ \t "}, {""}, {"1A=2"}};
+    const char *why[] = {"line break", "comment", "backslash", "backslash", "empty", "identifier"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tack_kernel_options o = {.defines = bad[i], .ndefines = 1};
         tack_kernel *k = NULL;
