@@ -29,6 +29,11 @@ def run_child(script, args=(), env=None, timeout=240):
     return run_python(textwrap.dedent(script).replace("HIST", repr(HIST)), args, env, timeout)
 
 
+def child_ok(script, args=()):
+    """Runs `script` in a child interpreter, which must print ok last."""
+    assert run_child(script, args).strip() == "ok"
+
+
 INTEGERS = """
     import sys, numpy as np, tack
     dt = sys.argv[1]
@@ -61,13 +66,13 @@ INTEGERS = """
 
 @pytest.mark.parametrize("dt", ["int32", "uint32", "int64", "uint64"])
 def test_integer_sums_mins_and_maxes_are_exact(dt):
-    assert run_child(INTEGERS, [dt]).strip() == "ok"
+    child_ok(INTEGERS, [dt])
 
 
 def test_a_histogram_of_many_bins_is_exact():
     # 100,003 bins: most targets fall outside the range's window and past
     # its table, which flushes as it goes.
-    out = run_child("""
+    child_ok("""
         import numpy as np, tack
         k = tack.Kernel("void h(tack_index i, const int64_t *v, int64_t *bins) { tack_reduce_add(&bins[v[i]], (int64_t)1); }")
         v = np.random.default_rng(1).integers(0, 100003, 2_000_000)
@@ -76,7 +81,6 @@ def test_a_histogram_of_many_bins_is_exact():
         assert np.array_equal(bins.to_numpy(), np.bincount(v, minlength=100003))
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 # --------------------------------------------------------------------------
@@ -84,7 +88,7 @@ def test_a_histogram_of_many_bins_is_exact():
 
 
 def test_float_sums_within_tolerance_and_mins_maxes_exact():
-    out = run_child("""
+    child_ok("""
         import numpy as np, tack
         k = tack.Kernel('''
         void red(tack_index i, const float *x, const double *y, float *s, double *d, float *fm, double *dm)
@@ -110,11 +114,10 @@ def test_float_sums_within_tolerance_and_mins_maxes_exact():
         assert dm[0] == y.min() and dm[1] == y.max()
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 def test_a_dot_product():
-    out = run_child("""
+    child_ok("""
         import numpy as np, tack
         k = tack.Kernel("void dot(tack_index i, const float *x, const float *y, float *out) "
                         "{ tack_reduce_add(&out[0], x[i] * y[i]); }")
@@ -130,7 +133,6 @@ def test_a_dot_product():
             assert abs(got - want) <= 1e-6 * scale, (got, want)
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 TWO_AND_THREE = """
@@ -161,7 +163,7 @@ TWO_AND_THREE = """
 
 
 def test_two_and_three_index_kernels_reduce_too():
-    assert run_child(TWO_AND_THREE).strip() == "ok"
+    child_ok(TWO_AND_THREE)
 
 
 # --------------------------------------------------------------------------
@@ -171,7 +173,7 @@ def test_two_and_three_index_kernels_reduce_too():
 def test_histogram_into_numpy_memory_passed_directly_is_exact():
     # The counts land in the NumPy array itself, and in a from_dlpack view
     # of another one (the same memory: pointer identity).
-    out = run_child("""
+    child_ok("""
         import numpy as np, tack
         k = tack.Kernel(HIST)
         v = np.random.default_rng(5).integers(0, 256, 10**6, dtype=np.uint8)
@@ -187,14 +189,13 @@ def test_histogram_into_numpy_memory_passed_directly_is_exact():
         assert np.array_equal(other, 2 * want)
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 def test_concurrent_launches_from_two_threads_on_one_target():
     # Two threads, each launching reductions into the same targets: Tack's
     # memory (where a launch on one thread may take plain updates) and
     # NumPy's; a third launches the tack_atomic_add histogram into Tack's.
-    out = run_child("""
+    child_ok("""
         import threading, numpy as np, tack
         k = tack.Kernel(HIST)
         a = tack.Kernel(HIST.replace("tack_reduce_add", "tack_atomic_add"))
@@ -216,7 +217,6 @@ def test_concurrent_launches_from_two_threads_on_one_target():
         assert np.array_equal(shared, 2 * rounds * want)
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 WORKER = """
@@ -256,7 +256,7 @@ def test_two_processes_reduce_into_one_shared_mapping(tmp_path):
 
 
 def test_a_reduction_in_a_helper_or_a_macro_still_counts():
-    out = run_child("""
+    child_ok("""
         import numpy as np, tack
         k = tack.Kernel('''
         static void bump(uint32_t *c) { tack_reduce_add(c, 1u); }
@@ -267,7 +267,6 @@ def test_a_reduction_in_a_helper_or_a_macro_still_counts():
         assert c.to_numpy().tolist() == [33334, 33333, 33333, 200000], c.to_numpy()
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 # --------------------------------------------------------------------------
@@ -280,7 +279,7 @@ def test_the_array_a_sum_names_holds_the_window_and_others_still_add_up():
     # same type go to the table, which fills and flushes many times in a
     # range: each flush must empty the window and keep it in place, or
     # `small` counts twice.
-    out = run_child("""
+    child_ok("""
         import numpy as np, tack
         k = tack.Kernel('''
         void h(tack_index i, const int64_t *v, uint32_t *small, uint32_t *big)
@@ -299,7 +298,6 @@ def test_the_array_a_sum_names_holds_the_window_and_others_still_add_up():
             assert np.array_equal(big, np.bincount(v, minlength=100003)), "big"
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 def test_sums_through_a_name_that_hides_the_array_reach_their_own_addresses():
@@ -307,7 +305,7 @@ def test_sums_through_a_name_that_hides_the_array_reach_their_own_addresses():
     # a local that points elsewhere: into the same buffer after the
     # parameter's elements (inside the window's span) or before them
     # (outside it). Each count must land where the body aimed it.
-    out = run_child("""
+    child_ok("""
         import numpy as np, tack
         k = tack.Kernel('''
         void h(tack_index i, const uint8_t *v, uint32_t *bins, uint32_t *other)
@@ -329,7 +327,6 @@ def test_sums_through_a_name_that_hides_the_array_reach_their_own_addresses():
             assert np.array_equal(buf[second], want_other), (second,)
         print("ok")
     """)
-    assert out.strip() == "ok"
 
 
 def test_which_array_holds_the_window():
@@ -369,7 +366,7 @@ def test_kernels_that_read_extents_or_are_checked_reduce_through_the_table():
     }"""
     assert "tack_rtab_ tack_rtab_v_" in tack.Kernel(src).generated_source("cpu")
     assert "tack_rtab_ tack_rtab_v_" in tack.Kernel(src, checked=True).generated_source("cpu")
-    out = run_child("""
+    child_ok("""
         import sys, numpy as np, tack
         m = np.random.default_rng(4).integers(-1000, 1000, (300_001, 5), dtype=np.int32)
         for checked in (False, True):
@@ -388,7 +385,6 @@ def test_kernels_that_read_extents_or_are_checked_reduce_through_the_table():
         assert sums.tolist() == m.sum(0, dtype=np.int64).tolist(), sums
         print("ok")
     """, [src])
-    assert out.strip() == "ok"
 
 
 def test_only_a_kernel_with_reductions_gets_the_table():
