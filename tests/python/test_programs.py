@@ -249,3 +249,149 @@ def test_a_program_mixing_atomics_reductions_checks_defines_and_foreign_arrays(t
     except ImportError:
         want = ["ok", "numpy", "only"]
     assert out == want, out
+
+
+# --------------------------------------------------------------------------
+# A C simulation: links libtack, embeds Python, loads plugins
+
+
+def library_file():
+    """The shared libtack the package carries, which the extension links."""
+    names = [n for n in os.listdir(tack.get_library_dir()) if n.startswith("libtack.so.")]
+    assert len(names) == 1, names
+    return pathlib.Path(tack.get_library_dir()) / names[0]
+
+
+def compile_c(source, output, *flags):
+    cmd = [CC, "-std=c11", "-D_GNU_SOURCE", "-O1", "-Wall", "-Werror", "-o", str(output), str(source), *flags]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    except OSError as exc:
+        pytest.skip(f"no C compiler ({CC}): {exc}")
+    assert run.returncode == 0, f"{' '.join(cmd)}\n{run.stderr}"
+    return output
+
+
+def host_env(tmp_path, cache):
+    """The environment in which the embedded interpreter finds this venv's
+    packages (tack, NumPy) as the running one does, with a cache no kernel
+    has been built into."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TACK_CC", "TACK_CFLAGS")}
+    env["PYTHONHOME"] = sys.base_prefix
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(tack.__file__))] +
+                                        [p for p in sys.path if p and os.path.isdir(p)])
+    env["TACK_CACHE_DIR"] = str(tmp_path / cache)
+    # The program ends without finalizing Python, whose objects a leak
+    # checker (a sanitized run preloads one) would report.
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+    return env
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """The simulation, built against the package's libtack and this Python."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("this Python has no shared libpython to embed")
+    libdir = sysconfig.get_config_var("LIBDIR")
+    out = tmp_path_factory.mktemp("host")
+    lib = library_file()
+    return compile_c(PROGRAMS / "host.c", out / "host", f"-I{sysconfig.get_paths()['include']}",
+                     f"-I{tack.get_include()}", str(lib), f"-Wl,-rpath,{lib.parent}", f"-L{libdir}",
+                     f"-lpython{sysconfig.get_config_var('LDVERSION')}", f"-Wl,-rpath,{libdir}", "-ldl")
+
+
+def run_host(host, plugin, tmp_path, *args):
+    run = subprocess.run([str(host), str(plugin), *args], capture_output=True, text=True, timeout=TIMEOUT,
+                         env=host_env(tmp_path, "cache"))
+    return run.returncode, run.stdout + run.stderr
+
+
+@pytest.fixture(scope="module")
+def simulation(host, tmp_path_factory):
+    """(exit status, output) of the whole program with a plugin linked
+    against the same shared libtack, run once for the tests below."""
+    out = tmp_path_factory.mktemp("simulation")
+    lib = library_file()
+    plugin = compile_c(PROGRAMS / "plugin.c", out / "plugin.so", "-shared", "-fPIC", f"-I{tack.get_include()}",
+                       str(lib), f"-Wl,-rpath,{lib.parent}")
+    return run_host(host, plugin, out)
+
+
+def test_c_program_compiles_a_kernel_and_shares_arrays_with_python_without_a_copy(simulation):
+    rc, out = simulation
+    assert rc == 0, out
+    lines = out.splitlines()
+    assert "C kernel: 1 4096" in lines, out
+    # Python's kernel ran on the C memory (4 doubled) and NumPy's view saw it.
+    assert "Python's kernel: 8 (Python read 8)" in lines, out
+    assert "round trip same memory: 1" in lines, out
+    assert "Python's array same memory: 1" in lines and "Python's array: 7 7" in lines, out
+
+
+def test_c_program_plugin_uses_the_hosts_tack(simulation):
+    rc, out = simulation
+    assert rc == 0, out
+    plugin = [line.split(";")[:2] for line in out.splitlines() if line.startswith("plugin: ")]
+    # The host holds its field and the two arrays Python handed back (the
+    # tack.Array Python made over the field is the field); the plugin counts
+    # the same, then one more of its own.
+    assert plugin == [["plugin: 0 same device: 1", " arrays: 3, the host's 3, with one more 4"]], out
+    assert "plugin's kernel: 108" in out.splitlines(), out
+
+
+def test_c_program_successful_calls_leave_no_message(simulation):
+    rc, out = simulation
+    assert rc == 0, out
+    # From the first compile into a fresh cache on, every call succeeded.
+    assert "message left" not in out, out
+    assert "messages left: 0" in out.splitlines(), out
+    plugin = [line for line in out.splitlines() if line.startswith("plugin: ")]
+    assert len(plugin) == 1 and plugin[0].endswith("; messages left: 0"), out
+
+
+def meson_and_ninja():
+    """Meson and Ninja, from PATH or beside this Python (the venv's)."""
+    found = []
+    for tool in ("meson", "ninja"):
+        path = shutil.which(tool) or shutil.which(tool, path=os.path.dirname(sys.executable))
+        if not path:
+            pytest.skip(f"no {tool} to build libtack.a with (it comes with requirements-dev.txt)")
+        found.append(path)
+    return found
+
+
+@pytest.fixture(scope="module")
+def static_libtack(tmp_path_factory):
+    """libtack.a of this source tree, as `make install-c` installs it for C
+    users: Meson's C-only build into a folder of the test's own (the
+    package carries the shared library only). A few seconds."""
+    meson, ninja = meson_and_ninja()
+    build = tmp_path_factory.mktemp("static") / "build"
+    # Meson runs in its own environment: this interpreter's module path and
+    # a sanitized run's preloaded runtime are not for it.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "LD_PRELOAD")}
+    env["PATH"] = os.pathsep.join([os.path.dirname(ninja), env.get("PATH", "")])
+    for cmd in ([meson, "setup", str(build), str(ROOT), "-Dpython=false", "-Dtests=false"],
+                [ninja, "-C", str(build), "libtack.a"]):
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+        assert run.returncode == 0, f"{' '.join(cmd)}\n{run.stdout}\n{run.stderr}"
+    return build / "libtack.a"
+
+
+def test_a_plugin_with_a_static_copy_of_tack_is_refused_at_its_first_call(host, static_libtack, tmp_path):
+    """A plugin that bundles libtack.a, loaded into a host whose Tack is the
+    shared libtack, holds a second copy: its own registry, pool and counts,
+    which the host's handles must never reach. Its first call is refused,
+    naming both copies' files; the host's Tack goes on."""
+    # A plugin keeps the static library's symbols to itself, as plugins
+    # that bundle one do: its calls then run its own copy.
+    plugin = compile_c(PROGRAMS / "plugin.c", tmp_path / "bundled.so", "-shared", "-fPIC", f"-I{tack.get_include()}",
+                       "-Wl,--exclude-libs,ALL", str(static_libtack), "-pthread", "-ldl", "-lm")
+    rc, out = run_host(host, plugin, tmp_path, "static")
+    assert rc == 0, out
+    lines = out.splitlines()
+    assert "host after the static plugin: 8" in lines, out
+    said = next((line for line in lines if line.startswith("static plugin said: ")), "")
+    assert "static plugin: 1" in lines, f"the plugin's own copy of Tack ran beside the host's:\n{out}"
+    for copy in (plugin, library_file()):
+        assert str(copy) in said or os.path.realpath(copy) in said, f"{copy} is not named:\n{out}"
