@@ -288,6 +288,21 @@ static char *options_text(const struct tack_build_options *o)
     return tack_source_finish(&t);
 }
 
+tack_status tack_build_options_check_names(const struct tack_build_options *o, const char *kernel)
+{
+    size_t n = strlen(kernel);
+    for (size_t i = 0; i < o->ndefines; i++) {
+        const char *d = o->defines[i];
+        if (!strncmp(d, kernel, n) && !strncmp(d + n, "_tack_", 6))
+            return tack_error_set(TACK_EVALUE,
+                                  "kernel options: defines entry %zu names a macro beginning %s_tack_: names of "
+                                  "kernel '%s' followed by _tack_ are Tack's own (its copies of the kernel); "
+                                  "choose another name",
+                                  i, kernel, kernel);
+    }
+    return TACK_OK;
+}
+
 tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_build_options *out)
 {
     static const tack_kernel_options none;
