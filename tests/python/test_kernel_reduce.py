@@ -116,6 +116,66 @@ def test_float_sums_within_tolerance_and_mins_maxes_exact():
     """)
 
 
+# NaN: min and max ignore it, as np.fmin and np.fmax do; the target takes
+# part as one more value, so an all-NaN input leaves it as it was, and a NaN
+# target takes the numbers' min or max. Kernels through each of the cpu's
+# paths: the table in the kernel's body, the atomics in a helper it calls
+# (the direct path), each checked and not; one thread (the plain copy) and
+# several, in child processes.
+NAN = """
+    import numpy as np, tack
+    BODY = '''
+    void red(tack_index i, const T *x, T *lo, T *hi) { tack_reduce_min(&lo[0], x[i]); tack_reduce_max(&hi[0], x[i]); }'''
+    HELPER = '''
+    static void both(T *lo, T *hi, T v) { tack_reduce_min(lo, v); tack_reduce_max(hi, v); }
+    void red(tack_index i, const T *x, T *lo, T *hi) { both(&lo[0], &hi[0], x[i]); }'''
+    sizes = (1, 2, 3, 4, 5, 8, 63, 64, 65, 255, 256, 257, 1000, 4097, 65536)
+    rng = np.random.default_rng(11)
+    for dt, T in ((np.float32, "float"), (np.float64, "double")):
+        for path, src in (("body", BODY), ("helper", HELPER)):
+            for checked in (False, True):
+                k = tack.Kernel(src.replace("T ", T + " ").replace("T *", T + " *"), checked=checked)
+                for n in sizes:
+                    base = rng.uniform(-100, 100, n).astype(dt)
+                    cases = {"first": [0], "last": [n - 1], "all": slice(None), "even": slice(0, None, 2),
+                             "front": slice(0, (n + 1) // 2)}
+                    for name, where in cases.items():
+                        x = base.copy()
+                        x[where] = np.nan
+                        for init in ("inf", "nan", "7"):
+                            lo0 = {"inf": np.inf, "nan": np.nan, "7": 7.0}[init]
+                            hi0 = {"inf": -np.inf, "nan": np.nan, "7": 7.0}[init]
+                            lo, hi = np.array([lo0], dt), np.array([hi0], dt)
+                            k.launch(n, x, lo, hi)
+                            want_lo = np.fmin.reduce(np.concatenate([[lo0], x]).astype(dt))
+                            want_hi = np.fmax.reduce(np.concatenate([[hi0], x]).astype(dt))
+                            what = (T, path, checked, n, name, init, lo[0], want_lo, hi[0], want_hi)
+                            assert np.array_equal(lo, [want_lo], equal_nan=True), what
+                            assert np.array_equal(hi, [want_hi], equal_nan=True), what
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "4"])
+def test_min_and_max_ignore_nan_as_fmin_and_fmax(threads):
+    out = run_python(NAN, env={"TACK_NUM_THREADS": threads}, timeout=600)
+    assert out.strip() == "ok"
+
+
+def test_gpu_dialects_ignore_nan_in_min_and_max_too():
+    # The same rule in CUDA's and HIP's combining and compare-and-swap, and
+    # OpenCL C's: a NaN contribution gives up, a NaN target is replaced
+    # (compiled with the real compilers by the cases below).
+    k = tack.Kernel(DEVICE)
+    for backend in ("cuda", "hip"):
+        src = k.generated_source(backend)
+        assert "OP == 1 ? (b < a || a != a ? b : a) : (b > a || a != a ? b : a)" in src, backend
+        assert "if (v != v) return; U *q = (U *)p, old = *q, seen; " in src, backend
+        assert "while ((OP == 1 ? v < from(old) : v > from(old)) || from(old) != from(old))" in src, backend
+    src = k.generated_source("level_zero")
+    assert "if (v != v) return; while (v cmp as_t(old) || as_t(old) != as_t(old))" in src
+
+
 def test_a_dot_product():
     child_ok("""
         import numpy as np, tack
