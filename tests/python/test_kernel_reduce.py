@@ -347,7 +347,7 @@ def test_the_array_a_sum_names_holds_the_window_and_others_still_add_up():
             tack_reduce_add(&small[v[i] & 255], 1u);
             tack_reduce_add(&big[v[i]], 1u);
         }''')
-        assert "tack_rpin_(tack_rt_, (uintptr_t)tack_p1_)" in k.generated_source("cpu")
+        assert "tack_rpin_(tack_rt_, (tack_uptr_)tack_p1_)" in k.generated_source("cpu")
         v = np.random.default_rng(5).integers(0, 100003, 2_000_000)
         small, big = np.zeros(256, np.uint32), np.zeros(100003, np.uint32)
         for _ in range(2):
@@ -394,7 +394,7 @@ def test_which_array_holds_the_window():
         text = tack.Kernel(src).generated_source("cpu")
         return [line.strip() for line in text.splitlines() if "tack_rpin_(tack_rt_" in line][:1]
 
-    assert pinned(HIST) == ["tack_rpin_(tack_rt_, (uintptr_t)tack_p1_);"]
+    assert pinned(HIST) == ["tack_rpin_(tack_rt_, (tack_uptr_)tack_p1_);"]
     # the first sum's target: not a min's, nor one in a group the compiler skips
     assert pinned("""
         void f(tack_index i, const float *x, float *lo, double *s, float *t)
@@ -405,10 +405,10 @@ def test_which_array_holds_the_window():
         #endif
             tack_reduce_add(&s[i % 4], (double)x[i]);
             tack_reduce_add(&t[0], x[i]);
-        }""") == ["tack_rpin_(tack_rt_, (uintptr_t)tack_p2_);"]
+        }""") == ["tack_rpin_(tack_rt_, (tack_uptr_)tack_p2_);"]
     # written as y + e too
     assert pinned("void f(tack_index i, uint32_t *c) { tack_reduce_add(c + i % 3, 1u); }") == [
-        "tack_rpin_(tack_rt_, (uintptr_t)tack_p0_);"]
+        "tack_rpin_(tack_rt_, (tack_uptr_)tack_p0_);"]
     # none: a target through a pointer of the body's own, or no sum at all
     assert pinned("void f(tack_index i, uint32_t *c) { uint32_t *q = c + 1; tack_reduce_add(q, 1u); }") == []
     assert pinned("void f(tack_index i, const float *x, float *lo) { tack_reduce_min(&lo[0], x[i]); }") == []
