@@ -78,7 +78,7 @@ extern const char *const tack_cxx_lacks[TACK_NDTYPES];
 #define TACK_PRELUDE_REDUCE_CXX                                                                              \
     "template <class T> struct tack_rid_ { typedef T type; };\n"                                             \
     "template <int OP, class T> TACK_RDEV_ T tack_rjoin_(T a, T b) "                                         \
-    "{ return OP == 0 ? (T)(a + b) : OP == 1 ? (b < a || a != a ? b : a) : (b > a || a != a ? b : a); }\n"                       \
+    "{ return OP == 0 ? (T)(a + b) : OP == 1 ? (b < a || a != a ? b : a) : (b > a || a != a ? b : a); }\n"   \
     "#define TACK_RAPPLY_INT_(T) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "                  \
     "{ if (OP == 0) tack_atomic_add(p, v); else if (OP == 1) tack_atomic_min(p, v); "                        \
     "else tack_atomic_max(p, v); }\n"                                                                        \
@@ -86,7 +86,7 @@ extern const char *const tack_cxx_lacks[TACK_NDTYPES];
     "#define TACK_RAPPLY_FLOAT_(T, U, to, from) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "   \
     "{ if (OP == 0) { tack_atomic_add(p, v); return; } if (v != v) return; U *q = (U *)p, old = *q, seen; " \
     "while ((OP == 1 ? v < from(old) : v > from(old)) || from(old) != from(old)) { seen = old; "            \
-    "old = atomicCAS(q, seen, to(v)); if (old == seen) break; } }\n"                                                                          \
+    "old = atomicCAS(q, seen, to(v)); if (old == seen) break; } }\n"                                         \
     "TACK_RAPPLY_FLOAT_(float, unsigned, __float_as_uint, __uint_as_float)\n"                                \
     "TACK_RAPPLY_FLOAT_(double, unsigned long long, (unsigned long long)__double_as_longlong, "              \
     "__longlong_as_double)\n"                                                                                \

@@ -172,7 +172,8 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
     const char *space = language == TACK_CHECK_OPENCL ? "__global " : "";
     /* Passed by value, all int64: one layout on the host and every device. */
     tack_source_put(b,
-                    "typedef struct { tack_i64_ tack_size_; tack_i64_ tack_ndim_; tack_i64_ tack_n_[%d]; } tack_extents_;\n"
+                    "typedef struct { tack_i64_ tack_size_; tack_i64_ tack_ndim_; tack_i64_ tack_n_[%d]; } "
+                    "tack_extents_;\n"
                     "TACK_INLINE_ tack_index tack_extent_of_(tack_extents_ tack_e_, tack_index tack_d_)\n"
                     "{\n    return tack_d_ >= 0 && tack_d_ < tack_e_.tack_ndim_ && tack_d_ < %d ? "
                     "tack_e_.tack_n_[tack_d_] : 0;\n}\n"
@@ -184,8 +185,8 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
         return;
     }
     const char *cas = language == TACK_CHECK_C
-                          ? "__atomic_compare_exchange_n(&tack_r_->tack_flag_, &tack_expected_, 1u, 0, __ATOMIC_RELAXED, "
-                            "__ATOMIC_RELAXED)"
+                          ? "__atomic_compare_exchange_n(&tack_r_->tack_flag_, &tack_expected_, 1u, 0, "
+                            "__ATOMIC_RELAXED, __ATOMIC_RELAXED)"
                       : cxx ? "tack_check_claim_((unsigned *)&tack_r_->tack_flag_)"
                             : "tack_check_claim_((volatile __global unsigned *)&tack_r_->tack_flag_)";
     /* The first violation wins the flag and writes the rest; the host
@@ -205,7 +206,8 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                     "__LINE__, tack_check_))\n",
                     /* Out of line on the host, so that the accesses in
                      * bounds stay small enough to unroll and inline. */
-                    language == TACK_CHECK_C ? "static __attribute__((__noinline__, __cold__, __unused__))" : "TACK_INLINE_",
+                    language == TACK_CHECK_C ? "static __attribute__((__noinline__, __cold__, __unused__))"
+                                             : "TACK_INLINE_",
                     space,
                     cas);
     for (int k = 0; k < sig->nparams; k++) {

@@ -51,7 +51,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "&next, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); return old; }\n"                                             \
     "#define TACK_ATOMIC_PICK_(op, cmp, T, s) static inline T tack_atomic_##op##_##s##_(T *p, T v) { T old; "     \
     "__atomic_load(p, &old, __ATOMIC_RELAXED); if (v != v) return old; while ((v cmp old || old != old) && "     \
-    "!__atomic_compare_exchange(p, &old, &v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }\n"                                                     \
+    "!__atomic_compare_exchange(p, &old, &v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }\n"         \
     "TACK_ATOMIC_FETCH_(add, int32_t, i32) TACK_ATOMIC_FETCH_(add, uint32_t, u32)\n"                             \
     "TACK_ATOMIC_FETCH_(add, int64_t, i64) TACK_ATOMIC_FETCH_(add, uint64_t, u64)\n"                             \
     "TACK_ATOMIC_CAS_ADD_(float, f32) TACK_ATOMIC_CAS_ADD_(double, f64)\n"                                       \
