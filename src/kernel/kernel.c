@@ -65,6 +65,8 @@ tack_status tack_kernel_create_with(const char *source, const char *name, const 
     tack_status st = tack_build_options_copy(options, &k->options);
     if (st == TACK_OK) {
         st = tack_signature_parse_checked(source, k->options.head, name, k->options.checked, &k->sig);
+        if (st == TACK_OK && (st = tack_build_options_check_names(&k->options, k->sig.name)) != TACK_OK)
+            tack_signature_free(&k->sig);
         if (st != TACK_OK)
             tack_build_options_free(&k->options);
     }

@@ -102,6 +102,9 @@ tack_status tack_kernel_call_domain(const tack_kernel *k, const tack_arg *args, 
  * environment sets out->checked. TACK_EVALUE naming the entry, or
  * TACK_ENOMEM; on error `out` holds nothing (options.c). */
 tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_build_options *out);
+/* TACK_EVALUE when a definition names a macro <kernel>_tack_..., which
+ * Tack's copies of kernel `kernel` are named (tack_source_kernel_copy). */
+tack_status tack_build_options_check_names(const struct tack_build_options *o, const char *kernel);
 /* Frees what tack_build_options_copy made. */
 void tack_build_options_free(struct tack_build_options *o);
 
