@@ -1,6 +1,5 @@
 /* Kernels' code: source generated per dialect, compiled through the
  * backends' toolchains and the code store, loaded once per device. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,7 @@
 void tack_built_free(struct tack_built *b)
 {
     if (b->code.object)
-        dlclose(b->code.object);
+        tack_store_unload(b->code.object);
     else
         free((void *)b->code.data);
     free(b->key);
