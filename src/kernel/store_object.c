@@ -239,36 +239,33 @@ static void *dlopen_fd(int fd, const struct stat *st, void **entry, const char *
     return h;
 }
 
-/* Loads the cached object `name` after checking it is trusted, whole and
+/* Loads the object open as `fd` (st as tack_store_open_trusted filled it;
+ * -1 for none), stored as `name`, after checking it is trusted, whole and
  * made for this key, from the one descriptor that is then loaded: what is
- * checked is what runs. TACK_ERUNTIME when it is missing or unfit (to be
- * rebuilt) or cannot be loaded. */
-static tack_status load_object(int dirfd, const char *dir, const char *name, void **handle)
+ * checked is what runs. Closes fd. When it is missing or unfit (to be
+ * built) *unfit is set and no message; else TACK_ERUNTIME when it cannot
+ * be loaded. */
+static tack_status load_from(int fd, struct stat *st, const char *dir, const char *name, void **handle, int *unfit)
 {
-    struct stat st;
-    int fd = tack_store_open_trusted(dirfd, name, &st);
-    int ok = fd >= 0 && was_verified(name, &st);
+    int ok = fd >= 0 && was_verified(name, st);
     if (fd >= 0 && !ok) {
-        char *data = tack_store_read_all(fd, (size_t)st.st_size);
+        char *data = tack_store_read_all(fd, (size_t)st->st_size);
         size_t payload;
-        ok = data && tack_store_trailer_matches(name, data, (size_t)st.st_size, &payload);
+        ok = data && tack_store_trailer_matches(name, data, (size_t)st->st_size, &payload);
         free(data);
     }
+    *unfit = !ok;
     if (!ok) {
         if (fd >= 0)
             close(fd);
-        return tack_error_set(TACK_ERUNTIME,
-                              "the compiled kernel %s/%s is missing or damaged, was built for another key, or is "
-                              "not this user's to trust (owned by another user or writable by others); it was "
-                              "rebuilt and is still refused: remove it",
-                              dir, name);
+        return TACK_ERUNTIME;
     }
     tack_store_touch(fd);
-    if (fstat(fd, &st) == 0)
-        remember_verified(name, &st);
+    if (fstat(fd, st) == 0)
+        remember_verified(name, st);
     void *sym = NULL;
     const char *why;
-    void *h = dlopen_fd(fd, &st, &sym, &why);
+    void *h = dlopen_fd(fd, st, &sym, &why);
     close(fd);
     if (!h)
         return tack_error_set(TACK_ERUNTIME, "cannot load the compiled kernel %s/%s: %s", dir, name,
@@ -295,16 +292,25 @@ static tack_status write_source(int dirfd, const char *dir, const char *name, co
 }
 
 /* Seals the compile's output `obj` with its trailer for `final` and
- * publishes it under that name. */
-static tack_status publish(int dirfd, const char *dir, const char *obj, const char *final)
+ * publishes it under that name, keeping it open (*held, -1 when it is not
+ * this user's to trust; *st as tack_store_open_trusted fills it): another
+ * process holding the store to its bound may remove it from the directory
+ * before it is loaded, and the file just built is then loaded all the
+ * same. */
+static tack_status publish(int dirfd, const char *dir, const char *obj, const char *final, int *held,
+                           struct stat *st)
 {
     if (!tack_store_seal(dirfd, obj, final)) {
         int err = errno;
         return tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel %s/%s: %s; %s", dir, obj,
                               strerror(err), tack_store_advice(err));
     }
+    *held = tack_store_open_trusted(dirfd, obj, st);
     if (renameat(dirfd, obj, dirfd, final) != 0) {
         int err = errno;
+        if (*held >= 0)
+            close(*held);
+        *held = -1;
         return tack_error_set(TACK_ERUNTIME, "cannot store the compiled kernel as %s/%s: %s; %s", dir, final,
                               strerror(err), tack_store_advice(err));
     }
@@ -313,13 +319,14 @@ static tack_status publish(int dirfd, const char *dir, const char *obj, const ch
 
 /* Compiles job's source into the store as `final` (the backend's compile
  * writes a temporary file there, sealed with its trailer, then renamed),
- * and holds the store to its bound. On error nothing new is left in the
- * directory. */
+ * and holds the store to its bound; the file stays open as *held (see
+ * publish). On error nothing new is left in the directory. */
 static tack_status build_object(int dirfd, const char *dir, const char *final, struct tack_compile *job,
                                 tack_status (*compile)(const struct tack_compile *, struct tack_kernel_code *),
-                                struct tack_kernel_code *code)
+                                struct tack_kernel_code *code, int *held, struct stat *sb)
 {
     char src[96], obj[96], kept[160];
+    *held = -1;
     tack_store_temp_name(src, sizeof src, ".c");
     char ext[16];
     snprintf(ext, sizeof ext, ".%s", tack_code_kind_extension(job->kind));
@@ -335,7 +342,7 @@ static tack_status build_object(int dirfd, const char *dir, const char *final, s
     job->output = obj;
     st = compile(job, code);
     if (st == TACK_OK)
-        st = publish(dirfd, dir, obj, final);
+        st = publish(dirfd, dir, obj, final, held, sb);
     unlinkat(dirfd, obj, 0);
     if (st != TACK_OK || renameat(dirfd, src, dirfd, kept) != 0)
         unlinkat(dirfd, src, 0);
@@ -355,13 +362,22 @@ tack_status tack_store_object(const char *dir, const char *name, struct tack_com
     int dirfd = tack_store_open_dir(dir);
     if (dirfd < 0)
         return TACK_ERUNTIME;
-    tack_status st = load_object(dirfd, dir, name, &code->object);
-    if (st != TACK_OK) {
+    struct stat sb;
+    int unfit, fd = tack_store_open_trusted(dirfd, name, &sb);
+    tack_status st = load_from(fd, &sb, dir, name, &code->object, &unfit);
+    if (unfit) {
         /* Missing, damaged, built for another key, or not this user's:
          * built again, and the rename replaces what was there. */
-        st = build_object(dirfd, dir, name, job, compile, code);
+        st = build_object(dirfd, dir, name, job, compile, code, &fd, &sb);
+        unfit = 0;
         if (st == TACK_OK)
-            st = load_object(dirfd, dir, name, &code->object);
+            st = load_from(fd, &sb, dir, name, &code->object, &unfit);
+        if (unfit)
+            st = tack_error_set(TACK_ERUNTIME,
+                                "the kernel just compiled as %s/%s is refused: it changed after it was sealed, or "
+                                "is not this user's to trust (owned by another user or writable by others); see "
+                                "what the C compiler (TACK_CC) does with the files it writes",
+                                dir, name);
     }
     close(dirfd);
     return st;

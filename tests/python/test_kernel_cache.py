@@ -728,3 +728,42 @@ def test_sixteen_threads_each_load_six_kernels_of_their_own(tmp_path):
     for _ in ("cold", "warm"):
         result = run_many(cache, THREADS)
         assert result == {"errors": [], "wrong": []}, result
+
+
+# Removes every object as soon as it is published, as another process's
+# eviction does under a TACK_CACHE_MAX smaller than one object.
+REMOVER = r"""
+import os, sys, time
+cache, stop = sys.argv[1], sys.argv[2]
+removed = 0
+while not os.path.exists(stop):
+    for e in os.scandir(cache):
+        if e.name.startswith("cpu-") and e.name.endswith(".so"):
+            try:
+                os.unlink(e.path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+print(removed)
+"""
+
+
+def test_an_object_evicted_by_another_process_before_it_is_loaded_is_loaded_all_the_same(tmp_path, cc):
+    """Between publishing an object and loading it, a process holds the
+    store to TACK_CACHE_MAX, here by removing a directory full of older
+    files (seconds): another process's eviction removes the object then.
+    The build still succeeds, with the object just built."""
+    cache = private(tmp_path / "cache")
+    for i in range(20000):
+        (cache / f"pad-{i:064x}.so").touch()
+    stop = tmp_path / "stop"
+    remover = subprocess.Popen([sys.executable, "-c", REMOVER, str(cache), str(stop)], stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        result = build(cache, cc[0], TACK_CACHE_MAX="1")
+    finally:
+        stop.touch()
+        removed = remover.communicate(timeout=LIMIT)[0]
+    assert result == {"y": [0, 3, 6, 9, 12]}, result
+    assert int(removed) >= 1  # the object was taken away before it was loaded
+    assert not [f for f in os.listdir(cache) if f.startswith("pad-")]
