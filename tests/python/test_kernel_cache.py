@@ -10,6 +10,7 @@ file or a directory to uid 65534) and skip otherwise; CI runs as root."""
 import hashlib
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -767,3 +768,79 @@ def test_an_object_evicted_by_another_process_before_it_is_loaded_is_loaded_all_
     assert result == {"y": [0, 3, 6, 9, 12]}, result
     assert int(removed) >= 1  # the object was taken away before it was loaded
     assert not [f for f in os.listdir(cache) if f.startswith("pad-")]
+
+
+# --------------------------------------------------------------------------
+# TACK_CPU_TARGET: code for this CPU, or for any CPU of its architecture
+
+PORTABLE_MARCH = {"x86_64": "-march=x86-64-v2", "aarch64": "-march=armv8-a"}
+
+
+def logging_cc(directory):
+    """A compiler that writes each command line it is run with to a log."""
+    log = directory / "cc-commands.log"
+    script = directory / "cc-logging"
+    script.write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec cc "$@"\n')
+    script.chmod(0o755)
+    return str(script), log
+
+
+def compiles(log):
+    # Only the compiles: a compiler is also asked its version.
+    return [line for line in log.read_text().splitlines() if " -o " in line] if log.exists() else []
+
+
+def test_tack_cpu_target_portable_builds_baseline_code_under_its_own_key(tmp_path):
+    import platform
+    cache = private(tmp_path / "cache")
+    cc, log = logging_cc(tmp_path)
+    assert build(cache, cc) == {"y": [0, 3, 6, 9, 12]}
+    native = compiles(log)
+    assert len(native) == 1 and ("-march=native" in native[0].split()) == (platform.machine() in PORTABLE_MARCH)
+    assert build(cache, cc, TACK_CPU_TARGET="portable") == {"y": [0, 3, 6, 9, 12]}
+    portable = compiles(log)[1:]
+    assert len(portable) == 1, portable  # another key: compiled again, not the native object
+    words = portable[0].split()
+    assert "-march=native" not in words
+    if platform.machine() in PORTABLE_MARCH:
+        assert PORTABLE_MARCH[platform.machine()] in words, words
+    assert len([f for f in os.listdir(cache) if f.endswith(".so")]) == 2
+    # Each is kept under its own key: neither is compiled again.
+    assert build(cache, cc, TACK_CPU_TARGET="native") == {"y": [0, 3, 6, 9, 12]}
+    assert build(cache, cc, TACK_CPU_TARGET="portable") == {"y": [0, 3, 6, 9, 12]}
+    assert len(compiles(log)) == 2
+
+
+@pytest.mark.parametrize("value", ["fast", "NATIVE", "x86-64-v3", " portable"])
+def test_an_unknown_tack_cpu_target_is_refused(tmp_path, cc, value):
+    cache = private(tmp_path / "cache")
+    message = build(cache, cc[0], TACK_CPU_TARGET=value).get("error", "")
+    assert f"TACK_CPU_TARGET={value} is not a target" in message, message
+    assert "native" in message and "portable" in message and "valgrind" in message, message
+    assert calls(cc[1]) == 0  # refused before anything is compiled
+
+
+VALGRIND_RUN = r"""
+import tack
+k = tack.Kernel("void f(tack_index i, float a, float *y) { y[i] = a * (float)i + y[i]; }")
+y = tack.zeros(4096, tack.f32)
+k(2.0, y)
+print("sum", float(y.to_numpy().sum()))
+"""
+
+
+@pytest.mark.not_asan(reason="valgrind cannot run a process built with AddressSanitizer")
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="valgrind is not installed")
+def test_portable_kernels_run_under_valgrind(tmp_path):
+    """valgrind's CPU has fewer instructions than the host (no AVX-512):
+    native code may stop there with SIGILL, portable code runs."""
+    cache = private(tmp_path / "cache")
+    env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_CPU_TARGET="portable")
+    env.pop("TACK_CFLAGS", None)
+    try:
+        proc = subprocess.run(["valgrind", "-q", sys.executable, "-c", VALGRIND_RUN], env=env, capture_output=True,
+                              text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a kernel under valgrind did not finish within 240 s")
+    assert "Illegal opcode" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 0 and f"sum {2.0 * 4095 * 4096 / 2}" in proc.stdout, proc.stderr[-3000:]
