@@ -697,7 +697,7 @@ print(json.dumps({"errors": errors, "wrong": wrong}))
 
 def run_many(cache, script, *args, limit=300):
     # -O0: these kernels are about loading, not code; it halves each compile.
-    env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_CFLAGS="-O0")
+    env = dict(os.environ, TACK_CACHE_DIR=str(cache), TACK_CFLAGS=f"{os.environ.get('TACK_CFLAGS', '')} -O0")
     env.pop("TACK_CACHE_MAX", None)
     try:
         proc = subprocess.run([sys.executable, "-c", script, *map(str, args)], env=env, capture_output=True,
