@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "check.h"
+#include "kernels.h"
 
 /* A failure, so that the call checked next finds a message to clear. */
 static void fail_first(void)
@@ -224,6 +225,52 @@ static void test_kernel_calls(void)
     tack_device_release(d);
 }
 
+/* The same on the CUDA backend (the simulated driver, which
+ * TACK_CUDA_LIBRARY names): a GPU device's queue, its memory, its
+ * kernels where NVRTC is found. */
+static void test_cuda_calls(void)
+{
+    tack_device *d = NULL, *host = cpu();
+    CLEAN(tack_device_open("cuda", NULL, 0, &d));
+    if (!d)
+        return;
+    int64_t n = 4;
+    float ones[4] = {1, 1, 1, 1}, back[4], two = 2;
+    tack_array *a = NULL, *h = vector(host, 0), *moved = NULL;
+    CLEAN(tack_array_empty(d, TACK_F32, 1, &n, 0, &a));
+    CLEAN(tack_array_copy_from_host(a, ones, sizeof ones));
+    CLEAN(tack_array_fill(a, &two));
+    CLEAN(tack_array_copy_to_host(a, back, sizeof back));
+    CLEAN(tack_array_to_device(h, d, &moved));
+    const char *space = NULL;
+    CLEAN(tack_memory_space((uint64_t)(uintptr_t)tack_array_data(a), &space));
+    CLEAN(tack_buffer_share_with_stream(tack_array_buffer(a), 1));
+    CLEAN(tack_device_wait_stream(d, 2));
+    DLManagedTensor *m = NULL;
+    CLEAN(tack_array_to_dlpack_stream(a, 1, &m));
+    m->deleter(m);
+    CLEAN(tack_device_synchronize(d));
+    find_venv_nvrtc();
+    tack_kernel *k = NULL;
+    CHECK_OK(tack_kernel_create(SOURCE, NULL, &k));
+    const char *ptx = NULL;
+    size_t size = 0;
+    if (k && tack_kernel_ptx(k, NULL, &ptx, &size) == TACK_OK) {
+        tack_arg args[2] = {tack_arg_f32(3), tack_arg_array(a)};
+        CLEAN(tack_kernel_build(k, d));
+        CLEAN(tack_kernel_launch(k, d, 4, args, 2));
+        CLEAN(tack_kernel_ptx(k, NULL, &ptx, &size));
+    } else {
+        printf("no NVRTC here: the CUDA kernel calls are not checked\n");
+    }
+    tack_kernel_release(k);
+    tack_array_release(moved);
+    tack_array_release(h);
+    tack_array_release(a);
+    tack_device_release(d);
+    tack_device_release(host);
+}
+
 static void test_report_calls(void)
 {
     tack_backend_report r;
@@ -315,6 +362,7 @@ int main(void)
     RUN(test_dlpack_calls);
     RUN(test_import_calls);
     RUN_AFTER(fresh_cache, test_kernel_calls);
+    RUN_AFTER(fresh_cache, test_cuda_calls);
     RUN(test_report_calls);
     RUN(test_calls_that_cannot_fail_keep_the_message);
     CHECK_DONE();
