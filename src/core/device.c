@@ -284,9 +284,11 @@ tack_status tack_memory_space(uint64_t address, const char **out)
             continue;
         tack_device *d;
         /* A backend that cannot open (no driver, no device) holds no
-         * memory that an address could be. */
-        if (registry_get(tack_backends[i], 0, &d) != TACK_OK)
+         * memory that an address could be (nor leaves a message). */
+        if (registry_get(tack_backends[i], 0, &d) != TACK_OK) {
+            tack_error_clear();
             continue;
+        }
         const char *space = NULL;
         tack_status st = tack_backend_memory_space(d, address, &space);
         tack_device_release(d);

@@ -34,11 +34,17 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Empties the thread's message: for a failure recovered from, whose
+ * message must not outlive it. */
+void tack_error_clear(void);
+
 /* The public function the caller called, named at the head of every
  * message set while it runs ("tack_array_reshape: cannot reshape ..."), so
  * that no message site has to spell its caller and none can name the wrong
  * one. TACK_PUBLIC_CALL() is the first line of each public function that can
- * fail. The outermost call wins: a public function that calls another (send
+ * fail, and clears the thread's message: a call that succeeds leaves ""
+ * (so a failure a call recovers from inside must not leave its message
+ * either). The outermost call wins: a public function that calls another (send
  * calls send_wait) reports the one the caller called. The name is cleared
  * when the function's scope ends, whichever return it leaves by (the
  * compiler's cleanup, not a line before each return), so a message set

@@ -1,6 +1,5 @@
 /* Kernels' code: source generated per dialect, compiled through the
  * backends' toolchains and the code store, loaded once per device. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,7 @@
 void tack_built_free(struct tack_built *b)
 {
     if (b->code.object)
-        dlclose(b->code.object);
+        tack_store_unload(b->code.object);
     else
         free((void *)b->code.data);
     free(b->key);
@@ -132,6 +131,8 @@ static int cache_path(const struct tack_dialect *d, const struct tack_compile *j
     if (st != TACK_OK) {
         if (unsafe || tack_code_kind_is_file(job->kind))
             *refused = st;
+        else
+            tack_error_clear(); /* compiled without the store, which only saves time */
         return 0;
     }
     char name[160];
@@ -170,10 +171,13 @@ static tack_status compile_kept(const struct tack_backend_ops *ops, struct tack_
             return TACK_OK;
         }
         free(data);
+        tack_error_clear(); /* a miss, for whatever reason, is compiled */
     }
     tack_status st = report(tack_backend_kernel_compile(ops, job, code), code);
-    if (st == TACK_OK && cached)
-        (void)tack_cache_store(dir, path, code->data, text ? code->size - 1 : code->size);
+    /* Code the store could not keep is compiled again next time; the
+     * compile itself succeeded, and leaves no message. */
+    if (st == TACK_OK && cached && tack_cache_store(dir, path, code->data, text ? code->size - 1 : code->size))
+        tack_error_clear();
     return st;
 }
 

@@ -125,13 +125,16 @@ void tack_store_name(const char *backend, const struct tack_compile *job, char *
  * the object stored under `name` loaded when it is there, trusted, whole
  * and made for its name; else compiled by `compile` into the store
  * (job's dirfd, source_file and output filled for it), sealed, published
- * and loaded. On success code->object is the loaded object (dlclose it).
+ * and loaded. On success code->object is the loaded object (closed with
+ * tack_store_unload).
  * A failed compile's status as `compile` returned it; TACK_ERUNTIME when
  * the file cannot be written, loaded, or is refused after it was rebuilt
  * (store_object.c). Leaves no temporary file. */
 tack_status tack_store_object(const char *dir, const char *name, struct tack_compile *job,
                               tack_status (*compile)(const struct tack_compile *, struct tack_kernel_code *),
                               struct tack_kernel_code *code);
+/* Closes an object tack_store_object loaded (store_object.c). */
+void tack_store_unload(void *object);
 
 /* The cache directory, created when missing (store.c). TACK_ERUNTIME when
  * it cannot be made or is not private (owned by another user, writable by

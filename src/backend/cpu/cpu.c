@@ -519,6 +519,7 @@ static void cpu_describe(tack_backend_report *out)
     snprintf(out->devices[0], sizeof out->devices[0], "%s%s%d thread%s", model, model[0] ? ", " : "", threads,
              threads == 1 ? "" : "s");
     tack_c_compiler_describe(&out->compiler);
+    tack_cpu_target_describe(out->kernel_code[0], sizeof out->kernel_code[0]);
 }
 
 const struct tack_backend_ops tack_cpu_backend = {
