@@ -423,29 +423,10 @@ check:
     return capsule;
 }
 
-static PyObject *import_copy(PyObject *source, PyObject *device)
+/* tack.array(host, device=device): NumPy's reading of a host array, which
+ * knows strides and ml_dtypes' bfloat16. */
+static PyObject *copy_with_array(PyObject *host, PyObject *device)
 {
-    int is_nd = tack_py_is_ndarray(source);
-    if (is_nd < 0)
-        return NULL;
-    int has_dlpack = 1;
-    if (!is_nd && !PyCapsule_CheckExact(source)) {
-        PyObject *attr;
-        has_dlpack = tack_py_lookup_optional(source, str_dlpack, &attr);
-        Py_XDECREF(attr);
-        if (has_dlpack < 0)
-            return NULL;
-    }
-    if (!has_dlpack) {
-        PyErr_Format(PyExc_TypeError,
-                     "from_dlpack(copy=True) needs an object with __dlpack__ or a DLPack capsule, not %s; "
-                     "tack.array(obj) copies anything NumPy can read",
-                     Py_TYPE(source)->tp_name);
-        return NULL;
-    }
-    PyObject *host = is_nd ? Py_NewRef(source) : PyObject_CallMethod(tack_py_numpy(), "from_dlpack", "O", source);
-    if (!host)
-        return NULL;
     PyObject *mod = PyImport_ImportModule("tack._tack");
     PyObject *result = NULL;
     if (mod) {
@@ -461,8 +442,80 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
         }
         Py_DECREF(mod);
     }
-    Py_DECREF(host);
     return result;
+}
+
+/* The tensor imported as without copy=, then copied by Tack onto `target`
+ * (through the host for device memory, after the launches queued on it),
+ * and the import dropped: every dtype the import knows copies (NumPy's
+ * from_dlpack has no bfloat16), and the producer's deleter has run by the
+ * time the copy is returned, unless the producer is shared otherwise. */
+static PyObject *copy_by_tack(PyObject *source, tack_device *target)
+{
+    tack_array *view = tack_py_dlpack_share(source, NULL);
+    if (!view)
+        return NULL;
+    tack_array *copy = NULL;
+    tack_status st = tack_array_to_device(view, target, &copy);
+    tack_array_release(view);
+    return st == TACK_OK ? tack_py_array_new(copy) : tack_py_raise(st);
+}
+
+static PyObject *import_copy(PyObject *source, PyObject *device)
+{
+    int is_nd = tack_py_is_ndarray(source);
+    if (is_nd < 0)
+        return NULL;
+    if (is_nd)
+        return copy_with_array(source, device);
+    int is_capsule = PyCapsule_CheckExact(source);
+    if (!is_capsule) {
+        PyObject *attr;
+        int has_dlpack = tack_py_lookup_optional(source, str_dlpack, &attr);
+        Py_XDECREF(attr);
+        if (has_dlpack < 0)
+            return NULL;
+        if (!has_dlpack) {
+            PyErr_Format(PyExc_TypeError,
+                         "from_dlpack(copy=True) needs an object with __dlpack__ or a DLPack capsule, not %s; "
+                         "tack.array(obj) copies anything NumPy can read",
+                         Py_TYPE(source)->tp_name);
+            return NULL;
+        }
+    }
+    /* Like tack.array's: device= or the default device. */
+    tack_device *target = NULL;
+    if (device != Py_None) {
+        if (!tack_py_device_converter(device, &target))
+            return NULL;
+    } else {
+        target = tack_py_default_device();
+        if (!target)
+            return NULL;
+        tack_device_retain(target);
+    }
+    PyObject *result = copy_by_tack(source, target);
+    tack_device_release(target);
+    /* The zero-copy import refuses strided memory (ValueError), which
+     * NumPy reads and tack.array copies; a capsule is spent by then. Its
+     * refusal stands when NumPy cannot read the tensor either (device
+     * memory, a dtype NumPy lacks). Other refusals (BufferError for what
+     * the producer will not export, TypeError for an unknown dtype) are
+     * NumPy's too, or worse, silently read: they stand. */
+    if (result || is_capsule || !PyErr_ExceptionMatches(PyExc_ValueError))
+        return result;
+    PyObject *refusal = tack_py_exception_take();
+    PyObject *np = tack_py_numpy();
+    PyObject *host = np ? PyObject_CallMethod(np, "from_dlpack", "O", source) : NULL;
+    result = host ? copy_with_array(host, device) : NULL;
+    Py_XDECREF(host);
+    if (result || tack_py_exception_must_propagate()) {
+        Py_DECREF(refusal);
+        return result;
+    }
+    PyErr_Clear();
+    tack_py_exception_restore(refusal);
+    return NULL;
 }
 
 static const char *const from_dlpack_kwnames[] = {"device", "copy", NULL};
