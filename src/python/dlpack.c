@@ -450,15 +450,18 @@ static PyObject *copy_with_array(PyObject *host, PyObject *device)
  * and the import dropped: every dtype the import knows copies (NumPy's
  * from_dlpack has no bfloat16), and the producer's deleter has run by the
  * time the copy is returned, unless the producer is shared otherwise. */
-static PyObject *copy_by_tack(PyObject *source, tack_device *target)
+static PyObject *copy_by_tack(PyObject *source, tack_device *target, int *imported)
 {
     tack_array *view = tack_py_dlpack_share(source, NULL);
+    *imported = view != NULL;
     if (!view)
         return NULL;
     tack_array *copy = NULL;
     tack_status st = tack_array_to_device(view, target, &copy);
+    /* Raised before the release, which may run the producer's deleter. */
+    PyObject *result = st == TACK_OK ? tack_py_array_new(copy) : tack_py_raise(st);
     tack_array_release(view);
-    return st == TACK_OK ? tack_py_array_new(copy) : tack_py_raise(st);
+    return result;
 }
 
 static PyObject *import_copy(PyObject *source, PyObject *device)
@@ -494,7 +497,8 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
             return NULL;
         tack_device_retain(target);
     }
-    PyObject *result = copy_by_tack(source, target);
+    int imported;
+    PyObject *result = copy_by_tack(source, target, &imported);
     tack_device_release(target);
     /* The zero-copy import refuses strided memory (ValueError), which
      * NumPy reads and tack.array copies; a capsule is spent by then. Its
@@ -502,7 +506,7 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
      * memory, a dtype NumPy lacks). Other refusals (BufferError for what
      * the producer will not export, TypeError for an unknown dtype) are
      * NumPy's too, or worse, silently read: they stand. */
-    if (result || is_capsule || !PyErr_ExceptionMatches(PyExc_ValueError))
+    if (result || imported || is_capsule || !PyErr_ExceptionMatches(PyExc_ValueError))
         return result;
     PyObject *refusal = tack_py_exception_take();
     PyObject *np = tack_py_numpy();
