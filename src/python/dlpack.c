@@ -140,7 +140,8 @@ struct producer_type {
     getter grad_get;
     void *grad_closure;
     /* PyTorch's lazy conjugation and negation, read by is_conj() and
-     * is_neg() (strong references; both NULL unless the type has both): a
+     * is_neg() (strong references; both NULL unless the type is PyTorch's
+     * tensor type, or derives from it, and has both): a
      * tensor with either bit set holds the values from before the
      * operation, which a DLPack tensor cannot say. PyTorch's table exports
      * such tensors as they are stored, and its __dlpack__ refuses only the
@@ -193,6 +194,21 @@ static const DLPackExchangeAPI *read_exchange_api(PyTypeObject *type)
     return api;
 }
 
+/* Whether `type` is PyTorch's tensor type or derives from it: only its
+ * is_conj() and is_neg() mean the bits, whatever another library's
+ * methods of those names do. By name, so that PyTorch is not imported;
+ * older PyTorch names the base _TensorBase. */
+static int is_torch_tensor_type(PyTypeObject *type)
+{
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
+        const char *name = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_name;
+        if (!strcmp(name, "torch._C.TensorBase") || !strcmp(name, "torch._C._TensorBase"))
+            return 1;
+    }
+    return 0;
+}
+
 /* The type's method `name`, NULL when it has none; *direct is its C
  * function where that can be called in its place. */
 static PyObject *bit_method(PyTypeObject *type, PyObject *name, PyCFunction *direct)
@@ -237,12 +253,13 @@ static struct producer_type producer_type(PyTypeObject *type)
         fresh.grad_get = def->get;
         fresh.grad_closure = def->closure;
     }
-    fresh.is_conj = bit_method(type, str_is_conj, &fresh.conj_get);
-    fresh.is_neg = fresh.is_conj ? bit_method(type, str_is_neg, &fresh.neg_get) : NULL;
-    if (!fresh.is_neg) {
-        /* One of the two alone is not PyTorch's pair. */
-        Py_CLEAR(fresh.is_conj);
-        fresh.conj_get = NULL;
+    if (is_torch_tensor_type(type)) {
+        fresh.is_conj = bit_method(type, str_is_conj, &fresh.conj_get);
+        fresh.is_neg = fresh.is_conj ? bit_method(type, str_is_neg, &fresh.neg_get) : NULL;
+        if (!fresh.is_neg) {
+            Py_CLEAR(fresh.is_conj);
+            fresh.conj_get = NULL;
+        }
     }
     /* Read after the lookups above, which assign it if the type had none. */
     fresh.version = type->tp_version_tag;
@@ -537,8 +554,10 @@ static int import_by_table(PyObject *source, tack_device *device, tack_device *f
     if (grad < 0)
         return 1;
     const DLPackExchangeAPI *api = producer.api && !grad ? producer.api : NULL;
+    /* NumPy's and most producers' types have no bits to ask: not even a
+     * call for them. */
     if (!api)
-        return lazy_bits_refused(&producer, source, -1);
+        return producer.is_neg && lazy_bits_refused(&producer, source, -1);
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(source, &m) == 0 && m) {
         /* Asked after the export, which says whether the tensor is
