@@ -71,7 +71,10 @@ TACK_API tack_status tack_array_copy_to_host(const tack_array *array, void *dst,
 
 /* Host writes. TACK_ERUNTIME on a read-only array (nothing written),
  * TACK_EVALUE for a size mismatch. `value` points at one element of the
- * array's dtype. */
+ * array's dtype, whose bytes are stored as they are, as a kernel's scalar
+ * argument is passed: no conversion, so a C caller converts first (an
+ * int32 array takes an int32_t; Python's Array.fill refuses a float for an
+ * integer array, as a kernel's integer parameter does). */
 TACK_API tack_status tack_array_copy_from_host(tack_array *array, const void *src, size_t nbytes);
 TACK_API tack_status tack_array_fill(tack_array *array, const void *value);
 

@@ -38,6 +38,14 @@ typedef enum tack_status {
  * tack_status. Never fails. */
 TACK_API const char *tack_last_error(void);
 
+/* Leaves `message` as this thread's tack_last_error() and returns
+ * `status`, for code built on libtack that fails where no Tack call failed
+ * and whose callers read Tack's message: the <tack/python.h> wrappers when
+ * no Python interpreter is running, where no Python exception can be set.
+ * A NULL message leaves "". Never fails: short of memory, the message is
+ * one saying so. */
+TACK_API tack_status tack_error_report(tack_status status, const char *message);
+
 /* The status' name, e.g. "TACK_EVALUE". Never fails. */
 TACK_API const char *tack_status_name(tack_status status);
 

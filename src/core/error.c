@@ -139,6 +139,12 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
     return status;
 }
 
+tack_status tack_error_report(tack_status status, const char *message)
+{
+    /* As data, never a format: the text is the caller's. */
+    return tack_error_set(status, "%s", message ? message : "");
+}
+
 const char *tack_status_name(tack_status status)
 {
     switch (status) {
