@@ -60,9 +60,10 @@ struct tack_loaded {
 };
 
 struct tack_kernel {
-    atomic_long refs;
     char *source;
     struct tack_signature sig;
+    /* Past the first 16 bytes: see TACK_REFS_FREED. */
+    atomic_long refs;
     int first_writable;
     int uses_f64;
     uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
