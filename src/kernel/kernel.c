@@ -204,6 +204,18 @@ static tack_status count_error(const tack_kernel *k, size_t nargs)
                           k->sig.nparams, k->sig.nparams == 1 ? "" : "s", list, nargs);
 }
 
+/* The tack_arg union's field for a dtype's value, which is also the
+ * suffix of its tack_arg_ constructor (tack_arg_bool fills .boolean). */
+static const char *arg_field(tack_dtype d)
+{
+    static const char *const fields[TACK_NDTYPES] = {
+        [TACK_I8] = "i8",   [TACK_U8] = "u8",   [TACK_I16] = "i16", [TACK_U16] = "u16",
+        [TACK_I32] = "i32", [TACK_U32] = "u32", [TACK_I64] = "i64", [TACK_U64] = "u64",
+        [TACK_F32] = "f32", [TACK_F64] = "f64", [TACK_BOOL] = "boolean", [TACK_F16] = "f16",
+        [TACK_BF16] = "bf16", [TACK_C64] = "c64", [TACK_C128] = "c128"};
+    return (unsigned)d < TACK_NDTYPES ? fields[d] : "?";
+}
+
 static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
 {
     const struct tack_param *p = &k->sig.params[i];
@@ -215,9 +227,9 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
         return tack_error_set(TACK_ETYPE,
                               "argument %d (parameter '%s' of kernel '%s') has kind %d, which is no tack_arg_kind: "
                               "set .kind to TACK_ARG_SCALAR (0) or TACK_ARG_ARRAY (1), or build the argument with "
-                              "tack_arg_array or tack_arg_%s",
-                              i, p->name, k->sig.name, (int)a->kind,
-                              p->is_array ? "<dtype>" : tack_dtype_name(p->dtype));
+                              "%s%s",
+                              i, p->name, k->sig.name, (int)a->kind, p->is_array ? "tack_arg_array" : "tack_arg_",
+                              p->is_array ? "" : arg_field(p->dtype));
     if (p->is_array && (a->kind != TACK_ARG_ARRAY || !a->value.array))
         return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is an array (%s); got a scalar", p->name,
                               k->sig.name, t);
@@ -239,13 +251,13 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
                               "integer %lld written to an integer field (.value.i64, .value.i32), not of a %s: a "
                               "tack_arg is read through the field its .dtype names; fill .value.%s "
                               "(tack_arg_%s(%lld.0))",
-                              p->name, k->sig.name, t, tack_dtype_name(p->dtype), v, t, tack_dtype_name(p->dtype),
-                              tack_dtype_name(p->dtype), v);
+                              p->name, k->sig.name, t, tack_dtype_name(p->dtype), v, t, arg_field(p->dtype),
+                              arg_field(p->dtype), v);
     }
     return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is %s (%s); got a %s value: fill .value.%s "
-                          "and set .dtype to its dtype (tack_arg_%s)", p->name,
+                          "and set .dtype to %s (tack_arg_%s)", p->name,
                           k->sig.name, t, tack_dtype_name(p->dtype), given ? given : "non-Tack",
-                          tack_dtype_name(p->dtype), tack_dtype_name(p->dtype));
+                          arg_field(p->dtype), tack_dtype_name(p->dtype), arg_field(p->dtype));
 }
 
 /* Parameter i's array is on `ad`, whose memory domain is not that of `d`,
