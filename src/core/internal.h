@@ -48,10 +48,28 @@ const char *tack_call_enter(const char *name);
 void tack_call_leave(const char *const *outer);
 #if defined(__GNUC__)
 #define TACK_PUBLIC_CALL()                                                                                         \
-    const char *tack_outer_call_ __attribute__((cleanup(tack_call_leave), unused)) = tack_call_enter(__func__)
+    const char *tack_outer_call_ __attribute__((cleanup(tack_call_leave), unused)) = tack_call_enter(__func__); \
+    TACK_ONE_COPY_CHECK()
 #else
 /* Without a scope-exit hook the name could outlive the call: no name. */
-#define TACK_PUBLIC_CALL() ((void)0)
+#define TACK_PUBLIC_CALL() TACK_ONE_COPY_CHECK()
+#endif
+
+/* One Tack per process (src/core/version.c): a copy of libtack loaded
+ * after another one refuses every fallible call, TACK_ERUNTIME with a
+ * message naming both files. Set once, at load, before any call; each
+ * call pays one load and a branch that is never taken in a process with
+ * one copy. */
+extern int tack_copy_refused;
+tack_status tack_copy_refuse(void);
+#if defined(__GNUC__)
+#define TACK_ONE_COPY_CHECK()                                                                                      \
+    if (__builtin_expect(tack_copy_refused, 0))                                                                    \
+    return tack_copy_refuse()
+#else
+#define TACK_ONE_COPY_CHECK()                                                                                      \
+    if (tack_copy_refused)                                                                                         \
+    return tack_copy_refuse()
 #endif
 
 /* Counters (src/core/counters.c), per thread, summed on read: live
