@@ -83,7 +83,10 @@ typedef struct tack_kernel_param {
     int writable;     /* 1 for a pointer without const: the kernel may store through it */
 } tack_kernel_param;
 
-typedef enum tack_arg_kind { TACK_ARG_SCALAR = 0, TACK_ARG_ARRAY = 1 } tack_arg_kind;
+/* TACK_ARG_SCALAR_BITS is a scalar whose float value is taken as it is,
+ * without the check for an integer field's bits (tack_arg): for a caller
+ * that passes the smallest subnormals on purpose. */
+typedef enum tack_arg_kind { TACK_ARG_SCALAR = 0, TACK_ARG_ARRAY = 1, TACK_ARG_SCALAR_BITS = 2 } tack_arg_kind;
 
 /* One launch argument: an array (borrowed for the call) or a scalar of a
  * dtype; build them with the tack_arg_* helpers below. A scalar's .dtype
@@ -95,8 +98,10 @@ typedef enum tack_arg_kind { TACK_ARG_SCALAR = 0, TACK_ARG_ARRAY = 1 } tack_arg_
  * in an integer field: for TACK_F64 the bits of an int64 from 1 to 2^32
  * or -2^32 to -1 (.value.i64 = 3 beside .dtype = TACK_F64), which read as
  * a subnormal below 2.2e-314 or a NaN no arithmetic makes; for TACK_F32
- * those of an int32 from 1 to 2^16 or -2^16 to -1. A .kind other than
- * TACK_ARG_SCALAR and TACK_ARG_ARRAY is TACK_ETYPE naming the value. */
+ * those of an int32 from 1 to 2^16 or -2^16 to -1 (below 9.2e-41). Such a
+ * value meant as a float (the smallest subnormals) passes as .kind =
+ * TACK_ARG_SCALAR_BITS, as the Python package passes every float. A .kind
+ * outside tack_arg_kind is TACK_ETYPE naming the value. */
 typedef struct tack_arg {
     tack_arg_kind kind;
     tack_dtype dtype; /* scalars only */

@@ -223,10 +223,11 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
     tack_param_describe(p, t, sizeof t);
     /* An uninitialised or garbled argument: saying "got an array" or "a
      * scalar" would send the reader after the wrong field. */
-    if (a->kind != TACK_ARG_SCALAR && a->kind != TACK_ARG_ARRAY)
+    if (a->kind != TACK_ARG_SCALAR && a->kind != TACK_ARG_ARRAY && a->kind != TACK_ARG_SCALAR_BITS)
         return tack_error_set(TACK_ETYPE,
                               "argument %d (parameter '%s' of kernel '%s') has kind %d, which is no tack_arg_kind: "
-                              "set .kind to TACK_ARG_SCALAR (0) or TACK_ARG_ARRAY (1), or build the argument with "
+                              "set .kind to TACK_ARG_SCALAR (0), TACK_ARG_ARRAY (1) or TACK_ARG_SCALAR_BITS (2), "
+                              "or build the argument with "
                               "%s%s",
                               i, p->name, k->sig.name, (int)a->kind, p->is_array ? "tack_arg_array" : "tack_arg_",
                               p->is_array ? "" : arg_field(p->dtype));
@@ -239,7 +240,7 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
         return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is %s, an array of %s; got an array of %s",
                               p->name, k->sig.name, t, tack_dtype_name(p->dtype),
                               tack_dtype_name(a->value.array->dtype));
-    if (a->kind != TACK_ARG_SCALAR)
+    if (a->kind == TACK_ARG_ARRAY)
         return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is a scalar (%s); got an array", p->name,
                               k->sig.name, t);
     const char *given = tack_dtype_name(a->dtype);
@@ -250,7 +251,8 @@ static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
                               "parameter '%s' of kernel '%s' is %s (%s), but the argument's bits are those of the "
                               "integer %lld written to an integer field (.value.i64, .value.i32), not of a %s: a "
                               "tack_arg is read through the field its .dtype names; fill .value.%s "
-                              "(tack_arg_%s(%lld.0))",
+                              "(tack_arg_%s(%lld.0)), or set .kind to TACK_ARG_SCALAR_BITS for a subnormal meant "
+                              "as one",
                               p->name, k->sig.name, t, tack_dtype_name(p->dtype), v, t, arg_field(p->dtype),
                               arg_field(p->dtype), v);
     }
@@ -399,7 +401,8 @@ static tack_status bind(const tack_kernel *k, tack_device *device, const tack_ar
         const struct tack_param *p = &k->sig.params[i];
         const tack_arg *a = &args[i];
         if (!p->is_array) {
-            if (a->kind != TACK_ARG_SCALAR || a->dtype != p->dtype || integer_bits(a))
+            int taken = a->kind == TACK_ARG_SCALAR_BITS || (a->kind == TACK_ARG_SCALAR && !integer_bits(a));
+            if (!taken || a->dtype != p->dtype)
                 return bind_error(k, i, a);
             b->vals[i] = (void *)&a->value;
             continue;

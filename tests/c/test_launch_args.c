@@ -2,7 +2,10 @@
  * float parameter given the bits of an integer field. Each is refused
  * before anything runs, with a message that says which field to fill.
  * Nothing here compiles a kernel: a launch checks its arguments first. */
+#include <limits.h>
+
 #include "check.h"
+#include "kernels.h"
 
 static const char *src = "void k(tack_index i, double a, float b, double *y) { y[i] = a + b; }";
 
@@ -43,8 +46,8 @@ static void test_an_invalid_kind_is_named_with_the_valid_ones(void)
     tack_arg args[] = {tack_arg_f64(1), tack_arg_f32(2), tack_arg_array(y)};
     args[0].kind = (tack_arg_kind)7;
     EXPECT_REFUSED(args, TACK_ETYPE, "has kind 7, which is no tack_arg_kind");
-    EXPECT_REFUSED(args, TACK_ETYPE, "TACK_ARG_SCALAR (0) or TACK_ARG_ARRAY (1), or build the argument with "
-                                     "tack_arg_f64");
+    EXPECT_REFUSED(args, TACK_ETYPE, "TACK_ARG_SCALAR (0), TACK_ARG_ARRAY (1) or TACK_ARG_SCALAR_BITS (2), or "
+                                     "build the argument with tack_arg_f64");
     args[0] = tack_arg_f64(1);
     args[2].kind = (tack_arg_kind)-3;
     EXPECT_REFUSED(args, TACK_ETYPE, "argument 2 (parameter 'y' of kernel 'k') has kind -3");
@@ -75,6 +78,24 @@ static void test_an_integer_field_for_a_float_is_refused(void)
     teardown();
 }
 
+/* The bits of an integer meant as a float (the smallest subnormals):
+ * taken as they are with TACK_ARG_SCALAR_BITS. */
+static void test_a_subnormal_passes_as_bits(void)
+{
+    setup();
+    tack_arg args[] = {tack_arg_f64(5e-324), tack_arg_f32(1e-45f), tack_arg_array(y)};
+    EXPECT_REFUSED(args, TACK_ETYPE, "set .kind to TACK_ARG_SCALAR_BITS for a subnormal meant as one");
+    args[0].kind = TACK_ARG_SCALAR_BITS;
+    EXPECT_REFUSED(args, TACK_ETYPE, "parameter 'b'");
+    args[1].kind = TACK_ARG_SCALAR_BITS;
+    tack_status st = tack_kernel_launch(kernel, NULL, 4, args, 3);
+    CHECK(st == TACK_OK || !strstr(tack_last_error(), "integer"));
+    /* A scalar kind, still: an array parameter refuses it. */
+    args[2] = (tack_arg){TACK_ARG_SCALAR_BITS, TACK_F64, {.f64 = 1}};
+    EXPECT_REFUSED(args, TACK_ETYPE, "parameter 'y' of kernel 'k' is an array");
+    teardown();
+}
+
 /* Ordinary values pass, the smallest normal numbers and NaN among them. */
 static void test_float_values_are_not_mistaken_for_integers(void)
 {
@@ -92,9 +113,17 @@ static void test_float_values_are_not_mistaken_for_integers(void)
 
 int main(void)
 {
+    /* The launches that pass the checks build into a cache of their own. */
+    static char dir[PATH_MAX];
+    tack_device *d = NULL;
+    if (!cpu_test_begin(dir, sizeof dir, "launch-args", 1, &d))
+        return 1;
+    tack_device_release(d);
     RUN(test_an_invalid_kind_is_named_with_the_valid_ones);
     RUN(test_an_integer_field_for_a_double_is_refused);
     RUN(test_an_integer_field_for_a_float_is_refused);
     RUN(test_float_values_are_not_mistaken_for_integers);
+    RUN(test_a_subnormal_passes_as_bits);
+    remove_tree(dir);
     CHECK_DONE();
 }
