@@ -233,6 +233,7 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
 
 tack_array *tack_array_retain(tack_array *a)
 {
+    TACK_ONE_COPY_SKIP(a);
     if (a)
         atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
     return a;
@@ -240,6 +241,7 @@ tack_array *tack_array_retain(tack_array *a)
 
 void tack_array_release(tack_array *a)
 {
+    TACK_ONE_COPY_SKIP();
     if (!a || !tack_ref_release_last(&a->refs, "tack_array_release", "array", a))
         return;
     tack_buffer *b = a->buffer;

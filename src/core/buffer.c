@@ -129,6 +129,7 @@ tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tac
 
 tack_buffer *tack_buffer_retain(tack_buffer *b)
 {
+    TACK_ONE_COPY_SKIP(b);
     if (b)
         atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
     return b;
@@ -136,6 +137,7 @@ tack_buffer *tack_buffer_retain(tack_buffer *b)
 
 void tack_buffer_release(tack_buffer *b)
 {
+    TACK_ONE_COPY_SKIP();
     if (!b || !tack_ref_release_last(&b->refs, "tack_buffer_release", "buffer", b))
         return;
     tack_device *d = b->device;

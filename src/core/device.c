@@ -204,6 +204,7 @@ tack_status tack_device_for_dlpack(DLDevice dl, tack_device **out)
 
 tack_device *tack_device_retain(tack_device *d)
 {
+    TACK_ONE_COPY_SKIP(d);
     if (d)
         atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
     return d;
@@ -226,6 +227,7 @@ static void release_immortal(tack_device *d)
 
 void tack_device_release(tack_device *d)
 {
+    TACK_ONE_COPY_SKIP();
     if (!d)
         return;
     if (d->immortal) {

@@ -62,6 +62,10 @@ void tack_call_leave(const char *const *outer);
  * one copy. */
 extern int tack_copy_refused;
 tack_status tack_copy_refuse(void);
+/* For retain and release, which cannot fail: a refused copy made no handle,
+ * so any handle it is given is the other copy's, whose counts and records
+ * are not its own to change. Nothing is done (the copy said so at load). */
+#define TACK_ONE_COPY_SKIP(result) if (__builtin_expect(tack_copy_refused, 0)) return result
 #if defined(__GNUC__)
 #define TACK_ONE_COPY_CHECK()                                                                                      \
     if (__builtin_expect(tack_copy_refused, 0))                                                                    \

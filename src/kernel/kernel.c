@@ -108,6 +108,7 @@ tack_status tack_kernel_create_with(const char *source, const char *name, const 
 
 tack_kernel *tack_kernel_retain(tack_kernel *k)
 {
+    TACK_ONE_COPY_SKIP(k);
     if (k)
         atomic_fetch_add_explicit(&k->refs, 1, memory_order_relaxed);
     return k;
@@ -115,6 +116,7 @@ tack_kernel *tack_kernel_retain(tack_kernel *k)
 
 void tack_kernel_release(tack_kernel *k)
 {
+    TACK_ONE_COPY_SKIP();
     if (!k || !tack_ref_release_last(&k->refs, "tack_kernel_release", "kernel", k))
         return;
     for (struct tack_loaded *l = k->loaded, *next; l; l = next) {

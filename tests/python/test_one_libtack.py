@@ -394,6 +394,9 @@ int plugin_call(char *message, size_t cap)
     tack_device_release(cpu);
     return (int)st;
 }
+
+/* A handle from the host handed to the plugin, which lets it go. */
+void plugin_release(tack_array *a) { tack_array_release(a); }
 """
 
 
@@ -483,6 +486,13 @@ int main(int argc, char **argv)
     tack_array *a = NULL;
     tack_status st = tack_array_empty(cpu, TACK_F32, 1, &n, 0, &a);
     printf("host's call after: %s\n", tack_status_name(st));
+    /* The plugin's copy, refused, leaves the host's handle alone. */
+    void (*plugin_release)(tack_array *) = (void (*)(tack_array *))dlsym(plugin, "plugin_release");
+    plugin_release(a);
+    float two = 2.0f;
+    st = tack_array_fill(a, &two);
+    printf("host's array after the plugin's release: %s, %ld alive\n", tack_status_name(st),
+           tack_array_live_count());
     tack_array_release(a);
     tack_device_release(cpu);
     return 0;
@@ -499,6 +509,7 @@ def test_c_program_loading_a_plugin_with_its_own_tack(tmp_path, static_libtack):
     assert f"plugin's call: {TACK_ERUNTIME} tack_device_open: {REFUSAL}: {plugin}, loaded after {library_file()}" \
         in out, out
     assert "host's call after: TACK_OK" in out, out
+    assert "host's array after the plugin's release: TACK_OK, 1 alive" in out, out
 
 
 def test_static_program_loading_a_plugin_linking_the_shared_libtack(tmp_path, static_libtack):
