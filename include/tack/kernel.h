@@ -308,7 +308,7 @@ TACK_API tack_status tack_kernel_call_hooked(tack_kernel *kernel, const tack_arg
 TACK_API tack_status tack_kernel_call(tack_kernel *kernel, const tack_arg *args, size_t nargs);
 
 /* Reference counting; both accept NULL. Thread-safe. A release after the
- * last one, or a launch after it, is reported on stderr naming the call
+ * last one, or a launch or build after it, is reported on stderr naming the call
  * and the kernel, and aborts in builds with assertions; otherwise it
  * changes nothing (a launch returns TACK_EVALUE). This is certain for the
  * kernels, arrays, buffers and devices released lately (the last 128

@@ -617,14 +617,17 @@ static tack_status launch_bound(tack_kernel *k, struct bound *b, const tack_arg 
     return h ? hidden_done(k, h, st) : st;
 }
 
-/* TACK_EVALUE, reported, for a launch of a released kernel or on a
- * released device: one load each. */
+tack_status tack_kernel_check_live(const tack_kernel *k, const tack_device *device, const char *call)
+{
+    tack_status st = tack_refuse_released(&k->refs, call, "kernel", k);
+    if (st == TACK_OK && device)
+        st = tack_refuse_released(&device->refs, call, "device", device);
+    return st;
+}
+
 static tack_status refuse_released(const tack_kernel *k, const tack_device *device)
 {
-    tack_status st = tack_refuse_released(&k->refs, "a kernel launch", "kernel", k);
-    if (st == TACK_OK && device)
-        st = tack_refuse_released(&device->refs, "a kernel launch", "device", device);
-    return st;
+    return tack_kernel_check_live(k, device, "a kernel launch");
 }
 
 /* Launches over the domain of ndim extents `shape`. */

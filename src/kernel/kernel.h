@@ -151,4 +151,9 @@ char *tack_cache_load(const char *path, size_t *size);
  * used), then holds the cache to TACK_CACHE_MAX. */
 tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
 
+/* TACK_EVALUE, reported as tack_misuse_released says, for a call (`call`)
+ * on a released kernel or, when not NULL, a released device: one load
+ * each. */
+tack_status tack_kernel_check_live(const tack_kernel *kernel, const tack_device *device, const char *call);
+
 #endif

@@ -279,6 +279,20 @@ static void test_a_launch_of_a_released_kernel_is_caught(void)
 #endif
 }
 
+static void kernel_built_after_release(void)
+{
+    tack_kernel *k = new_kernel();
+    tack_device *d = cpu();
+    tack_kernel_release(k);
+    fprintf(stderr, "build returned %s\n", tack_status_name(tack_kernel_build(k, d)));
+    tack_device_release(d);
+}
+
+static void test_a_build_of_a_released_kernel_is_caught(void)
+{
+    EXPECT_CAUGHT(kernel_built_after_release, "tack: tack_kernel_build: the kernel at 0x");
+}
+
 static void launch_on_a_released_array(void)
 {
     tack_kernel *k = new_kernel();
@@ -389,6 +403,7 @@ int main(void)
     RUN(test_balanced_device_references_are_not_reported);
     RUN(test_a_kernel_released_twice_is_caught);
     RUN(test_a_launch_of_a_released_kernel_is_caught);
+    RUN(test_a_build_of_a_released_kernel_is_caught);
     RUN(test_a_released_array_as_an_argument_is_caught);
     RUN(test_a_use_of_a_released_buffer_is_caught);
 #ifdef MISUSE_ASAN
