@@ -60,8 +60,15 @@ void tack_call_leave(const char *const *outer);
  * message naming both files. Set once, at load, before any call; each
  * call pays one load and a branch that is never taken in a process with
  * one copy. */
+#if defined(__GNUC__)
+/* Hidden, so that each call reads it directly rather than through the GOT,
+ * and the refusal out of line, so that the check is one compare. */
+extern int tack_copy_refused __attribute__((visibility("hidden")));
+tack_status tack_copy_refuse(void) __attribute__((cold, noinline));
+#else
 extern int tack_copy_refused;
 tack_status tack_copy_refuse(void);
+#endif
 /* For retain and release, which cannot fail: a refused copy made no handle,
  * so any handle it is given is the other copy's, whose counts and records
  * are not its own to change. Nothing is done (the copy said so at load). */
