@@ -78,6 +78,9 @@ tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, co
     TACK_PUBLIC_CALL();
     if (!k || !backend || !out)
         return tack_error_set(TACK_EVALUE, "arguments must not be NULL");
+    tack_status live = tack_kernel_check_live(k, NULL, "tack_kernel_generated_source");
+    if (live != TACK_OK)
+        return live;
     const struct tack_backend_ops *ops = tack_backend_find(backend, strlen(backend));
     if (!ops || !tack_backend_dialect(ops)) {
         char list[256];
@@ -402,6 +405,9 @@ tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
     TACK_PUBLIC_CALL();
     if (!k || !d)
         return tack_error_set(TACK_EVALUE, "kernel and device must not be NULL");
+    tack_status live = tack_kernel_check_live(k, d, "tack_kernel_build");
+    if (live != TACK_OK)
+        return live;
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -416,6 +422,9 @@ tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
     TACK_PUBLIC_CALL();
     if (!k || !d || !out)
         return tack_error_set(TACK_EVALUE, "kernel, device and out must not be NULL");
+    tack_status live = tack_kernel_check_live(k, d, "tack_kernel_target");
+    if (live != TACK_OK)
+        return live;
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -432,6 +441,9 @@ tack_status tack_kernel_ptx(tack_kernel *k, const char *arch, const char **ptx, 
     TACK_PUBLIC_CALL();
     if (!k || !ptx || !size)
         return tack_error_set(TACK_EVALUE, "kernel, ptx and size must not be NULL");
+    tack_status live = tack_kernel_check_live(k, NULL, "tack_kernel_ptx");
+    if (live != TACK_OK)
+        return live;
     /* The backend whose code without a device is PTX. */
     const struct tack_backend_ops *ops = NULL;
     for (int i = 0; tack_backends[i] && !ops; i++)

@@ -60,9 +60,10 @@ struct tack_loaded {
 };
 
 struct tack_kernel {
-    atomic_long refs;
     char *source;
     struct tack_signature sig;
+    /* Past the first 16 bytes: see TACK_REFS_FREED. */
+    atomic_long refs;
     int first_writable;
     int uses_f64;
     uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
@@ -155,5 +156,10 @@ char *tack_cache_load(const char *path, size_t *size);
  * descriptor of path's directory opened and checked here (`dir` is not
  * used), then holds the cache to TACK_CACHE_MAX. */
 tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
+
+/* TACK_EVALUE, reported as tack_misuse_released says, for a call (`call`)
+ * on a released kernel or, when not NULL, a released device: one load
+ * each. */
+tack_status tack_kernel_check_live(const tack_kernel *kernel, const tack_device *device, const char *call);
 
 #endif
