@@ -134,7 +134,7 @@ static void test_2d_launch_geometry_covers_the_domain(void)
     CHECK_OK(tack_kernel_create(GRID2D_SOURCE, NULL, &k));
     const char *src = NULL;
     CHECK_OK(tack_kernel_generated_source(k, "cuda", &src));
-    CHECK(src && strstr(src, "tack_kernel_entry(tack_index tack_n0_, tack_index tack_n1_, int64_t tack_p0_"));
+    CHECK(src && strstr(src, "tack_kernel_entry(tack_index tack_n0_, tack_index tack_n1_, tack_i64_ tack_p0_"));
     CHECK(src && strstr(src, "blockIdx.y") && strstr(src, "tack_i_ < tack_n0_") && strstr(src, "tack_j_ < tack_n1_"));
     tack_kernel_release(k);
     sim_set_kernel_hook(grid2d_capture, grid2d_run_and_free);
