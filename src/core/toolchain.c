@@ -179,7 +179,7 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
      * reads the record once the launch is complete. */
     tack_source_put(b,
                     "typedef struct { uint32_t flag; uint32_t param; int64_t index; int64_t extent; int64_t line; "
-                    "int64_t sink[2]; } tack_check_record_;\n"
+                    "uint64_t sink; uint64_t unused; } tack_check_record_;\n"
                     "%s void tack_check_fail_(%stack_check_record_ *r, int param, tack_index i, tack_index n, "
                     "int line)\n{\n"
                     "    uint32_t expected = 0;\n    (void)expected;\n"
@@ -201,8 +201,12 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
         const char *type = tack_dtype_c_type(p->dtype), *c = p->writable ? "" : "const ";
         /* An index is in bounds when 0 <= i < n: one unsigned compare. A
          * load out of bounds reads the thread's zeroed sink, a store goes
-         * there; an address (&y[e], an atomic's) is the record's sink, in
-         * the memory atomics work on. */
+         * there; an address (&y[e], an atomic's) is the record's sink: the
+         * middle of memory that belongs to no array (the host's between
+         * inaccessible pages), since the kernel may go on to index from
+         * it (a row), which one element on the stack would not survive.
+         * The flag is set before the address is handed out, so that what
+         * follows cannot hide the violation. */
         tack_source_put(b,
                         "TACK_INLINE_ %s%s *tack_at%d_(%s%s *a, tack_index i, tack_index n, int line, "
                         "%stack_check_record_ *r, %s *sink)\n{\n"
@@ -219,8 +223,8 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                         "%stack_check_record_ *r)\n{\n"
                         "    if (__builtin_expect((uint64_t)i < (uint64_t)n, 1))\n        return a + i;\n"
                         "    tack_check_fail_(r, %d, i, n, line);\n"
-                        "    return (%s *)r->sink;\n}\n",
-                        c, type, k, c, type, space, k, type);
+                        "    return (%s%s *)r->sink;\n}\n",
+                        c, type, k, c, type, space, k, space, type);
     }
     tack_source_kernel_copy(b, sig, source, "_tack_x_", "", "", language);
 }
