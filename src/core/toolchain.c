@@ -125,7 +125,10 @@ void tack_source_kernel_copy(struct tack_source *b, const struct tack_signature 
         const struct tack_param *p = &sig->params[k];
         const char *type = tack_dtype_c_type(p->dtype);
         if (p->is_array)
-            tack_source_put(b, ", %s%s *%s%s", p->writable ? "" : "const ", type, qualifier, p->name);
+            /* Checked, the parameter cannot be changed: its checks are
+             * against the array it starts as. */
+            tack_source_put(b, ", %s%s *%s%s%s", p->writable ? "" : "const ", type, qualifier,
+                            sig->checked ? "const " : "", p->name);
         else
             tack_source_put(b, ", %s %s", type, p->name);
     }
@@ -189,7 +192,13 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                     "#define TACK_AT_(k, a, i) (*tack_at##k##_(a, (tack_index)(i), tack_ext_##a##_.size, __LINE__, "
                     "tack_check_, &tack_sink##k##_))\n"
                     "#define TACK_REF_(k, a, i) (*tack_ref##k##_(a, (tack_index)(i), tack_ext_##a##_.size, __LINE__, "
-                    "tack_check_))\n",
+                    "tack_check_))\n"
+                    /* Through a pointer cast, in bytes: an offset o in the
+                     * array's elements and an index in the cast type's,
+                     * written in the order the source has them (bl). */
+                    "#define TACK_BYTES_(k, a, s, ref, bl, l, r) tack_bytes##k##_(a, (tack_index)((bl) ? (l) : (r)), "
+                    "(tack_index)((bl) ? (r) : (l)), (tack_index)(s), tack_ext_##a##_.size, __LINE__, tack_check_, "
+                    "ref)\n",
                     /* Out of line on the host, so that the accesses in
                      * bounds stay small enough to unroll and inline. */
                     language == TACK_CHECK_C ? "static __attribute__((noinline, cold, unused))" : "TACK_INLINE_", space,
@@ -225,6 +234,25 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                         "    tack_check_fail_(r, %d, i, n, line);\n"
                         "    return (%s%s *)r->sink;\n}\n",
                         c, type, k, c, type, space, k, space, type);
+        /* Through a cast to another type: the access of s bytes at byte
+         * o * sizeof(y's type) + i * s, reported in the cast type's
+         * elements. Out of bounds a load reads zeros the sink was given
+         * (up to 256 bytes of them). */
+        tack_source_put(b,
+                        "TACK_INLINE_ void *tack_bytes%d_(const %s *tack_a_, tack_index tack_o_, tack_index tack_i_, "
+                        "tack_index tack_s_, tack_index tack_n_, int tack_line_, %stack_check_record_ *tack_r_, "
+                        "int tack_ref_)\n{\n"
+                        "    const tack_index tack_size_ = tack_n_ * (tack_index)sizeof(%s),\n"
+                        "                     tack_at_ = tack_o_ * (tack_index)sizeof(%s) + tack_i_ * tack_s_;\n"
+                        "    if (__builtin_expect(tack_s_ <= tack_size_ && (uint64_t)tack_at_ <= "
+                        "(uint64_t)(tack_size_ - tack_s_), 1))\n"
+                        "        return (void *)((const char *)tack_a_ + tack_at_);\n"
+                        "    tack_check_fail_(tack_r_, %d, tack_at_ < 0 ? -((tack_s_ - 1 - tack_at_) / tack_s_) : "
+                        "tack_at_ / tack_s_, tack_size_ / tack_s_, tack_line_);\n"
+                        "    for (tack_index tack_q_ = 0; !tack_ref_ && tack_q_ < tack_s_ && tack_q_ < 256; tack_q_++)\n"
+                        "        ((%schar *)tack_r_->sink)[tack_q_] = 0;\n"
+                        "    return (%svoid *)tack_r_->sink;\n}\n",
+                        k, type, space, type, type, k, space, space);
     }
     tack_source_kernel_copy(b, sig, source, "_tack_x_", "", "", language);
 }
