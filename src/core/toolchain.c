@@ -249,7 +249,8 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                         "        return (void *)((const char *)tack_a_ + tack_at_);\n"
                         "    tack_check_fail_(tack_r_, %d, tack_at_ < 0 ? -((tack_s_ - 1 - tack_at_) / tack_s_) : "
                         "tack_at_ / tack_s_, tack_size_ / tack_s_, tack_line_);\n"
-                        "    for (tack_index tack_q_ = 0; !tack_ref_ && tack_q_ < tack_s_ && tack_q_ < 256; tack_q_++)\n"
+                        "    for (tack_index tack_q_ = 0; !tack_ref_ && tack_q_ < tack_s_ && tack_q_ < 256; "
+                        "tack_q_++)\n"
                         "        ((%schar *)tack_r_->sink)[tack_q_] = 0;\n"
                         "    return (%svoid *)tack_r_->sink;\n}\n",
                         k, type, space, type, type, k, space, space);

@@ -392,6 +392,22 @@ static int in_member_list(const struct rewrite *w, int p)
     return 0;
 }
 
+/* Whether the code at p assigns to what precedes it: ++, --, =, and the
+ * compound assignments (+=, <<=, ...). */
+static int assigned(const struct rewrite *w, int p)
+{
+    if (p >= w->nc || ct(w, p)->kind != T_PUNCT)
+        return 0;
+    const char c = ct(w, p)->s[0];
+    if (joined(w, p, '+', '+') || joined(w, p, '-', '-'))
+        return 1;
+    if (c == '=')
+        return !joined(w, p, '=', '=');
+    if (strchr("+-*/%&|^", c) && joined(w, p, c, '='))
+        return 1;
+    return (c == '<' || c == '>') && joined(w, p, c, c) && joined(w, p + 1, c, '=');
+}
+
 static tack_status refuse(const struct rewrite *w, int p, const char *why)
 {
     const struct tok *t = ct(w, p);
@@ -400,6 +416,30 @@ static tack_status refuse(const struct rewrite *w, int p, const char *why)
                           "'%.*s': %s; write the access as %.*s[index] (or &%.*s[index] for an address), or build "
                           "the kernel unchecked",
                           t->line, w->sig->name, t->len, t->s, why, t->len, t->s, t->len, t->s);
+}
+
+/* The body from '{' to '}' with the edits made; NULL out of memory. */
+static char *edited_text(const struct rewrite *w)
+{
+    const struct tok *v = w->s->t.v;
+    const struct def *d = w->d;
+    struct tack_source b = {0};
+    for (int i = d->body_open; i <= d->body_close; i++) {
+        if (i > d->body_open) {
+            const char *from = v[i - 1].s + v[i - 1].len;
+            tack_source_put(&b, "%.*s", (int)(v[i].s - from), from);
+        }
+        const struct edit *e = &w->edits[i - d->body_open];
+        if (e->pre.text)
+            tack_source_append(&b, e->pre.text);
+        if (!e->drop)
+            tack_source_put(&b, "%.*s", v[i].len, v[i].s);
+        if (e->post.text)
+            tack_source_append(&b, e->post.text);
+        if (e->pre.failed || e->post.failed)
+            b.failed = 1;
+    }
+    return tack_source_finish(&b);
 }
 
 /* Every access of the body to an array parameter's elements, rewritten
@@ -449,8 +489,17 @@ tack_status tack_body_checked(struct scan *s, const struct def *d, const struct 
         }
     }
     for (int p = 0; p < w.nc; p++)
-        if ((punct(ct(&w, p), '(') || punct(ct(&w, p), '[')) && w.match[p] < 0)
-            goto text; /* unbalanced: leave the body as it is for the compiler to report */
+        if ((punct(ct(&w, p), '(') || punct(ct(&w, p), '[') || punct(ct(&w, p), ')') || punct(ct(&w, p), ']')) &&
+            w.match[p] < 0) {
+            /* Balanced for the compiler, which takes one group of a
+             * conditional, yet not in the groups Tack keeps. */
+            st = tack_error_set(TACK_EVALUE,
+                                "line %d: kernel '%s' is checked, and this bracket has no partner in the code Tack "
+                                "reads of its body (conditionals it cannot tell taken or not keep both groups): "
+                                "close each bracket inside the group that opens it, or build the kernel unchecked",
+                                ct(&w, p)->line, sig->name);
+            goto done;
+        }
     for (int m = 0; m < w.nc; m++) {
         /* Subscripts: the parameter on either side. */
         if (!punct(ct(&w, m), '[') || m == 0)
@@ -554,13 +603,7 @@ tack_status tack_body_checked(struct scan *s, const struct def *d, const struct 
                                "local");
         } else if (address_taken(&w, p, p))
             st = refuse(&w, p, "its own address is taken, through which it could be changed");
-        else if (joined(&w, z + 1, '+', '+') || joined(&w, z + 1, '-', '-') || joined(&w, a - 2, '+', '+') ||
-                 joined(&w, a - 2, '-', '-') ||
-                 (z + 1 < w.nc && punct(ct(&w, z + 1), '=') && !joined(&w, z + 1, '=', '=')) ||
-                 (z + 2 < w.nc && strchr("+-*/%&|^<>", ct(&w, z + 1)->s[0]) && ct(&w, z + 1)->kind == T_PUNCT &&
-                  (joined(&w, z + 1, ct(&w, z + 1)->s[0], '=') ||
-                   (z + 3 < w.nc && strchr("<>", ct(&w, z + 1)->s[0]) &&
-                    joined(&w, z + 1, ct(&w, z + 1)->s[0], ct(&w, z + 1)->s[0]) && joined(&w, z + 2, ct(&w, z + 2)->s[0], '=')))))
+        else if (joined(&w, a - 2, '+', '+') || joined(&w, a - 2, '-', '-') || assigned(&w, z + 1))
             st = refuse(&w, p, "the parameter itself is changed, which its checks would not follow");
         else if (is_open(&w, z + 1, '[') || (a > 0 && is_open(&w, a - 1, '[')) ||
                  (a > 0 && punct(ct(&w, a - 1), '*') && !(a > 1 && ends_operand(ct(&w, a - 2)))))
@@ -570,27 +613,9 @@ tack_status tack_body_checked(struct scan *s, const struct def *d, const struct 
             continue;
         goto done;
     }
-text: {
-    struct tack_source b = {0};
-    for (int i = d->body_open; i <= d->body_close; i++) {
-        if (i > d->body_open) {
-            const char *from = v[i - 1].s + v[i - 1].len;
-            tack_source_put(&b, "%.*s", (int)(v[i].s - from), from);
-        }
-        const struct edit *e = &w.edits[i - d->body_open];
-        if (e->pre.text)
-            tack_source_append(&b, e->pre.text);
-        if (!e->drop)
-            tack_source_put(&b, "%.*s", v[i].len, v[i].s);
-        if (e->post.text)
-            tack_source_append(&b, e->post.text);
-        if (e->pre.failed || e->post.failed)
-            b.failed = 1;
-    }
-    *out = tack_source_finish(&b);
+    *out = edited_text(&w);
     if (!*out)
         st = tack_error_set(TACK_ENOMEM, "out of memory reading a kernel's source");
-}
 done:
     if (w.edits)
         for (int i = 0; i < n; i++) {

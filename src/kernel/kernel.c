@@ -463,7 +463,8 @@ struct check_record {
     int64_t index, extent, line;
     uint64_t sink, unused;
 };
-_Static_assert(sizeof(struct check_record) == TACK_CHECK_RECORD_SIZE, "the check record's layout is the generated code's");
+_Static_assert(sizeof(struct check_record) == TACK_CHECK_RECORD_SIZE,
+               "the check record's layout is the generated code's");
 
 /* Where &y[e] out of bounds points on a device whose memory the host
  * addresses: the middle of a mapping of its own, TACK_CHECK_SINK_HOST bytes

@@ -432,6 +432,26 @@ def test_uses_that_stay_allowed_when_checked():
     assert y.tolist() == [9, 0, 0, 0], y.tolist()
 
 
+def test_brackets_split_across_groups_tack_keeps_both_of_are_refused():
+    # Tack keeps both groups of a conditional it cannot decide; a bracket
+    # closed outside its group leaves Tack's reading unbalanced, where no
+    # access could be told apart: refused rather than left unchecked.
+    src = """
+    void u(tack_index i, float *y)
+    {
+    #if defined(__AVX512F__)
+        y[i + 1] = (1
+    #else
+        y[i + 1] = (2
+    #endif
+        );
+    }
+    """
+    with pytest.raises(ValueError, match="line 5: kernel 'u' is checked, and this bracket has no partner"):
+        tack.Kernel(src, checked=True)
+    tack.Kernel(src)
+
+
 # ---- the GPU variants compile ---------------------------------------------
 
 GPU_KERNEL = """
