@@ -49,7 +49,13 @@ TACK_API tack_status tack_array_reshape(const tack_array *array, int ndim, const
  * On error *nbytes is untouched. */
 TACK_API tack_status tack_array_check_shape(tack_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes);
 
-/* Reference counting; both accept NULL. Thread-safe. */
+/* Reference counting; both accept NULL. Thread-safe. A release after the
+ * last one, or a checked call after it (every fallible one), is reported
+ * on stderr naming the call and the array, and aborts in builds with
+ * assertions; otherwise it changes nothing (a call returns TACK_EVALUE).
+ * That is certain while the record is held back from malloc (the last
+ * 128 records of Tack objects the releasing thread freed) and likely after.
+ * Accessors do not check. */
 TACK_API tack_array *tack_array_retain(tack_array *array);
 TACK_API void tack_array_release(tack_array *array);
 
@@ -71,7 +77,10 @@ TACK_API tack_status tack_array_copy_to_host(const tack_array *array, void *dst,
 
 /* Host writes. TACK_ERUNTIME on a read-only array (nothing written),
  * TACK_EVALUE for a size mismatch. `value` points at one element of the
- * array's dtype. */
+ * array's dtype, whose bytes are stored as they are, as a kernel's scalar
+ * argument is passed: no conversion, so a C caller converts first (an
+ * int32 array takes an int32_t; Python's Array.fill refuses a float for an
+ * integer array, as a kernel's integer parameter does). */
 TACK_API tack_status tack_array_copy_from_host(tack_array *array, const void *src, size_t nbytes);
 TACK_API tack_status tack_array_fill(tack_array *array, const void *value);
 

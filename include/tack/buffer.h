@@ -34,7 +34,13 @@ TACK_API tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int e
 TACK_API tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tack_release_fn release,
                                       void *context, tack_buffer **out);
 
-/* Reference counting; both accept NULL. Thread-safe. */
+/* Reference counting; both accept NULL. Thread-safe. A release after the
+ * last one, or a checked call after it (every fallible one), is reported
+ * on stderr naming the call and the buffer, and aborts in builds with
+ * assertions; otherwise it changes nothing (a call returns TACK_EVALUE).
+ * That is certain while the record is held back from malloc (the last
+ * 128 records of Tack objects the releasing thread freed) and likely after.
+ * Accessors do not check. */
 TACK_API tack_buffer *tack_buffer_retain(tack_buffer *buffer);
 TACK_API void tack_buffer_release(tack_buffer *buffer);
 

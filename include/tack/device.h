@@ -42,7 +42,12 @@ TACK_API tack_status tack_device_open(const char *name, const tack_option *optio
 TACK_API tack_status tack_device_for_dlpack(DLDevice dl_device, tack_device **out);
 
 /* Reference counting. retain returns its argument; release frees the device
- * when the count reaches zero. Both accept NULL. Thread-safe. */
+ * when the count reaches zero. Both accept NULL. Thread-safe. A
+ * process-wide device (opened without options) is never freed, but its
+ * count is kept all the same: a release after the caller's last is
+ * reported on stderr naming the device, and aborts in builds with
+ * assertions; otherwise it changes nothing. A device made with options
+ * is caught as an array is (tack_array_release). */
 TACK_API tack_device *tack_device_retain(tack_device *device);
 TACK_API void tack_device_release(tack_device *device);
 

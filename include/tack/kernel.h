@@ -83,11 +83,25 @@ typedef struct tack_kernel_param {
     int writable;     /* 1 for a pointer without const: the kernel may store through it */
 } tack_kernel_param;
 
-typedef enum tack_arg_kind { TACK_ARG_SCALAR = 0, TACK_ARG_ARRAY = 1 } tack_arg_kind;
+/* TACK_ARG_SCALAR_BITS is a scalar whose float value is taken as it is,
+ * without the check for an integer field's bits (tack_arg): for a caller
+ * that passes the smallest subnormals on purpose. */
+typedef enum tack_arg_kind { TACK_ARG_SCALAR = 0, TACK_ARG_ARRAY = 1, TACK_ARG_SCALAR_BITS = 2 } tack_arg_kind;
 
 /* One launch argument: an array (borrowed for the call) or a scalar of a
- * dtype. A scalar's dtype must be the parameter's; build them with the
- * tack_arg_* helpers below. */
+ * dtype; build them with the tack_arg_* helpers below. A scalar's .dtype
+ * must be the parameter's, and its value is read from the field .dtype
+ * names (.value.f64 for TACK_F64: the helper's suffix), never converted:
+ * another dtype is TACK_ETYPE naming the field to fill. C cannot tell
+ * which field of the union was written, so for a float parameter Tack
+ * refuses (TACK_ETYPE, naming the field) the bits a small integer leaves
+ * in an integer field: for TACK_F64 the bits of an int64 from 1 to 2^32
+ * or -2^32 to -1 (.value.i64 = 3 beside .dtype = TACK_F64), which read as
+ * a subnormal below 2.2e-314 or a NaN no arithmetic makes; for TACK_F32
+ * those of an int32 from 1 to 2^16 or -2^16 to -1 (below 9.2e-41). Such a
+ * value meant as a float (the smallest subnormals) passes as .kind =
+ * TACK_ARG_SCALAR_BITS, as the Python package passes every float. A .kind
+ * outside tack_arg_kind is TACK_ETYPE naming the value. */
 typedef struct tack_arg {
     tack_arg_kind kind;
     tack_dtype dtype; /* scalars only */
@@ -224,8 +238,10 @@ TACK_API tack_status tack_kernel_compile(const char *source, const char *name, t
  * `device` may be NULL: the device of the array arguments. Every check is
  * made before anything runs, and a failed check runs nothing:
  * TACK_ETYPE for a wrong argument count, an array given for a scalar or a
- * scalar for a pointer, or a dtype that is not the parameter's (the message
- * names the parameter); TACK_EVALUE for a read-only array bound to a
+ * scalar for a pointer, a kind that is neither, or a dtype that is not the
+ * parameter's or a float's bits that are an integer field's (tack_arg; the
+ * message names the parameter); TACK_EVALUE for a kernel, device or array
+ * already released (reported, as tack_kernel_release says), a read-only array bound to a
  * parameter the kernel may store through (naming it), arrays from two
  * memory domains or from another domain than `device`, no array and no
  * device, or n < 0. n == 0 runs nothing. Then the kernel is built for the
@@ -295,7 +311,13 @@ TACK_API tack_status tack_kernel_call_hooked(tack_kernel *kernel, const tack_arg
  * of another dtype is reported as such, before the domain. */
 TACK_API tack_status tack_kernel_call(tack_kernel *kernel, const tack_arg *args, size_t nargs);
 
-/* Reference counting; both accept NULL. Thread-safe. */
+/* Reference counting; both accept NULL. Thread-safe. A release after the
+ * last one, or a launch or build after it, is reported on stderr naming the call
+ * and the kernel, and aborts in builds with assertions; otherwise it
+ * changes nothing (a launch returns TACK_EVALUE). This is certain for the
+ * kernels, arrays, buffers and devices released lately (the last 128
+ * records a thread freed are held back from malloc, so their addresses go
+ * to no new object), and likely for older ones. */
 TACK_API tack_kernel *tack_kernel_retain(tack_kernel *kernel);
 TACK_API void tack_kernel_release(tack_kernel *kernel);
 

@@ -34,6 +34,16 @@
  * held is left to the process's exit. The other libtack calls (kernels,
  * fills, copies) need no GIL, so a simulation may step with the GIL
  * released (Py_BEGIN_ALLOW_THREADS) while Python threads run.
+ *
+ * No interpreter: before Py_Initialize, and after Py_FinalizeEx, the three
+ * functions touch nothing of Python and fail, tack_py_import with -1 and
+ * the others with NULL, leaving the reason in tack_last_error() (a Python
+ * exception cannot be set without an interpreter). The table imported
+ * belongs to the interpreter it was imported into: after Py_FinalizeEx and
+ * a new Py_Initialize they raise RuntimeError until tack_py_import() is
+ * called again (the extension, like NumPy's, keeps module state of the
+ * interpreter that first imported it: embed one interpreter for the
+ * program's life).
  */
 #ifndef TACK_PYTHON_H
 #define TACK_PYTHON_H
@@ -65,14 +75,44 @@ typedef struct tack_py_api {
 } tack_py_api;
 
 static const tack_py_api *tack_py_api_table;
+/* Whether tack_py_forget_ is registered with Py_AtExit since the import. */
+static int tack_py_at_exit_;
+
+/* Run by Py_FinalizeEx once the interpreter is gone: the table was the
+ * finalized interpreter's, and calls through it would run the extension
+ * without one. */
+static inline void tack_py_forget_(void)
+{
+    tack_py_api_table = NULL;
+    tack_py_at_exit_ = 0;
+}
+
+/* 1 while an interpreter runs; else 0 with tack_last_error() saying that
+ * `call` needs one, and no Python call made. */
+static inline int tack_py_running_(const char *call)
+{
+    if (Py_IsInitialized())
+        return 1;
+    char message[384];
+    snprintf(message, sizeof message,
+             "%s: no Python interpreter is running (Py_IsInitialized() is 0: before Py_Initialize or after "
+             "Py_FinalizeEx); call it between the two, after tack_py_import(), and hand arrays across before "
+             "Py_FinalizeEx",
+             call);
+    tack_error_report(TACK_ERUNTIME, message);
+    return 0;
+}
 
 /* Imports tack._tack and its C-API table. 0 on success; -1 with an
  * ImportError set when tack cannot be imported, publishes no table, or
  * publishes one of another ABI version or another Tack major.minor than
- * these headers (then rebuild against the installed tack's headers). The
- * GIL must be held. Calling it again is harmless. */
+ * these headers (then rebuild against the installed tack's headers); -1
+ * with tack_last_error() saying so, and no exception, when no interpreter
+ * is running. The GIL must be held. Calling it again is harmless. */
 static inline int tack_py_import(void)
 {
+    if (!tack_py_running_("tack_py_import"))
+        return -1;
     /* The module first: its own ImportError says why (no such module on
      * the path, a library it cannot load), where PyCapsule_Import's says
      * only that it could not. */
@@ -102,13 +142,21 @@ static inline int tack_py_import(void)
         return -1;
     }
     tack_py_api_table = api;
+    /* Py_AtExit takes 32 functions in all; without a slot the table is
+     * still refused after Py_FinalizeEx (tack_py_running_), only not
+     * forgotten for a later interpreter. */
+    if (!tack_py_at_exit_ && Py_AtExit(tack_py_forget_) == 0)
+        tack_py_at_exit_ = 1;
     return 0;
 }
 
-/* 1 when tack_py_import succeeded in this file; else 0 with a RuntimeError
- * naming `call`. */
+/* 1 when tack_py_import succeeded in this file, in the interpreter that
+ * runs; else 0 with a RuntimeError naming `call`, or without an
+ * interpreter the reason in tack_last_error(). */
 static inline int tack_py_imported_(const char *call)
 {
+    if (!tack_py_running_(call))
+        return 0;
     if (tack_py_api_table)
         return 1;
     PyErr_Format(PyExc_RuntimeError, "%s: call tack_py_import() first, once in each C file that uses <tack/python.h>",
@@ -123,7 +171,8 @@ static inline int tack_py_imported_(const char *call)
  * use locked atomics on it from C and Python alike. New reference; NULL
  * with a Python exception on failure (ValueError for a NULL array,
  * MemoryError, the exception of a failed wait), when `array` is not
- * retained. The GIL must be held. */
+ * retained; NULL with tack_last_error() saying so, and `array` untouched,
+ * when no interpreter is running. The GIL must be held. */
 static inline PyObject *tack_py_from_array(tack_array *array)
 {
     return tack_py_imported_("tack_py_from_array") ? tack_py_api_table->from_array(array) : NULL;
@@ -135,7 +184,8 @@ static inline PyObject *tack_py_from_array(tack_array *array)
  * Retained for the caller, who releases it with tack_array_release; it
  * keeps what backs it alive meanwhile. NULL with a Python exception
  * otherwise, as tack.asarray raises (TypeError for an object with none of
- * those interfaces). The GIL must be held. */
+ * those interfaces); NULL with tack_last_error() saying so, and `obj`
+ * untouched, when no interpreter is running. The GIL must be held. */
 static inline tack_array *tack_py_to_array(PyObject *obj)
 {
     return tack_py_imported_("tack_py_to_array") ? tack_py_api_table->to_array(obj) : NULL;

@@ -26,13 +26,25 @@ typedef enum tack_status {
     TACK_EINDEX,    /* a checked kernel launch indexed an array out of its bounds (Python: IndexError) */
 } tack_status;
 
-/* The message left by the last failing call on this thread; "" if none.
+/* The message left by the last call on this thread that returned a
+ * tack_status: what was wrong if it failed, "" if it succeeded. Calls that
+ * cannot fail (accessors, retain and release, names, counts) leave it as
+ * it was, so that cleanup after a failure keeps the failure's message.
  * It says what was wrong and what to do; from an array, buffer, device,
  * dtype, DLPack or cross-process call it begins with the name of the call
  * the caller made: "tack_array_reshape: cannot reshape ...".
  * UTF-8 of any length (kept on the heap, freed when the thread exits).
- * Valid until the next failing Tack call on the same thread. Never fails. */
+ * Valid until the next Tack call on the same thread that returns a
+ * tack_status. Never fails. */
 TACK_API const char *tack_last_error(void);
+
+/* Leaves `message` as this thread's tack_last_error() and returns
+ * `status`, for code built on libtack that fails where no Tack call failed
+ * and whose callers read Tack's message: the <tack/python.h> wrappers when
+ * no Python interpreter is running, where no Python exception can be set.
+ * A NULL message leaves "". Never fails: short of memory, the message is
+ * one saying so. */
+TACK_API tack_status tack_error_report(tack_status status, const char *message);
 
 /* The status' name, e.g. "TACK_EVALUE". Never fails. */
 TACK_API const char *tack_status_name(tack_status status);

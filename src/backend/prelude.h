@@ -6,6 +6,21 @@
 
 #include "../core/toolchain.h"
 
+/* Tack's own names of the types its generated code uses after the
+ * kernel's definitions and source (tack_source_type), where a #define of
+ * the user's could take int64_t or bool: typedefs of the dialect's own
+ * types, made before the definitions, so that each is exactly the type the
+ * name meant then (a __builtin_types_compatible_p or _Generic against it
+ * still matches int64_t). After the dialect's int8_t ... uint64_t; BOOL
+ * and UPTR: its boolean type and an unsigned integer the size of a
+ * pointer. Every spelling Tack keeps for itself begins tack_ or TACK_, and
+ * a kernel's definitions may not (tack_build_options_copy). */
+#define TACK_PRELUDE_TYPES(BOOL, UPTR)                                                                     \
+    "typedef int8_t tack_i8_;\ntypedef uint8_t tack_u8_;\ntypedef int16_t tack_i16_;\n"                  \
+    "typedef uint16_t tack_u16_;\ntypedef int32_t tack_i32_;\ntypedef uint32_t tack_u32_;\n"              \
+    "typedef int64_t tack_i64_;\ntypedef uint64_t tack_u64_;\ntypedef " BOOL " tack_bool_;\n"            \
+    "typedef " UPTR " tack_uptr_;\n"
+
 /* CUDA's thread indices, which HIP shares: blocks of threads along x, y, z.
  * Functions the prelude defines (TACK_PRELUDE_CUDA_GRID, after TACK_RDEV_),
  * so that the entry, written after the user's source, names no member x,
@@ -53,28 +68,37 @@ extern const char *const tack_cxx_lacks[TACK_NDTYPES];
  * over tack_reduce_<op>(p, v), which the prelude defines after this (its
  * combining, or none), and tack_rapply_<op>(p, v), the one atomic:
  * tack_atomic_add, _min or _max, a compare-and-swap loop for a float min
- * or max, which neither has (a NaN contribution loses every comparison).
- * The value converts to the target's type; a const target, or a type
- * without atomics, does not compile. The prelude defines the atomics and
- * TACK_RDEV_ (how these are declared). */
+ * or max, which neither has. A float min or max ignores NaN, as C's fmin
+ * and fmax do (the kernels guide, "Reductions"): tack_rjoin_ keeps the
+ * other value where one is NaN, and the loop gives a NaN contribution up
+ * at once and replaces a NaN target, so that an all-NaN input leaves the
+ * target as it was. The value converts to the target's type; a const
+ * target, or a type without atomics, does not compile. The prelude
+ * defines the atomics and TACK_RDEV_ (how these are declared). */
 #define TACK_PRELUDE_REDUCE_CXX                                                                              \
     "template <class T> struct tack_rid_ { typedef T type; };\n"                                             \
     "template <int OP, class T> TACK_RDEV_ T tack_rjoin_(T a, T b) "                                         \
-    "{ return OP == 0 ? (T)(a + b) : OP == 1 ? (b < a ? b : a) : (b > a ? b : a); }\n"                       \
+    "{ return OP == 0 ? (T)(a + b) : OP == 1 ? (b < a || a != a ? b : a) : (b > a || a != a ? b : a); }\n"   \
     "#define TACK_RAPPLY_INT_(T) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "                  \
     "{ if (OP == 0) tack_atomic_add(p, v); else if (OP == 1) tack_atomic_min(p, v); "                        \
     "else tack_atomic_max(p, v); }\n"                                                                        \
     "TACK_RAPPLY_INT_(int32_t) TACK_RAPPLY_INT_(uint32_t) TACK_RAPPLY_INT_(int64_t) TACK_RAPPLY_INT_(uint64_t)\n" \
     "#define TACK_RAPPLY_FLOAT_(T, U, to, from) template <int OP> TACK_RDEV_ void tack_rapply_(T *p, T v) "   \
-    "{ if (OP == 0) { tack_atomic_add(p, v); return; } U *q = (U *)p, old = *q, seen; "                      \
-    "while (OP == 1 ? v < from(old) : v > from(old)) { seen = old; old = atomicCAS(q, seen, to(v)); "        \
-    "if (old == seen) break; } }\n"                                                                          \
+    "{ if (OP == 0) { tack_atomic_add(p, v); return; } if (v != v) return; U *q = (U *)p, old = *q, seen; " \
+    "while ((OP == 1 ? v < from(old) : v > from(old)) || from(old) != from(old)) { seen = old; "            \
+    "old = atomicCAS(q, seen, to(v)); if (old == seen) break; } }\n"                                         \
     "TACK_RAPPLY_FLOAT_(float, unsigned, __float_as_uint, __uint_as_float)\n"                                \
     "TACK_RAPPLY_FLOAT_(double, unsigned long long, (unsigned long long)__double_as_longlong, "              \
     "__longlong_as_double)\n"                                                                                \
     "#define tack_reduce_add(p, v) tack_reduce_<0>((p), (v))\n"                                              \
     "#define tack_reduce_min(p, v) tack_reduce_<1>((p), (v))\n"                                              \
     "#define tack_reduce_max(p, v) tack_reduce_<2>((p), (v))\n"
+
+/* The check record's flag, claimed by the first violation (tack_source_hidden),
+ * for CUDA and HIP: atomicCAS is a name a macro of the user's could take
+ * where the record's code is written, after the kernel's source. */
+#define TACK_PRELUDE_CHECK_CLAIM_CXX \
+    "TACK_RDEV_ bool tack_check_claim_(unsigned *f) { return atomicCAS(f, 0u, 1u) == 0u; }\n"
 
 #define TACK_PRELUDE_BF16_STORAGE                                                                            \
     "typedef struct { uint16_t bits; } tack_bf16;\n"                                                         \

@@ -59,6 +59,13 @@ tack_status tack_array_check_shape(tack_dtype dtype, int ndim, const int64_t *sh
     return tack_shape_check(dtype, ndim, shape, &size, nbytes);
 }
 
+/* TACK_EVALUE, after tack_misuse_released, for an array already released:
+ * going on would read or write a record that is no longer the array's. */
+static tack_status refuse_released(const tack_array *a, const char *call)
+{
+    return tack_refuse_released(&a->refs, call, "array", a);
+}
+
 /* Fills a fresh array record `a` over `buffer`, whose reference it takes. */
 static tack_array *array_init(tack_array *a, int in_buffer, tack_buffer *buffer, void *data, tack_dtype dtype,
                               int ndim, const int64_t *shape, size_t size, size_t nbytes, int writable)
@@ -131,7 +138,9 @@ tack_status tack_array_empty(tack_device *device, tack_dtype dtype, int ndim, co
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
     size_t size, nbytes;
-    tack_status st = tack_shape_check(dtype, ndim, shape, &size, &nbytes);
+    tack_status st = tack_refuse_released(&device->refs, "tack_array_empty", "device", device);
+    if (st == TACK_OK)
+        st = tack_shape_check(dtype, ndim, shape, &size, &nbytes);
     if (st != TACK_OK)
         return st;
     tack_buffer *b;
@@ -147,6 +156,9 @@ tack_status tack_array_from_buffer(tack_buffer *buffer, tack_dtype dtype, int nd
     TACK_PUBLIC_CALL();
     if (!buffer || !out)
         return tack_error_set(TACK_EVALUE, "buffer and out must not be NULL");
+    tack_status st = tack_refuse_released(&buffer->refs, "tack_array_from_buffer", "buffer", buffer);
+    if (st != TACK_OK)
+        return st;
     return array_new(buffer, buffer->data, dtype, ndim, shape, writable, out);
 }
 
@@ -156,6 +168,9 @@ tack_status tack_array_wrap(tack_device *device, uint64_t address, tack_dtype dt
     TACK_PUBLIC_CALL();
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
+    tack_status live = tack_refuse_released(&device->refs, "tack_array_wrap", "device", device);
+    if (live != TACK_OK)
+        return live;
     if (address > UINTPTR_MAX)
         return tack_error_set(TACK_EVALUE, "address 0x%llx does not fit a pointer here",
                               (unsigned long long)address);
@@ -180,7 +195,9 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
     TACK_PUBLIC_CALL();
     if (!a || !out)
         return tack_error_set(TACK_EVALUE, "array and out must not be NULL");
-    tack_status st = tack_ndim_check(ndim, shape);
+    tack_status st = refuse_released(a, "tack_array_reshape");
+    if (st == TACK_OK)
+        st = tack_ndim_check(ndim, shape);
     if (st != TACK_OK)
         return st;
     int64_t s[TACK_MAX_NDIM];
@@ -216,6 +233,7 @@ tack_status tack_array_reshape(const tack_array *a, int ndim, const int64_t *sha
 
 tack_array *tack_array_retain(tack_array *a)
 {
+    TACK_ONE_COPY_SKIP(a);
     if (a)
         atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
     return a;
@@ -223,26 +241,18 @@ tack_array *tack_array_retain(tack_array *a)
 
 void tack_array_release(tack_array *a)
 {
+    TACK_ONE_COPY_SKIP();
     if (!a || !tack_ref_release_last(&a->refs, "tack_array_release", "array", a))
         return;
     tack_buffer *b = a->buffer;
     int in_buffer = a->in_buffer;
     atomic_store_explicit(&a->refs, TACK_REFS_FREED, memory_order_relaxed);
-    tack_count_add(TACK_COUNT_ARRAYS, -1);
-    if (!in_buffer)
-        free(a);
+    /* A record in its buffer's allocation is held with the buffer's. */
+    if (in_buffer)
+        tack_count_add(TACK_COUNT_ARRAYS, -1);
+    else
+        tack_count_free(TACK_COUNT_ARRAYS, a);
     tack_buffer_release(b);
-}
-
-/* TACK_EVALUE, after tack_misuse_released, for an array already released:
- * going on would read or write freed memory. */
-static tack_status refuse_released(const tack_array *a, const char *call)
-{
-    if (tack_ref_peek(&a->refs) >= 1)
-        return TACK_OK;
-    tack_misuse_released(call, "array", a);
-    return tack_error_set(TACK_EVALUE,
-                          "the array was already released; retain it (tack_array_retain) for each extra owner");
 }
 
 tack_dtype tack_array_dtype(const tack_array *a) { return a->dtype; }
@@ -341,6 +351,9 @@ tack_status tack_array_to_device(const tack_array *a, tack_device *device, tack_
     TACK_PUBLIC_CALL();
     if (!a || !device || !out)
         return tack_error_set(TACK_EVALUE, "array, device and out must not be NULL");
+    tack_status live = refuse_released(a, "tack_array_to_device");
+    if (live != TACK_OK)
+        return live;
     tack_array *r = NULL;
     tack_status st = tack_array_empty(device, a->dtype, a->ndim, a->shape, 0, &r);
     if (st != TACK_OK)
@@ -366,6 +379,9 @@ tack_status tack_array_export_memory(tack_array *a, tack_exported_memory *out)
     TACK_PUBLIC_CALL();
     if (!a || !out)
         return tack_error_set(TACK_EVALUE, "array and out must not be NULL");
+    tack_status live = refuse_released(a, "tack_array_export_memory");
+    if (live != TACK_OK)
+        return live;
     tack_exported_memory rec;
     memset(&rec, 0, sizeof rec);
     tack_status st = tack_backend_export_memory(a->buffer, &rec);

@@ -33,7 +33,7 @@ static tack_buffer *buffer_new(tack_device *device, const struct tack_buffer_kin
      * `rep stos`, whose start-up cost is a measurable part of an import. */
     atomic_init(&b->refs, 1);
     b->kind = kind;
-    b->device = tack_device_retain(device);
+    b->device = tack_device_hold(device);
     b->data = data;
     b->nbytes = nbytes;
     atomic_init(&b->shared, kind->shared);
@@ -52,7 +52,7 @@ static void buffer_discard(tack_buffer *b)
     tack_device *d = b->device;
     tack_count_add(TACK_COUNT_BUFFERS, -1);
     free(b);
-    tack_device_release(d);
+    tack_device_drop(d);
 }
 
 tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable, tack_buffer **out)
@@ -60,6 +60,9 @@ tack_status tack_buffer_alloc(tack_device *device, size_t nbytes, int exportable
     TACK_PUBLIC_CALL();
     if (!device || !out)
         return tack_error_set(TACK_EVALUE, "device and out must not be NULL");
+    tack_status live = tack_refuse_released(&device->refs, "tack_buffer_alloc", "device", device);
+    if (live != TACK_OK)
+        return live;
     tack_buffer *b = buffer_new(device, exportable ? &exportable_kind : &owned, NULL, nbytes, 0);
     if (!b)
         return tack_error_set(TACK_ENOMEM, "out of memory allocating a buffer record");
@@ -118,11 +121,15 @@ tack_status tack_buffer_wrap(tack_device *device, void *data, size_t nbytes, tac
     if (!data && nbytes)
         return tack_error_set(TACK_EVALUE, "data is NULL for %zu bytes; pass the address of the "
                               "memory to wrap", nbytes);
+    tack_status live = tack_refuse_released(&device->refs, "tack_buffer_wrap", "device", device);
+    if (live != TACK_OK)
+        return live;
     return tack_buffer_wrap_extra(device, data, nbytes, release, context, 0, out);
 }
 
 tack_buffer *tack_buffer_retain(tack_buffer *b)
 {
+    TACK_ONE_COPY_SKIP(b);
     if (b)
         atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
     return b;
@@ -130,6 +137,7 @@ tack_buffer *tack_buffer_retain(tack_buffer *b)
 
 void tack_buffer_release(tack_buffer *b)
 {
+    TACK_ONE_COPY_SKIP();
     if (!b || !tack_ref_release_last(&b->refs, "tack_buffer_release", "buffer", b))
         return;
     tack_device *d = b->device;
@@ -137,10 +145,9 @@ void tack_buffer_release(tack_buffer *b)
         tack_backend_release_export(b);
     if (b->kind->free)
         b->kind->free(b);
-    tack_count_add(TACK_COUNT_BUFFERS, -1);
     atomic_store_explicit(&b->refs, TACK_REFS_FREED, memory_order_relaxed);
-    free(b);
-    tack_device_release(d);
+    tack_count_free(TACK_COUNT_BUFFERS, b);
+    tack_device_drop(d);
 }
 
 void *tack_buffer_data(const tack_buffer *b) { return b->data; }
@@ -162,7 +169,9 @@ tack_status tack_buffer_share(tack_buffer *b)
     TACK_PUBLIC_CALL();
     if (!b)
         return tack_error_set(TACK_EVALUE, "buffer is NULL");
-    tack_status st = tack_buffer_wait(b);
+    tack_status st = tack_refuse_released(&b->refs, "tack_buffer_share", "buffer", b);
+    if (st == TACK_OK)
+        st = tack_buffer_wait(b);
     if (st != TACK_OK)
         return st;
     /* Exports of an already shared buffer are the common case: read first
@@ -182,9 +191,12 @@ tack_status tack_buffer_share_with_stream(tack_buffer *b, int64_t stream)
                               "stream=%lld is not a stream value: pass None, -1 (no synchronisation), or the "
                               "consumer's stream",
                               (long long)stream);
+    tack_status st = tack_refuse_released(&b->refs, "tack_buffer_share_with_stream", "buffer", b);
+    if (st != TACK_OK)
+        return st;
     /* Even a consumer that orders its own work (-1) gets the mark: later
      * launches need it, which the consumer cannot know about. */
-    tack_status st = tack_backend_order_stream(b, stream);
+    st = tack_backend_order_stream(b, stream);
     if (st != TACK_OK)
         return st;
     if (!atomic_load_explicit(&b->shared, memory_order_acquire))

@@ -12,10 +12,36 @@
 
 #include "internal.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TACK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TACK_ASAN 1
+#endif
+#endif
+#ifdef TACK_ASAN
+#include <malloc.h>
+#include <sanitizer/asan_interface.h>
+/* The whole record (ASan's usable size is the size asked for), so that a
+ * stale read of any field of a held record is reported as one of freed
+ * memory would be; the count is read past the poison (tack_ref_peek). */
+static void hold_poison(void *p) { ASAN_POISON_MEMORY_REGION(p, malloc_usable_size(p)); }
+static void hold_unpoison(void *p) { ASAN_UNPOISON_MEMORY_REGION(p, malloc_usable_size(p)); }
+#else
+static void hold_poison(void *p) { (void)p; }
+static void hold_unpoison(void *p) { (void)p; }
+#endif
+
 struct counts {
     atomic_long n[TACK_COUNT_KINDS];
     struct counts *next_all;  /* every record, for the readers */
     struct counts *next_free; /* records whose thread has exited */
+    /* The thread's quarantine (tack_handle_free): the records it freed
+     * last, oldest at `next`. Handed on with the record when the thread
+     * exits, so a record stays held for TACK_QUARANTINE frees whoever
+     * makes them, and nothing is freed at a thread's exit. */
+    void *held[TACK_QUARANTINE];
+    unsigned next;
 };
 
 static struct counts *all_records, *free_records;
@@ -107,4 +133,53 @@ long tack_count_total(enum tack_count_kind kind)
         sum += atomic_load_explicit(&c->n[kind], memory_order_relaxed);
     pthread_mutex_unlock(&records_lock);
     return sum;
+}
+
+/* Holds `record` in c's quarantine and frees the oldest one it displaces:
+ * a store and a load, and the free the record would have had anyway. */
+static void hold(struct counts *c, void *record)
+{
+    hold_poison(record);
+    unsigned i = c->next;
+    void *old = c->held[i];
+    c->held[i] = record;
+    c->next = (i + 1) % TACK_QUARANTINE;
+    if (old) {
+        hold_unpoison(old);
+        free(old);
+    }
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static void handle_free_first(void *record)
+{
+    struct counts *c = first_record();
+    /* No record to hold it in (out of memory): freed at once, as before. */
+    if (c)
+        hold(c, record);
+    else
+        free(record);
+}
+
+void tack_handle_free(void *record)
+{
+    struct counts *c = mine;
+    if (c)
+        hold(c, record);
+    else
+        handle_free_first(record);
+}
+
+void tack_count_free(enum tack_count_kind kind, void *record)
+{
+    struct counts *c = mine;
+    if (c) {
+        add_to(c, kind, -1);
+        hold(c, record);
+        return;
+    }
+    tack_count_add(kind, -1);
+    tack_handle_free(record);
 }

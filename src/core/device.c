@@ -137,6 +137,7 @@ static tack_status registry_get(const struct tack_backend_ops *ops, int ordinal,
         registry[registry_len].ops = ops;
         registry[registry_len].ordinal = ordinal;
         d->immortal = 1; /* the registry keeps it until exit */
+        atomic_store_explicit(&d->refs, 2, memory_order_relaxed); /* the registry's and the caller's */
         registry[registry_len].device = d;
         registry_len++;
         *out = d;
@@ -203,17 +204,41 @@ tack_status tack_device_for_dlpack(DLDevice dl, tack_device **out)
 
 tack_device *tack_device_retain(tack_device *d)
 {
-    if (d && !d->immortal)
+    TACK_ONE_COPY_SKIP(d);
+    if (d)
         atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
     return d;
 }
 
+/* A process-wide device's release: its count never goes below the
+ * registry's own reference, so a release after the caller's last is
+ * reported as an array's is (and changes nothing) rather than ignored. */
+static void release_immortal(tack_device *d)
+{
+    long n = tack_ref_peek(&d->refs);
+    do {
+        if (n <= 1) {
+            tack_misuse_released("tack_device_release", "device", d);
+            return;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&d->refs, &n, n - 1, memory_order_acq_rel,
+                                                    memory_order_acquire));
+}
+
 void tack_device_release(tack_device *d)
 {
-    if (!d || d->immortal || !tack_ref_last(&d->refs, "device"))
+    TACK_ONE_COPY_SKIP();
+    if (!d)
+        return;
+    if (d->immortal) {
+        release_immortal(d);
+        return;
+    }
+    if (!tack_ref_release_last(&d->refs, "tack_device_release", "device", d))
         return;
     tack_backend_close(d);
-    free(d);
+    atomic_store_explicit(&d->refs, TACK_REFS_FREED, memory_order_relaxed);
+    tack_handle_free(d);
 }
 
 const char *tack_device_backend(const tack_device *d) { return d->ops->name; }
@@ -226,6 +251,9 @@ tack_status tack_device_wait_stream(tack_device *d, uint64_t stream)
     TACK_PUBLIC_CALL();
     if (!d)
         return tack_error_set(TACK_EVALUE, "device is NULL");
+    tack_status st = tack_refuse_released(&d->refs, "tack_device_wait_stream", "device", d);
+    if (st != TACK_OK)
+        return st;
     return tack_backend_wait_stream(d, stream);
 }
 
@@ -264,8 +292,11 @@ tack_status tack_device_synchronize(tack_device *d)
     TACK_PUBLIC_CALL();
     if (!d)
         return tack_error_set(TACK_EVALUE, "device is NULL");
+    tack_status st = tack_refuse_released(&d->refs, "tack_device_synchronize", "device", d);
+    if (st != TACK_OK)
+        return st;
     uint64_t target = atomic_load(&d->submitted);
-    tack_status st = tack_backend_synchronize(d);
+    st = tack_backend_synchronize(d);
     if (st == TACK_OK) {
         uint64_t done = atomic_load(&d->completed);
         while (done < target && !atomic_compare_exchange_weak(&d->completed, &done, target)) {
@@ -284,9 +315,11 @@ tack_status tack_memory_space(uint64_t address, const char **out)
             continue;
         tack_device *d;
         /* A backend that cannot open (no driver, no device) holds no
-         * memory that an address could be. */
-        if (registry_get(tack_backends[i], 0, &d) != TACK_OK)
+         * memory that an address could be (nor leaves a message). */
+        if (registry_get(tack_backends[i], 0, &d) != TACK_OK) {
+            tack_error_clear();
             continue;
+        }
         const char *space = NULL;
         tack_status st = tack_backend_memory_space(d, address, &space);
         tack_device_release(d);

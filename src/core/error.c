@@ -41,11 +41,27 @@ static void make_message_key(void)
 
 const char *tack_last_error(void) { return last_message ? last_message : ""; }
 
+void tack_error_clear(void)
+{
+    if (!last_message)
+        return;
+    if (last_message != lost)
+        free(last_message);
+    last_message = NULL;
+    if (message_key_made)
+        (void)pthread_setspecific(message_key, NULL);
+}
+
+/* A call the caller made begins with no message: one it leaves was set by
+ * it, and one that succeeds leaves "" (a message an earlier call left
+ * would read as this one's). */
 const char *tack_call_enter(const char *name)
 {
     const char *outer = current_call;
-    if (!outer)
+    if (!outer) {
         current_call = name;
+        tack_error_clear();
+    }
     return outer;
 }
 
@@ -121,6 +137,12 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
     if (message_key_made)
         (void)pthread_setspecific(message_key, text);
     return status;
+}
+
+tack_status tack_error_report(tack_status status, const char *message)
+{
+    /* As data, never a format: the text is the caller's. */
+    return tack_error_set(status, "%s", message ? message : "");
 }
 
 const char *tack_status_name(tack_status status)

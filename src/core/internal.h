@@ -34,11 +34,17 @@ tack_status tack_error_set(tack_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Empties the thread's message: for a failure recovered from, whose
+ * message must not outlive it. */
+void tack_error_clear(void);
+
 /* The public function the caller called, named at the head of every
  * message set while it runs ("tack_array_reshape: cannot reshape ..."), so
  * that no message site has to spell its caller and none can name the wrong
  * one. TACK_PUBLIC_CALL() is the first line of each public function that can
- * fail. The outermost call wins: a public function that calls another (send
+ * fail, and clears the thread's message: a call that succeeds leaves ""
+ * (so a failure a call recovers from inside must not leave its message
+ * either). The outermost call wins: a public function that calls another (send
  * calls send_wait) reports the one the caller called. The name is cleared
  * when the function's scope ends, whichever return it leaves by (the
  * compiler's cleanup, not a line before each return), so a message set
@@ -48,10 +54,39 @@ const char *tack_call_enter(const char *name);
 void tack_call_leave(const char *const *outer);
 #if defined(__GNUC__)
 #define TACK_PUBLIC_CALL()                                                                                         \
-    const char *tack_outer_call_ __attribute__((cleanup(tack_call_leave), unused)) = tack_call_enter(__func__)
+    const char *tack_outer_call_ __attribute__((cleanup(tack_call_leave), unused)) = tack_call_enter(__func__); \
+    TACK_ONE_COPY_CHECK()
 #else
 /* Without a scope-exit hook the name could outlive the call: no name. */
-#define TACK_PUBLIC_CALL() ((void)0)
+#define TACK_PUBLIC_CALL() TACK_ONE_COPY_CHECK()
+#endif
+
+/* One Tack per process (src/core/version.c): a copy of libtack loaded
+ * after another one refuses every fallible call, TACK_ERUNTIME with a
+ * message naming both files. Set once, at load, before any call; each
+ * call pays one load and a branch that is never taken in a process with
+ * one copy. */
+#if defined(__GNUC__)
+/* Hidden, so that each call reads it directly rather than through the GOT,
+ * and the refusal out of line, so that the check is one compare. */
+extern int tack_copy_refused __attribute__((visibility("hidden")));
+tack_status tack_copy_refuse(void) __attribute__((cold, noinline));
+#else
+extern int tack_copy_refused;
+tack_status tack_copy_refuse(void);
+#endif
+/* For retain and release, which cannot fail: a refused copy made no handle,
+ * so any handle it is given is the other copy's, whose counts and records
+ * are not its own to change. Nothing is done (the copy said so at load). */
+#define TACK_ONE_COPY_SKIP(result) if (__builtin_expect(tack_copy_refused, 0)) return result
+#if defined(__GNUC__)
+#define TACK_ONE_COPY_CHECK()                                                                                      \
+    if (__builtin_expect(tack_copy_refused, 0))                                                                    \
+    return tack_copy_refuse()
+#else
+#define TACK_ONE_COPY_CHECK()                                                                                      \
+    if (tack_copy_refused)                                                                                         \
+    return tack_copy_refuse()
 #endif
 
 /* Counters (src/core/counters.c), per thread, summed on read: live
@@ -67,6 +102,20 @@ enum tack_count_kind {
 };
 void tack_count_add(enum tack_count_kind kind, long delta);
 long tack_count_total(enum tack_count_kind kind);
+
+/* The free of a released handle's record (an array, buffer, device or
+ * kernel, its count already TACK_REFS_FREED): the record is held back, not
+ * returned to malloc, until TACK_QUARANTINE more records have been freed on
+ * this thread (src/core/counters.c). While it is held its address is given
+ * to no new object, so a release or a use through a stale pointer finds
+ * TACK_REFS_FREED and is reported (tack_misuse_released) rather than
+ * freeing or writing whatever malloc put there next. Built with
+ * AddressSanitizer, a held record is poisoned, so that any other read of
+ * it is reported as ASan reports freed memory. tack_count_free also counts
+ * one object of `kind` gone, in the same visit to the thread's record. */
+#define TACK_QUARANTINE 128
+void tack_handle_free(void *record);
+void tack_count_free(enum tack_count_kind kind, void *record);
 
 /* Reference-count helpers that catch a count going below zero (a double
  * release), which would otherwise be a use after free far from its cause. */
@@ -125,15 +174,15 @@ static inline int tack_ref_release_last(atomic_long *refs, const char *call, con
     return left == 0;
 }
 
-/* For the release of a device or kernel: drops one reference and says
- * whether it was the last, when the caller frees the object. A count going
- * below zero stops the process (tack_refcount_underflow, naming `what`). */
-static inline int tack_ref_last(atomic_long *refs, const char *what)
+/* TACK_EVALUE for a call (`call`, a public function's name) on a handle
+ * already released, after tack_misuse_released has reported it: going on
+ * would read or write a record that is no longer the object's. TACK_OK
+ * for a live one: one load, no call. */
+tack_status tack_misuse_refuse(const char *call, const char *what, const void *object);
+static inline tack_status tack_refuse_released(const atomic_long *refs, const char *call, const char *what,
+                                               const void *object)
 {
-    long left = atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) - 1;
-    if (left < 0)
-        tack_refcount_underflow(what);
-    return left == 0;
+    return tack_ref_peek(refs) >= 1 ? TACK_OK : tack_misuse_refuse(call, what, object);
 }
 
 /* The kernel toolchain's types: src/core/toolchain.h. */
@@ -308,12 +357,15 @@ struct tack_backend_ops {
 };
 
 struct tack_device {
-    atomic_long refs;
-    /* A process-wide device: never freed, so retain and release skip the
-     * reference count (it sits on every allocation's path). */
-    int immortal;
     const struct tack_backend_ops *ops;
     void *impl;
+    /* Past the first 16 bytes: see TACK_REFS_FREED. */
+    atomic_long refs;
+    /* A process-wide device: never freed. Its count is the registry's one
+     * reference and the callers' (so that a release after the caller's
+     * last is caught), not the buffers', which tack_device_hold skips: a
+     * buffer's reference sits on every allocation's path. */
+    int immortal;
     int ordinal;
     int external_context;
     uint64_t domain;
@@ -379,6 +431,21 @@ struct tack_array {
     /* ndim entries: records are sized to their shape. */
     int64_t shape[];
 };
+
+/* A buffer's reference to its device, and its drop: the count of a
+ * process-wide device, which is never freed, is left alone (a locked
+ * instruction on one shared line for every allocation and free). */
+static inline tack_device *tack_device_hold(tack_device *d)
+{
+    if (!d->immortal)
+        atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
+    return d;
+}
+static inline void tack_device_drop(tack_device *d)
+{
+    if (!d->immortal)
+        tack_device_release(d);
+}
 
 /* Whether the buffer's memory is reachable only through this buffer: Tack
  * allocated it (process_private: not exportable, not mapped, not wrapped

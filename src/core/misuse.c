@@ -1,4 +1,6 @@
-/* Calls on objects already released, caught where the check costs nothing. */
+/* Calls on objects already released, caught where the check costs nothing:
+ * a released record keeps TACK_REFS_FREED in its count while it sits in
+ * the quarantine (tack_handle_free), so a stale pointer finds it there. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,4 +17,12 @@ void tack_misuse_released(const char *call, const char *what, const void *object
      * where the mistake is visible. */
     abort();
 #endif
+}
+
+tack_status tack_misuse_refuse(const char *call, const char *what, const void *object)
+{
+    tack_misuse_released(call, what, object);
+    return tack_error_set(TACK_EVALUE, "the %s at %p was already released; retain it (tack_%s_retain) for each "
+                          "extra owner",
+                          what, object, what);
 }

@@ -21,6 +21,8 @@ void tack_report_component(tack_component_report *c, const char *name, tack_stat
     snprintf(c->version, sizeof c->version, "%s", version ? version : "");
 }
 
+/* No TACK_PUBLIC_CALL: the notes quote the lookups' messages, which are
+ * about the driver, not this call. */
 tack_status tack_backend_describe(const char *backend, tack_backend_report *out)
 {
     const struct tack_backend_ops *ops = backend ? tack_backend_find(backend, strlen(backend)) : NULL;
@@ -30,18 +32,15 @@ tack_status tack_backend_describe(const char *backend, tack_backend_report *out)
         return tack_error_set(TACK_EVALUE, "no backend is called '%s'; the backends are %s",
                               backend ? backend : "(null)", known);
     }
-    /* A report is not a failure: whatever the lookups leave in the
-     * thread's message is put back as it was. */
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", tack_last_error());
-
     tack_backend_report r;
     memset(&r, 0, sizeof r);
     snprintf(r.backend, sizeof r.backend, "%s", ops->name);
     snprintf(r.driver.name, sizeof r.driver.name, "driver");
     tack_backend_report_fill(ops, &r);
 
-    tack_error_set(TACK_OK, "%s", saved);
+    /* A report is not a failure: what the lookups leave in the thread's
+     * message is in the report, and the call leaves "". */
+    tack_error_clear();
     *out = r;
     return TACK_OK;
 }

@@ -65,6 +65,17 @@ char *tack_source_finish(struct tack_source *b)
     return b->text;
 }
 
+const char *tack_source_type(tack_dtype dtype)
+{
+    static const char *const types[TACK_NDTYPES] = {
+        [TACK_I8] = "tack_i8_",   [TACK_U8] = "tack_u8_",    [TACK_I16] = "tack_i16_", [TACK_U16] = "tack_u16_",
+        [TACK_I32] = "tack_i32_", [TACK_U32] = "tack_u32_",  [TACK_I64] = "tack_i64_", [TACK_U64] = "tack_u64_",
+        [TACK_F32] = "float",     [TACK_F64] = "double",     [TACK_BOOL] = "tack_bool_", [TACK_F16] = "tack_f16",
+        [TACK_BF16] = "tack_bf16", [TACK_C64] = "tack_c64", [TACK_C128] = "tack_c128",
+    };
+    return (unsigned)dtype < TACK_NDTYPES ? types[dtype] : NULL;
+}
+
 static const char *const index_vars[TACK_KERNEL_MAX_DIMS] = {"tack_i_", "tack_j_", "tack_k_"};
 /* A device entry's extent of index d; one index keeps the plain n. */
 static const char *extent_var(const struct tack_signature *sig, int d)
@@ -103,7 +114,7 @@ void tack_source_params(struct tack_source *b, const struct tack_signature *sig,
 {
     for (int k = 0; k < sig->nparams; k++) {
         const struct tack_param *p = &sig->params[k];
-        const char *type = tack_dtype_c_type(p->dtype);
+        const char *type = tack_source_type(p->dtype);
         if (p->is_array)
             tack_source_put(b, ", %s%s%s *tack_p%d_", space, p->writable ? "" : "const ", type, k);
         else
@@ -123,7 +134,7 @@ void tack_source_kernel_copy(struct tack_source *b, const struct tack_signature 
         tack_source_put(b, "%stack_index %s", d ? ", " : "", sig->index_names[d]);
     for (int k = 0; k < sig->nparams; k++) {
         const struct tack_param *p = &sig->params[k];
-        const char *type = tack_dtype_c_type(p->dtype);
+        const char *type = tack_source_type(p->dtype);
         if (p->is_array)
             /* Checked, the parameter cannot be changed: its checks are
              * against the array it starts as. */
@@ -140,7 +151,7 @@ void tack_source_kernel_copy(struct tack_source *b, const struct tack_signature 
      * a load read anything else. */
     for (int k = 0; sig->checked && k < sig->nparams; k++)
         if (sig->params[k].is_array)
-            tack_source_put(b, "%s tack_sink%d_;\n(void)&tack_sink%d_;\n", tack_dtype_c_type(sig->params[k].dtype),
+            tack_source_put(b, "%s tack_sink%d_;\n(void)&tack_sink%d_;\n", tack_source_type(sig->params[k].dtype),
                             k, k);
     for (int i = 0; i < sig->body_if; i++)
         tack_source_put(b, "#if 1\n");
@@ -164,50 +175,56 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
     const char *space = language == TACK_CHECK_OPENCL ? "__global " : "";
     /* Passed by value, all int64: one layout on the host and every device. */
     tack_source_put(b,
-                    "typedef struct { int64_t size; int64_t ndim; int64_t n[%d]; } tack_extents_;\n"
-                    "TACK_INLINE_ tack_index tack_extent_of_(tack_extents_ e, tack_index d)\n"
-                    "{\n    return d >= 0 && d < e.ndim && d < %d ? e.n[d] : 0;\n}\n"
+                    "typedef struct { tack_i64_ tack_size_; tack_i64_ tack_ndim_; tack_i64_ tack_n_[%d]; } "
+                    "tack_extents_;\n"
+                    "TACK_INLINE_ tack_index tack_extent_of_(tack_extents_ tack_e_, tack_index tack_d_)\n"
+                    "{\n    return tack_d_ >= 0 && tack_d_ < tack_e_.tack_ndim_ && tack_d_ < %d ? "
+                    "tack_e_.tack_n_[tack_d_] : 0;\n}\n"
                     "#define tack_extent(y, d) tack_extent_of_(tack_ext_##y##_, (tack_index)(d))\n"
-                    "#define tack_size(y) ((tack_index)tack_ext_##y##_.size)\n",
+                    "#define tack_size(y) ((tack_index)tack_ext_##y##_.tack_size_)\n",
                     TACK_EXTENT_DIMS, TACK_EXTENT_DIMS);
     if (!sig->checked) {
         tack_source_kernel_copy(b, sig, source, "_tack_x_", "", "", language);
         return;
     }
     const char *cas = language == TACK_CHECK_C
-                          ? "__atomic_compare_exchange_n(&r->flag, &expected, 1u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)"
-                      : cxx ? "atomicCAS((unsigned *)&r->flag, 0u, 1u) == 0u"
-                            : "atomic_cmpxchg((volatile __global uint *)&r->flag, 0u, 1u) == 0u";
+                          ? "__atomic_compare_exchange_n(&tack_r_->tack_flag_, &tack_expected_, 1u, 0, "
+                            "__ATOMIC_RELAXED, __ATOMIC_RELAXED)"
+                      : cxx ? "tack_check_claim_((unsigned *)&tack_r_->tack_flag_)"
+                            : "tack_check_claim_((volatile __global unsigned *)&tack_r_->tack_flag_)";
     /* The first violation wins the flag and writes the rest; the host
      * reads the record once the launch is complete. */
     tack_source_put(b,
-                    "typedef struct { uint32_t flag; uint32_t param; int64_t index; int64_t extent; int64_t line; "
-                    "uint64_t sink; uint64_t unused; } tack_check_record_;\n"
-                    "%s void tack_check_fail_(%stack_check_record_ *r, int param, tack_index i, tack_index n, "
-                    "int line)\n{\n"
-                    "    uint32_t expected = 0;\n    (void)expected;\n"
+                    "typedef struct { tack_u32_ tack_flag_; tack_u32_ tack_param_; tack_i64_ tack_index_; "
+                    "tack_i64_ tack_extent_; tack_i64_ tack_line_; tack_u64_ tack_sink_; tack_u64_ tack_unused_; } "
+                    "tack_check_record_;\n"
+                    "%s void tack_check_fail_(%stack_check_record_ *tack_r_, int tack_param_, tack_index tack_i_, "
+                    "tack_index tack_n_, int tack_line_)\n{\n"
+                    "    tack_u32_ tack_expected_ = 0;\n    (void)tack_expected_;\n"
                     "    if (%s) {\n"
-                    "        r->param = (uint32_t)param;\n        r->index = i;\n        r->extent = n;\n"
-                    "        r->line = line;\n    }\n}\n"
-                    "#define TACK_AT_(k, a, i) (*tack_at##k##_(a, (tack_index)(i), tack_ext_##a##_.size, __LINE__, "
-                    "tack_check_, &tack_sink##k##_))\n"
-                    "#define TACK_REF_(k, a, i) (*tack_ref##k##_(a, (tack_index)(i), tack_ext_##a##_.size, __LINE__, "
-                    "tack_check_))\n"
+                    "        tack_r_->tack_param_ = (tack_u32_)tack_param_;\n        tack_r_->tack_index_ = tack_i_;\n"
+                    "        tack_r_->tack_extent_ = tack_n_;\n        tack_r_->tack_line_ = tack_line_;\n    }\n}\n"
+                    "#define TACK_AT_(k, a, i) (*tack_at##k##_(a, (tack_index)(i), tack_ext_##a##_.tack_size_, "
+                    "__LINE__, tack_check_, &tack_sink##k##_))\n"
+                    "#define TACK_REF_(k, a, i) (*tack_ref##k##_(a, (tack_index)(i), tack_ext_##a##_.tack_size_, "
+                    "__LINE__, tack_check_))\n"
                     /* Through a pointer cast, in bytes: an offset o in the
                      * array's elements and an index in the cast type's,
                      * written in the order the source has them (bl). */
                     "#define TACK_BYTES_(k, a, s, ref, bl, l, r) tack_bytes##k##_(a, (tack_index)((bl) ? (l) : (r)), "
-                    "(tack_index)((bl) ? (r) : (l)), (tack_index)(s), tack_ext_##a##_.size, __LINE__, tack_check_, "
-                    "ref)\n",
+                    "(tack_index)((bl) ? (r) : (l)), (tack_index)(s), tack_ext_##a##_.tack_size_, __LINE__, "
+                    "tack_check_, ref)\n",
                     /* Out of line on the host, so that the accesses in
                      * bounds stay small enough to unroll and inline. */
-                    language == TACK_CHECK_C ? "static __attribute__((noinline, cold, unused))" : "TACK_INLINE_", space,
+                    language == TACK_CHECK_C ? "static __attribute__((__noinline__, __cold__, __unused__))"
+                                             : "TACK_INLINE_",
+                    space,
                     cas);
     for (int k = 0; k < sig->nparams; k++) {
         const struct tack_param *p = &sig->params[k];
         if (!p->is_array)
             continue;
-        const char *type = tack_dtype_c_type(p->dtype), *c = p->writable ? "" : "const ";
+        const char *type = tack_source_type(p->dtype), *c = p->writable ? "" : "const ";
         /* An index is in bounds when 0 <= i < n: one unsigned compare. A
          * load out of bounds reads the thread's zeroed sink, a store goes
          * there; an address (&y[e], an atomic's) is the record's sink: the
@@ -217,22 +234,24 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
          * The flag is set before the address is handed out, so that what
          * follows cannot hide the violation. */
         tack_source_put(b,
-                        "TACK_INLINE_ %s%s *tack_at%d_(%s%s *a, tack_index i, tack_index n, int line, "
-                        "%stack_check_record_ *r, %s *sink)\n{\n"
-                        "    if (__builtin_expect((uint64_t)i < (uint64_t)n, 1))\n        return a + i;\n"
-                        "    tack_check_fail_(r, %d, i, n, line);\n",
+                        "TACK_INLINE_ %s%s *tack_at%d_(%s%s *tack_a_, tack_index tack_i_, tack_index tack_n_, "
+                        "int tack_line_, %stack_check_record_ *tack_r_, %s *tack_sink_)\n{\n"
+                        "    if (__builtin_expect((tack_u64_)tack_i_ < (tack_u64_)tack_n_, 1))\n"
+                        "        return tack_a_ + tack_i_;\n"
+                        "    tack_check_fail_(tack_r_, %d, tack_i_, tack_n_, tack_line_);\n",
                         c, type, k, c, type, space, type, k);
         if (cxx)
-            tack_source_put(b, "    *sink = %s{};\n", type);
+            tack_source_put(b, "    *tack_sink_ = %s{};\n", type);
         else
-            tack_source_put(b, "    *sink = (%s){0};\n", type);
+            tack_source_put(b, "    *tack_sink_ = (%s){0};\n", type);
         tack_source_put(b,
-                        "    return sink;\n}\n"
-                        "TACK_INLINE_ %s%s *tack_ref%d_(%s%s *a, tack_index i, tack_index n, int line, "
-                        "%stack_check_record_ *r)\n{\n"
-                        "    if (__builtin_expect((uint64_t)i < (uint64_t)n, 1))\n        return a + i;\n"
-                        "    tack_check_fail_(r, %d, i, n, line);\n"
-                        "    return (%s%s *)r->sink;\n}\n",
+                        "    return tack_sink_;\n}\n"
+                        "TACK_INLINE_ %s%s *tack_ref%d_(%s%s *tack_a_, tack_index tack_i_, tack_index tack_n_, "
+                        "int tack_line_, %stack_check_record_ *tack_r_)\n{\n"
+                        "    if (__builtin_expect((tack_u64_)tack_i_ < (tack_u64_)tack_n_, 1))\n"
+                        "        return tack_a_ + tack_i_;\n"
+                        "    tack_check_fail_(tack_r_, %d, tack_i_, tack_n_, tack_line_);\n"
+                        "    return (%s%s *)tack_r_->tack_sink_;\n}\n",
                         c, type, k, c, type, space, k, space, type);
         /* Through a cast to another type: the access of s bytes at byte
          * o * sizeof(y's type) + i * s, reported in the cast type's
@@ -244,15 +263,15 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                         "int tack_ref_)\n{\n"
                         "    const tack_index tack_size_ = tack_n_ * (tack_index)sizeof(%s),\n"
                         "                     tack_at_ = tack_o_ * (tack_index)sizeof(%s) + tack_i_ * tack_s_;\n"
-                        "    if (__builtin_expect(tack_s_ <= tack_size_ && (uint64_t)tack_at_ <= "
-                        "(uint64_t)(tack_size_ - tack_s_), 1))\n"
+                        "    if (__builtin_expect(tack_s_ <= tack_size_ && (tack_u64_)tack_at_ <= "
+                        "(tack_u64_)(tack_size_ - tack_s_), 1))\n"
                         "        return (void *)((const char *)tack_a_ + tack_at_);\n"
                         "    tack_check_fail_(tack_r_, %d, tack_at_ < 0 ? -((tack_s_ - 1 - tack_at_) / tack_s_) : "
                         "tack_at_ / tack_s_, tack_size_ / tack_s_, tack_line_);\n"
                         "    for (tack_index tack_q_ = 0; !tack_ref_ && tack_q_ < tack_s_ && tack_q_ < 256; "
                         "tack_q_++)\n"
-                        "        ((%schar *)tack_r_->sink)[tack_q_] = 0;\n"
-                        "    return (%svoid *)tack_r_->sink;\n}\n",
+                        "        ((%schar *)tack_r_->tack_sink_)[tack_q_] = 0;\n"
+                        "    return (%svoid *)tack_r_->tack_sink_;\n}\n",
                         k, type, space, type, type, k, space, space);
     }
     tack_source_kernel_copy(b, sig, source, "_tack_x_", "", "", language);
@@ -262,17 +281,20 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
  * rename them for the user's source, never for Tack's side of a check. */
 static const char *const type_keywords[] = {"void", "const", "float", "double", "_Bool", "bool", NULL};
 
-/* Tack's reading of parameter k (-1 - d for index d), in `language`. */
+/* Tack's reading of parameter k (-1 - d for index d), in `language`: as
+ * the check compares it, in Tack's own spelling (tack_source_type), which
+ * no definition of the user's reaches; `shown`, as the check's message
+ * names it. */
 static void check_type(char *out, size_t cap, const struct tack_signature *sig, int k,
-                       enum tack_check_language language)
+                       enum tack_check_language language, int shown)
 {
     if (k < 0) {
         snprintf(out, cap, "tack_index");
         return;
     }
     const struct tack_param *p = &sig->params[k];
-    const char *type = tack_dtype_c_type(p->dtype);
-    if (p->dtype == TACK_BOOL && language != TACK_CHECK_CXX)
+    const char *type = shown ? tack_dtype_c_type(p->dtype) : tack_source_type(p->dtype);
+    if (shown && p->dtype == TACK_BOOL && language != TACK_CHECK_CXX)
         type = "_Bool";
     snprintf(out, cap, "%s%s%s", p->is_array && !p->writable ? "const " : "", type, p->is_array ? " *" : "");
 }
@@ -311,12 +333,12 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
                                  enum tack_check_language language)
 {
     const int total = sig->ndim + sig->nparams;
-    char type[96];
+    char type[96], shown[96];
     /* Every type word Tack writes below, for keywords_protect; "void" for
      * the function's type. */
     char words[TACK_KERNEL_MAX_PARAMS * 24 + 16] = "void";
     for (int k = 0; k < sig->nparams; k++) {
-        check_type(type, sizeof type, sig, k, language);
+        check_type(type, sizeof type, sig, k, language, 0);
         size_t used = strlen(words);
         snprintf(words + used, sizeof words - used, " %s", type);
     }
@@ -342,12 +364,13 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
                            "all: kernel '%s' has another number of parameters than Tack read\");\n",
                         sig->name, total, sig->name);
         for (int k = 0; k < total; k++) {
-            check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
+            check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language, 0);
+            check_type(shown, sizeof shown, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language, 1);
             const char *name = k < sig->ndim ? sig->index_names[k] : sig->params[k - sig->ndim].name;
             tack_source_put(b,
                             "static_assert(tack_same_<tack_param_<%d, decltype(%s)>::tack_type_, %s>::tack_value_, "
                             "\"" TACK_SIGNATURE_MARKER "%d: parameter '%s' of kernel '%s' is not %s\");\n",
-                            k, sig->name, type, k, name, sig->name, type);
+                            k, sig->name, type, k, name, sig->name, shown);
         }
         keywords_protect(b, words, 0);
         return;
@@ -361,12 +384,13 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
                         source + sig->params_begin);
         keywords_protect(b, words + 4, 1);
         for (int k = 0; k < total; k++) {
-            check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
+            check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language, 0);
+            check_type(shown, sizeof shown, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language, 1);
             const char *name = k < sig->ndim ? sig->index_names[k] : sig->params[k - sig->ndim].name;
             tack_source_put(b,
                             "_Static_assert(__builtin_types_compatible_p(__typeof__(%s), %s), \"" TACK_SIGNATURE_MARKER
                             "%d: parameter '%s' of kernel '%s' is not %s\");\n",
-                            name, type, k, name, sig->name, type);
+                            name, type, k, name, sig->name, shown);
         }
         keywords_protect(b, words + 4, 0);
         for (int k = 0; k < total; k++)
@@ -379,7 +403,7 @@ void tack_source_signature_check(struct tack_source *b, const struct tack_signat
     keywords_protect(b, words, 1);
     tack_source_put(b, "_Static_assert(__builtin_types_compatible_p(__typeof__(&%s), void (*)(", sig->name);
     for (int k = 0; k < total; k++) {
-        check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language);
+        check_type(type, sizeof type, sig, k < sig->ndim ? -1 - k : k - sig->ndim, language, 0);
         tack_source_put(b, "%s%s", k ? ", " : "", type);
     }
     tack_source_put(b, ")), \"" TACK_SIGNATURE_MARKER "all: kernel '%s' has other parameter types than Tack read\");\n",

@@ -143,6 +143,14 @@ void tack_source_append(struct tack_source *s, const char *text);
 /* The text (malloc'd, the caller's), or NULL if an allocation failed. */
 char *tack_source_finish(struct tack_source *s);
 
+/* What Tack's generated code names a dtype's C type by, after the user's
+ * definitions and source: never a name a #define of theirs can take
+ * (int32_t, bool), only a keyword (float, double) or a spelling of Tack's
+ * own, tack_i8_ ... tack_u64_, tack_bool_, tack_f16 ..., which every
+ * dialect's prelude defines before the definitions (TACK_PRELUDE_TYPES in
+ * src/backend/prelude.h). NULL for an invalid dtype. */
+const char *tack_source_type(tack_dtype dtype);
+
 /* The pieces every entry point shares. Inside an entry, the indices are
  * `tack_i_`, `tack_j_` and `tack_k_` (as many as the kernel has; the last
  * runs fastest) and parameter k is `tack_p<k>_`. */

@@ -1,6 +1,5 @@
 /* Kernels' code: source generated per dialect, compiled through the
  * backends' toolchains and the code store, loaded once per device. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,7 @@
 void tack_built_free(struct tack_built *b)
 {
     if (b->code.object)
-        dlclose(b->code.object);
+        tack_store_unload(b->code.object);
     else
         free((void *)b->code.data);
     free(b->key);
@@ -79,6 +78,9 @@ tack_status tack_kernel_generated_source(tack_kernel *k, const char *backend, co
     TACK_PUBLIC_CALL();
     if (!k || !backend || !out)
         return tack_error_set(TACK_EVALUE, "arguments must not be NULL");
+    tack_status live = tack_kernel_check_live(k, NULL, "tack_kernel_generated_source");
+    if (live != TACK_OK)
+        return live;
     const struct tack_backend_ops *ops = tack_backend_find(backend, strlen(backend));
     if (!ops || !tack_backend_dialect(ops)) {
         char list[256];
@@ -132,6 +134,8 @@ static int cache_path(const struct tack_dialect *d, const struct tack_compile *j
     if (st != TACK_OK) {
         if (unsafe || tack_code_kind_is_file(job->kind))
             *refused = st;
+        else
+            tack_error_clear(); /* compiled without the store, which only saves time */
         return 0;
     }
     char name[160];
@@ -170,10 +174,13 @@ static tack_status compile_kept(const struct tack_backend_ops *ops, struct tack_
             return TACK_OK;
         }
         free(data);
+        tack_error_clear(); /* a miss, for whatever reason, is compiled */
     }
     tack_status st = report(tack_backend_kernel_compile(ops, job, code), code);
-    if (st == TACK_OK && cached)
-        (void)tack_cache_store(dir, path, code->data, text ? code->size - 1 : code->size);
+    /* Code the store could not keep is compiled again next time; the
+     * compile itself succeeded, and leaves no message. */
+    if (st == TACK_OK && cached && tack_cache_store(dir, path, code->data, text ? code->size - 1 : code->size))
+        tack_error_clear();
     return st;
 }
 
@@ -398,6 +405,9 @@ tack_status tack_kernel_build(tack_kernel *k, tack_device *d)
     TACK_PUBLIC_CALL();
     if (!k || !d)
         return tack_error_set(TACK_EVALUE, "kernel and device must not be NULL");
+    tack_status live = tack_kernel_check_live(k, d, "tack_kernel_build");
+    if (live != TACK_OK)
+        return live;
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -412,6 +422,9 @@ tack_status tack_kernel_target(tack_kernel *k, tack_device *d, const char **out)
     TACK_PUBLIC_CALL();
     if (!k || !d || !out)
         return tack_error_set(TACK_EVALUE, "kernel, device and out must not be NULL");
+    tack_status live = tack_kernel_check_live(k, d, "tack_kernel_target");
+    if (live != TACK_OK)
+        return live;
     struct tack_loaded *l;
     pthread_mutex_lock(&k->lock);
     tack_status st = tack_kernel_build_locked(k, d, &l);
@@ -428,6 +441,9 @@ tack_status tack_kernel_ptx(tack_kernel *k, const char *arch, const char **ptx, 
     TACK_PUBLIC_CALL();
     if (!k || !ptx || !size)
         return tack_error_set(TACK_EVALUE, "kernel, ptx and size must not be NULL");
+    tack_status live = tack_kernel_check_live(k, NULL, "tack_kernel_ptx");
+    if (live != TACK_OK)
+        return live;
     /* The backend whose code without a device is PTX. */
     const struct tack_backend_ops *ops = NULL;
     for (int i = 0; tack_backends[i] && !ops; i++)

@@ -68,6 +68,8 @@ tack_status tack_kernel_create_with(const char *source, const char *name, const 
     tack_status st = tack_build_options_copy(options, &k->options);
     if (st == TACK_OK) {
         st = tack_signature_parse_checked(source, k->options.head, name, k->options.checked, &k->sig);
+        if (st == TACK_OK && (st = tack_build_options_check_names(&k->options, k->sig.name)) != TACK_OK)
+            tack_signature_free(&k->sig);
         if (st != TACK_OK)
             tack_build_options_free(&k->options);
     }
@@ -111,6 +113,7 @@ tack_status tack_kernel_create_with(const char *source, const char *name, const 
 
 tack_kernel *tack_kernel_retain(tack_kernel *k)
 {
+    TACK_ONE_COPY_SKIP(k);
     if (k)
         atomic_fetch_add_explicit(&k->refs, 1, memory_order_relaxed);
     return k;
@@ -118,7 +121,8 @@ tack_kernel *tack_kernel_retain(tack_kernel *k)
 
 void tack_kernel_release(tack_kernel *k)
 {
-    if (!k || !tack_ref_last(&k->refs, "kernel"))
+    TACK_ONE_COPY_SKIP();
+    if (!k || !tack_ref_release_last(&k->refs, "tack_kernel_release", "kernel", k))
         return;
     for (struct tack_loaded *l = k->loaded, *next; l; l = next) {
         next = l->next;
@@ -141,7 +145,8 @@ void tack_kernel_release(tack_kernel *k)
     tack_signature_free(&k->sig);
     tack_build_options_free(&k->options);
     free(k->source);
-    free(k);
+    atomic_store_explicit(&k->refs, TACK_REFS_FREED, memory_order_relaxed);
+    tack_handle_free(k);
 }
 
 const char *tack_kernel_name(const tack_kernel *k) { return k->sig.name; }
@@ -206,24 +211,62 @@ static tack_status count_error(const tack_kernel *k, size_t nargs)
                           k->sig.nparams, k->sig.nparams == 1 ? "" : "s", list, nargs);
 }
 
+/* The tack_arg union's field for a dtype's value, which is also the
+ * suffix of its tack_arg_ constructor (tack_arg_bool fills .boolean). */
+static const char *arg_field(tack_dtype d)
+{
+    static const char *const fields[TACK_NDTYPES] = {
+        [TACK_I8] = "i8",   [TACK_U8] = "u8",   [TACK_I16] = "i16", [TACK_U16] = "u16",
+        [TACK_I32] = "i32", [TACK_U32] = "u32", [TACK_I64] = "i64", [TACK_U64] = "u64",
+        [TACK_F32] = "f32", [TACK_F64] = "f64", [TACK_BOOL] = "boolean", [TACK_F16] = "f16",
+        [TACK_BF16] = "bf16", [TACK_C64] = "c64", [TACK_C128] = "c128"};
+    return (unsigned)d < TACK_NDTYPES ? fields[d] : "?";
+}
+
 static tack_status bind_error(const tack_kernel *k, int i, const tack_arg *a)
 {
     const struct tack_param *p = &k->sig.params[i];
     char t[64];
     tack_param_describe(p, t, sizeof t);
+    /* An uninitialised or garbled argument: saying "got an array" or "a
+     * scalar" would send the reader after the wrong field. */
+    if (a->kind != TACK_ARG_SCALAR && a->kind != TACK_ARG_ARRAY && a->kind != TACK_ARG_SCALAR_BITS)
+        return tack_error_set(TACK_ETYPE,
+                              "argument %d (parameter '%s' of kernel '%s') has kind %d, which is no tack_arg_kind: "
+                              "set .kind to TACK_ARG_SCALAR (0), TACK_ARG_ARRAY (1) or TACK_ARG_SCALAR_BITS (2), "
+                              "or build the argument with "
+                              "%s%s",
+                              i, p->name, k->sig.name, (int)a->kind, p->is_array ? "tack_arg_array" : "tack_arg_",
+                              p->is_array ? "" : arg_field(p->dtype));
     if (p->is_array && (a->kind != TACK_ARG_ARRAY || !a->value.array))
         return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is an array (%s); got a scalar", p->name,
                               k->sig.name, t);
+    if (p->is_array && tack_ref_peek(&a->value.array->refs) < 1)
+        return tack_misuse_refuse("a kernel launch's arguments", "array", a->value.array);
     if (p->is_array)
         return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is %s, an array of %s; got an array of %s",
                               p->name, k->sig.name, t, tack_dtype_name(p->dtype),
                               tack_dtype_name(a->value.array->dtype));
-    if (a->kind != TACK_ARG_SCALAR)
+    if (a->kind == TACK_ARG_ARRAY)
         return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is a scalar (%s); got an array", p->name,
                               k->sig.name, t);
     const char *given = tack_dtype_name(a->dtype);
-    return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is %s (%s); got a %s value", p->name,
-                          k->sig.name, t, tack_dtype_name(p->dtype), given ? given : "non-Tack");
+    if (a->dtype == p->dtype) {
+        /* The value's bits are an integer's (integer_bits): see tack_arg. */
+        long long v = p->dtype == TACK_F64 ? (long long)a->value.i64 : (long long)a->value.i32;
+        return tack_error_set(TACK_ETYPE,
+                              "parameter '%s' of kernel '%s' is %s (%s), but the argument's bits are those of the "
+                              "integer %lld written to an integer field (.value.i64, .value.i32), not of a %s: a "
+                              "tack_arg is read through the field its .dtype names; fill .value.%s "
+                              "(tack_arg_%s(%lld.0)), or set .kind to TACK_ARG_SCALAR_BITS for a subnormal meant "
+                              "as one",
+                              p->name, k->sig.name, t, tack_dtype_name(p->dtype), v, t, arg_field(p->dtype),
+                              arg_field(p->dtype), v);
+    }
+    return tack_error_set(TACK_ETYPE, "parameter '%s' of kernel '%s' is %s (%s); got a %s value: fill .value.%s "
+                          "and set .dtype to %s (tack_arg_%s)", p->name,
+                          k->sig.name, t, tack_dtype_name(p->dtype), given ? given : "non-Tack",
+                          arg_field(p->dtype), tack_dtype_name(p->dtype), arg_field(p->dtype));
 }
 
 /* Parameter i's array is on `ad`, whose memory domain is not that of `d`,
@@ -329,6 +372,26 @@ struct bound {
     int64_t n; /* the domain's size; the extent itself for a domain of one index */
 };
 
+/* Whether a float scalar's bits are those of a small integer written to
+ * the union's integer field (.i64 = 3 beside .dtype = TACK_F64), which C
+ * cannot otherwise tell from a float: 1 to 2^32 reads as a subnormal
+ * double below 2.2e-314 (1 to 2^16 as a float below 9.2e-41), -1 to
+ * -2^32 as a NaN whose top 32 bits are all set (-1 to -2^16: top 16 of
+ * a float's), values no arithmetic passes on purpose. Two compares per
+ * float argument on the launch path. */
+static inline int integer_bits(const tack_arg *a)
+{
+    if (a->dtype == TACK_F64) {
+        uint64_t u = (uint64_t)a->value.i64;
+        return (u - 1 < (uint64_t)1 << 32) || u >= ~(uint64_t)0 - ((uint64_t)1 << 32) + 1;
+    }
+    if (a->dtype == TACK_F32) {
+        uint32_t u = (uint32_t)a->value.i32;
+        return (u - 1 < (uint32_t)1 << 16) || u >= ~(uint32_t)0 - ((uint32_t)1 << 16) + 1;
+    }
+    return 0;
+}
+
 /* Binds args to the kernel's parameters: their number, each one's kind
  * and dtype, a writable array where the kernel may store, and one memory
  * domain for all arrays and `device` (NULL: the arrays'). TACK_ETYPE or
@@ -345,13 +408,14 @@ static tack_status bind(const tack_kernel *k, tack_device *device, const tack_ar
         const struct tack_param *p = &k->sig.params[i];
         const tack_arg *a = &args[i];
         if (!p->is_array) {
-            if (a->kind != TACK_ARG_SCALAR || a->dtype != p->dtype)
+            int taken = a->kind == TACK_ARG_SCALAR_BITS || (a->kind == TACK_ARG_SCALAR && !integer_bits(a));
+            if (!taken || a->dtype != p->dtype)
                 return bind_error(k, i, a);
             b->vals[i] = (void *)&a->value;
             continue;
         }
         tack_array *arr = a->value.array;
-        if (a->kind != TACK_ARG_ARRAY || !arr || arr->dtype != p->dtype)
+        if (a->kind != TACK_ARG_ARRAY || !arr || tack_ref_peek(&arr->refs) < 1 || arr->dtype != p->dtype)
             return bind_error(k, i, a);
         if (p->writable && !arr->writable)
             return tack_error_set(TACK_EVALUE,
@@ -626,12 +690,27 @@ static tack_status launch_bound(tack_kernel *k, struct bound *b, const tack_arg 
     return h ? hidden_done(k, h, st) : st;
 }
 
+tack_status tack_kernel_check_live(const tack_kernel *k, const tack_device *device, const char *call)
+{
+    tack_status st = tack_refuse_released(&k->refs, call, "kernel", k);
+    if (st == TACK_OK && device)
+        st = tack_refuse_released(&device->refs, call, "device", device);
+    return st;
+}
+
+static tack_status refuse_released(const tack_kernel *k, const tack_device *device)
+{
+    return tack_kernel_check_live(k, device, "a kernel launch");
+}
+
 /* Launches over the domain of ndim extents `shape`. */
 static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const int64_t *shape, const tack_arg *args,
                           size_t nargs, const tack_launch_hooks *hooks)
 {
     struct bound b;
-    tack_status st = bind(k, device, args, nargs, &b);
+    tack_status st = refuse_released(k, device);
+    if (st == TACK_OK)
+        st = bind(k, device, args, nargs, &b);
     if (st != TACK_OK)
         return st;
     b.ndim = ndim;
@@ -645,7 +724,9 @@ static tack_status launch(tack_kernel *k, tack_device *device, int ndim, const i
 static tack_status call(tack_kernel *k, const tack_arg *args, size_t nargs, const tack_launch_hooks *hooks)
 {
     int64_t shape[TACK_KERNEL_MAX_DIMS];
-    tack_status st = tack_kernel_call_domain(k, args, nargs, shape);
+    tack_status st = refuse_released(k, NULL);
+    if (st == TACK_OK)
+        st = tack_kernel_call_domain(k, args, nargs, shape);
     return st != TACK_OK ? st : launch(k, NULL, k->sig.ndim, shape, args, nargs, hooks);
 }
 

@@ -60,9 +60,10 @@ struct tack_loaded {
 };
 
 struct tack_kernel {
-    atomic_long refs;
     char *source;
     struct tack_signature sig;
+    /* Past the first 16 bytes: see TACK_REFS_FREED. */
+    atomic_long refs;
     int first_writable;
     int uses_f64;
     uint32_t dtypes; /* 1u << d for each dtype d of a parameter */
@@ -102,6 +103,9 @@ tack_status tack_kernel_call_domain(const tack_kernel *k, const tack_arg *args, 
  * environment sets out->checked. TACK_EVALUE naming the entry, or
  * TACK_ENOMEM; on error `out` holds nothing (options.c). */
 tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_build_options *out);
+/* TACK_EVALUE when a definition names a macro <kernel>_tack_..., which
+ * Tack's copies of kernel `kernel` are named (tack_source_kernel_copy). */
+tack_status tack_build_options_check_names(const struct tack_build_options *o, const char *kernel);
 /* Frees what tack_build_options_copy made. */
 void tack_build_options_free(struct tack_build_options *o);
 
@@ -122,13 +126,16 @@ void tack_store_name(const char *backend, const struct tack_compile *job, char *
  * the object stored under `name` loaded when it is there, trusted, whole
  * and made for its name; else compiled by `compile` into the store
  * (job's dirfd, source_file and output filled for it), sealed, published
- * and loaded. On success code->object is the loaded object (dlclose it).
+ * and loaded. On success code->object is the loaded object (closed with
+ * tack_store_unload).
  * A failed compile's status as `compile` returned it; TACK_ERUNTIME when
  * the file cannot be written, loaded, or is refused after it was rebuilt
  * (store_object.c). Leaves no temporary file. */
 tack_status tack_store_object(const char *dir, const char *name, struct tack_compile *job,
                               tack_status (*compile)(const struct tack_compile *, struct tack_kernel_code *),
                               struct tack_kernel_code *code);
+/* Closes an object tack_store_object loaded (store_object.c). */
+void tack_store_unload(void *object);
 
 /* The cache directory, created when missing (store.c). TACK_ERUNTIME when
  * it cannot be made or is not private (owned by another user, writable by
@@ -149,5 +156,10 @@ char *tack_cache_load(const char *path, size_t *size);
  * descriptor of path's directory opened and checked here (`dir` is not
  * used), then holds the cache to TACK_CACHE_MAX. */
 tack_status tack_cache_store(const char *dir, const char *path, const void *data, size_t size);
+
+/* TACK_EVALUE, reported as tack_misuse_released says, for a call (`call`)
+ * on a released kernel or, when not NULL, a released device: one load
+ * each. */
+tack_status tack_kernel_check_live(const tack_kernel *kernel, const tack_device *device, const char *call);
 
 #endif

@@ -38,6 +38,9 @@ static int is_identifier(const char *s, size_t len)
     return 1;
 }
 
+/* Whether a macro named `name` would take one of Tack's own names. */
+static int reserved(const char *name) { return !strncmp(name, "tack_", 5) || !strncmp(name, "TACK_", 5); }
+
 /* Why entry i of list `what` cannot be passed on, or NULL. A line break
  * would end a directive the compiler reads, or a line of the key's text. */
 static const char *refusal(const char *what, const char *entry)
@@ -62,7 +65,16 @@ static const char *refusal(const char *what, const char *entry)
             end--;
         if (eq && end > 0 && entry[end - 1] == '\\')
             return "ends with a backslash, which would continue the definition onto the next line";
+        /* Tack's generated code names its own types and helpers so; a
+         * definition of one would reach Tack's side of the kernel. */
+        if (reserved(entry))
+            return "names a macro beginning tack_ or TACK_: those names are Tack's own (its prelude and generated "
+                   "code use them); choose another name";
     }
+    /* The same as a compiler's flag, -Dtack_x or -Utack_x. */
+    if (!strcmp(what, "options") && (!strncmp(entry, "-D", 2) || !strncmp(entry, "-U", 2)) && reserved(entry + 2))
+        return "defines or undefines a macro beginning tack_ or TACK_: those names are Tack's own (its prelude and "
+               "generated code use them); choose another name";
     return NULL;
 }
 
@@ -274,6 +286,21 @@ static char *options_text(const struct tack_build_options *o)
     for (size_t i = 0; i < o->noptions; i++)
         tack_source_put(&t, "O %s\n", o->options[i]);
     return tack_source_finish(&t);
+}
+
+tack_status tack_build_options_check_names(const struct tack_build_options *o, const char *kernel)
+{
+    size_t n = strlen(kernel);
+    for (size_t i = 0; i < o->ndefines; i++) {
+        const char *d = o->defines[i];
+        if (!strncmp(d, kernel, n) && !strncmp(d + n, "_tack_", 6))
+            return tack_error_set(TACK_EVALUE,
+                                  "kernel options: defines entry %zu names a macro beginning %s_tack_: names of "
+                                  "kernel '%s' followed by _tack_ are Tack's own (its copies of the kernel); "
+                                  "choose another name",
+                                  i, kernel, kernel);
+    }
+    return TACK_OK;
 }
 
 tack_status tack_build_options_copy(const tack_kernel_options *in, struct tack_build_options *out)

@@ -3,7 +3,6 @@
 #include "ext.h"
 
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
@@ -295,26 +294,24 @@ static int to_bool(PyObject *obj, void *out)
  * kind is refused as out of range). */
 static int to_integer(PyObject *obj, tack_dtype dtype, char kind, void *out)
 {
-    PyObject *idx;
-    if (PyFloat_Check(obj)) {
-        double d = PyFloat_AS_DOUBLE(obj);
-        /* NaN and infinities have no integer value; finite values truncate
-         * toward zero as NumPy's casts do, and the range check below
-         * decides whether the result fits. */
-        idx = isfinite(d) ? PyLong_FromDouble(d) : NULL;
-        if (!idx) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "%R cannot be stored in %s", obj, tack_dtype_name(dtype));
-            return -1;
-        }
-    } else {
-        idx = PyNumber_Index(obj);
-        if (!idx) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "expected an integer for %s, got %s", tack_dtype_name(dtype),
-                         Py_TYPE(obj)->tp_name);
-            return -1;
-        }
+    /* A float is refused, even 2.0, as a kernel's integer parameter
+     * refuses it: a store that truncated 2.5 to 2 would lose the value
+     * behind the caller's back, and one rule for both is easier to keep
+     * than a line between them. */
+    const PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number;
+    if (PyFloat_Check(obj) || (nb && nb->nb_float && !nb->nb_index && !PyComplex_Check(obj))) {
+        PyErr_Format(PyExc_TypeError,
+                     "expected an integer for %s, got %s %R; convert it with int() or round() first (Tack never "
+                     "truncates a number to an integer: not in Array.fill, not for a kernel's parameter)",
+                     tack_dtype_name(dtype), Py_TYPE(obj)->tp_name, obj);
+        return -1;
+    }
+    PyObject *idx = PyNumber_Index(obj);
+    if (!idx) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "expected an integer for %s, got %s", tack_dtype_name(dtype),
+                     Py_TYPE(obj)->tp_name);
+        return -1;
     }
     int overflow = 0;
     long long s = 0;

@@ -354,7 +354,9 @@ static PyMethodDef array_methods[] = {
     {"from_numpy", array_from_numpy_method, METH_O,
      "from_numpy($self, a, /)\n--\n\nCopies a NumPy array (or anything NumPy reads) of the same shape into this "
      "array."},
-    {"fill", array_fill, METH_O, "fill($self, value, /)\n--\n\nSets every element to value."},
+    {"fill", array_fill, METH_O,
+     "fill($self, value, /)\n--\n\nSets every element to value: an integer for an integer array (a float, even "
+     "2.0, is a TypeError, as for a kernel's integer parameter), a number for the others."},
     {"export_memory", array_export_memory, METH_NOARGS,
      "export_memory($self, /)\n--\n\nThe array's memory as an OS handle (tack.ExportedMemory)."},
     {"__dlpack__", (PyCFunction)(void (*)(void))tack_py_array_dlpack, METH_FASTCALL | METH_KEYWORDS,

@@ -17,8 +17,14 @@ int tack_py_array_interface_init(void)
             return -1;
     for (int d = 0; d < TACK_NDTYPES; d++) {
         char text[8];
-        if (tack_dtype_typestr((tack_dtype)d, text, sizeof text) != TACK_OK ||
-            !(typestrs[d] = PyUnicode_InternFromString(text)))
+        /* Fails only in a libtack that refuses every call (a second copy
+         * of Tack in the process): the import says why. */
+        tack_status st = tack_dtype_typestr((tack_dtype)d, text, sizeof text);
+        if (st != TACK_OK) {
+            tack_py_raise(st);
+            return -1;
+        }
+        if (!(typestrs[d] = PyUnicode_InternFromString(text)))
             return -1;
     }
     return (version_3 = PyLong_FromLong(3)) ? 0 : -1;

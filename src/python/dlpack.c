@@ -6,7 +6,7 @@
 
 #include "tack/import.h"
 
-static PyObject *str_dlpack_device, *kwnames_max_version_stream, *kwnames_stream, *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0;
+static PyObject *str_dlpack_device, *kwnames_max_version_stream, *kwnames_stream, *str_requires_grad, *str_exchange_api, *str_dlpack, *str_max_version, *kwnames_max_version, *version_1_0, *str_is_conj, *str_is_neg;
 
 static const char *const dlpack_kwnames[] = {"stream", "max_version", "dl_device", "copy", NULL};
 
@@ -139,6 +139,17 @@ struct producer_type {
      * lookup: it is called directly, as that lookup would. */
     getter grad_get;
     void *grad_closure;
+    /* PyTorch's lazy conjugation and negation, read by is_conj() and
+     * is_neg() (strong references; both NULL unless the type is PyTorch's
+     * tensor type, or derives from it, and has both): a
+     * tensor with either bit set holds the values from before the
+     * operation, which a DLPack tensor cannot say. PyTorch's table exports
+     * such tensors as they are stored, and its __dlpack__ refuses only the
+     * conjugate bit, so Tack asks itself. Where a method is a C function of
+     * the type's own taking no arguments it is called directly, as a
+     * Python call would reach it, without the method object a call makes. */
+    PyObject *is_conj, *is_neg;
+    PyCFunction conj_get, neg_get;
 };
 
 /* A few types in turn (PyTorch's, NumPy's, Tack's own), so that imports
@@ -183,6 +194,43 @@ static const DLPackExchangeAPI *read_exchange_api(PyTypeObject *type)
     return api;
 }
 
+/* Whether `type` is PyTorch's tensor type or derives from it: only its
+ * is_conj() and is_neg() mean the bits, whatever another library's
+ * methods of those names do. By name, so that PyTorch is not imported;
+ * older PyTorch names the base _TensorBase. */
+static int is_torch_tensor_type(PyTypeObject *type)
+{
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
+        const char *name = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_name;
+        if (!strcmp(name, "torch._C.TensorBase") || !strcmp(name, "torch._C._TensorBase"))
+            return 1;
+    }
+    return 0;
+}
+
+/* The type's method `name`, NULL when it has none; *direct is its C
+ * function where that can be called in its place. */
+static PyObject *bit_method(PyTypeObject *type, PyObject *name, PyCFunction *direct)
+{
+    *direct = NULL;
+    PyObject *m = PyObject_GetAttr((PyObject *)type, name);
+    if (!m) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* On the class, a method of a C type comes back as its descriptor; one
+     * of the type's own (not a metaclass's answer) may be given the type's
+     * instances. */
+    if (Py_IS_TYPE(m, &PyMethodDescr_Type) && type->tp_getattro == PyObject_GenericGetAttr &&
+        PyType_IsSubtype(type, PyDescr_TYPE(m))) {
+        PyMethodDef *def = ((PyMethodDescrObject *)m)->d_method;
+        if (def->ml_flags == METH_NOARGS)
+            *direct = def->ml_meth;
+    }
+    return m;
+}
+
 /* The entry for `type` (a copy, holding no references: the cache keeps
  * them, and the type keeps its attributes). Never fails: what cannot be
  * read counts as absent. */
@@ -205,6 +253,14 @@ static struct producer_type producer_type(PyTypeObject *type)
         fresh.grad_get = def->get;
         fresh.grad_closure = def->closure;
     }
+    if (is_torch_tensor_type(type)) {
+        fresh.is_conj = bit_method(type, str_is_conj, &fresh.conj_get);
+        fresh.is_neg = fresh.is_conj ? bit_method(type, str_is_neg, &fresh.neg_get) : NULL;
+        if (!fresh.is_neg) {
+            Py_CLEAR(fresh.is_conj);
+            fresh.conj_get = NULL;
+        }
+    }
     /* Read after the lookups above, which assign it if the type had none. */
     fresh.version = type->tp_version_tag;
     /* The lookups may have run Python code that filled a slot meanwhile:
@@ -221,6 +277,8 @@ static struct producer_type producer_type(PyTypeObject *type)
     Py_INCREF(type);
     producer_types[slot] = fresh;
     Py_XDECREF(old.requires_grad);
+    Py_XDECREF(old.is_conj);
+    Py_XDECREF(old.is_neg);
     Py_XDECREF(old.type);
     return fresh;
 }
@@ -241,6 +299,50 @@ static int requires_grad(const struct producer_type *p, PyObject *source)
         r = 0;
     }
     return r;
+}
+
+/* 1 when the bit `method` reads is set on `source`; a failed read counts
+ * as not set (the import then goes on as for any other producer), unless
+ * it failed with an exception that must propagate: then -1 with it. */
+static int lazy_bit(PyObject *method, PyCFunction direct, PyObject *source)
+{
+    PyObject *v = direct ? direct(source, NULL) : PyObject_CallOneArg(method, source);
+    int r = v == Py_False ? 0 : v == Py_True ? 1 : v ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
+    if (r < 0) {
+        if (tack_py_exception_must_propagate())
+            return -1;
+        PyErr_Clear();
+        r = 0;
+    }
+    return r;
+}
+
+/* 1 with a BufferError when `source` is a PyTorch tensor whose memory does
+ * not hold its values (a conjugate or negative bit set), or with an
+ * exception that must propagate; else 0. The conjugate bit is set on
+ * complex tensors only, so it is read for those alone (`complex` is 1, 0,
+ * or -1 when the dtype is not known yet). */
+static int lazy_bits_refused(const struct producer_type *p, PyObject *source, int complex)
+{
+    if (!p->is_neg)
+        return 0;
+    int conj = complex ? lazy_bit(p->is_conj, p->conj_get, source) : 0;
+    int neg = conj ? 0 : lazy_bit(p->is_neg, p->neg_get, source);
+    if (conj < 0 || neg < 0)
+        return 1;
+    if (conj)
+        PyErr_SetString(PyExc_BufferError,
+                        "this PyTorch tensor has its conjugate bit set (torch.conj is lazy for complex tensors): "
+                        "its memory holds the unconjugated values, which a DLPack tensor cannot say, so PyTorch's "
+                        "own __dlpack__ refuses it too; import t.resolve_conj(), which has the conjugated values "
+                        "in memory");
+    else if (neg)
+        PyErr_SetString(PyExc_BufferError,
+                        "this PyTorch tensor has its negative bit set (a lazy negation, as torch.conj(x).imag and "
+                        "torch._neg_view make): its memory holds the values before negation, which a DLPack "
+                        "tensor cannot say; import t.resolve_neg(), which has the negated values in memory");
+    return conj || neg;
 }
 
 /* The stream= a producer should order its pending writes before, as a
@@ -338,29 +440,10 @@ check:
     return capsule;
 }
 
-static PyObject *import_copy(PyObject *source, PyObject *device)
+/* tack.array(host, device=device): NumPy's reading of a host array, which
+ * knows strides and ml_dtypes' bfloat16. */
+static PyObject *copy_with_array(PyObject *host, PyObject *device)
 {
-    int is_nd = tack_py_is_ndarray(source);
-    if (is_nd < 0)
-        return NULL;
-    int has_dlpack = 1;
-    if (!is_nd && !PyCapsule_CheckExact(source)) {
-        PyObject *attr;
-        has_dlpack = tack_py_lookup_optional(source, str_dlpack, &attr);
-        Py_XDECREF(attr);
-        if (has_dlpack < 0)
-            return NULL;
-    }
-    if (!has_dlpack) {
-        PyErr_Format(PyExc_TypeError,
-                     "from_dlpack(copy=True) needs an object with __dlpack__ or a DLPack capsule, not %s; "
-                     "tack.array(obj) copies anything NumPy can read",
-                     Py_TYPE(source)->tp_name);
-        return NULL;
-    }
-    PyObject *host = is_nd ? Py_NewRef(source) : PyObject_CallMethod(tack_py_numpy(), "from_dlpack", "O", source);
-    if (!host)
-        return NULL;
     PyObject *mod = PyImport_ImportModule("tack._tack");
     PyObject *result = NULL;
     if (mod) {
@@ -376,8 +459,84 @@ static PyObject *import_copy(PyObject *source, PyObject *device)
         }
         Py_DECREF(mod);
     }
-    Py_DECREF(host);
     return result;
+}
+
+/* The tensor imported as without copy=, then copied by Tack onto `target`
+ * (through the host for device memory, after the launches queued on it),
+ * and the import dropped: every dtype the import knows copies (NumPy's
+ * from_dlpack has no bfloat16), and the producer's deleter has run by the
+ * time the copy is returned, unless the producer is shared otherwise. */
+static PyObject *copy_by_tack(PyObject *source, tack_device *target, int *imported)
+{
+    tack_array *view = tack_py_dlpack_share(source, NULL);
+    *imported = view != NULL;
+    if (!view)
+        return NULL;
+    tack_array *copy = NULL;
+    tack_status st = tack_array_to_device(view, target, &copy);
+    /* Raised before the release, which may run the producer's deleter. */
+    PyObject *result = st == TACK_OK ? tack_py_array_new(copy) : tack_py_raise(st);
+    tack_array_release(view);
+    return result;
+}
+
+static PyObject *import_copy(PyObject *source, PyObject *device)
+{
+    int is_nd = tack_py_is_ndarray(source);
+    if (is_nd < 0)
+        return NULL;
+    if (is_nd)
+        return copy_with_array(source, device);
+    int is_capsule = PyCapsule_CheckExact(source);
+    if (!is_capsule) {
+        PyObject *attr;
+        int has_dlpack = tack_py_lookup_optional(source, str_dlpack, &attr);
+        Py_XDECREF(attr);
+        if (has_dlpack < 0)
+            return NULL;
+        if (!has_dlpack) {
+            PyErr_Format(PyExc_TypeError,
+                         "from_dlpack(copy=True) needs an object with __dlpack__ or a DLPack capsule, not %s; "
+                         "tack.array(obj) copies anything NumPy can read",
+                         Py_TYPE(source)->tp_name);
+            return NULL;
+        }
+    }
+    /* Like tack.array's: device= or the default device. */
+    tack_device *target = NULL;
+    if (device != Py_None) {
+        if (!tack_py_device_converter(device, &target))
+            return NULL;
+    } else {
+        target = tack_py_default_device();
+        if (!target)
+            return NULL;
+        tack_device_retain(target);
+    }
+    int imported;
+    PyObject *result = copy_by_tack(source, target, &imported);
+    tack_device_release(target);
+    /* The zero-copy import refuses strided memory (ValueError), which
+     * NumPy reads and tack.array copies; a capsule is spent by then. Its
+     * refusal stands when NumPy cannot read the tensor either (device
+     * memory, a dtype NumPy lacks). Other refusals (BufferError for what
+     * the producer will not export, TypeError for an unknown dtype) are
+     * NumPy's too, or worse, silently read: they stand. */
+    if (result || imported || is_capsule || !PyErr_ExceptionMatches(PyExc_ValueError))
+        return result;
+    PyObject *refusal = tack_py_exception_take();
+    PyObject *np = tack_py_numpy();
+    PyObject *host = np ? PyObject_CallMethod(np, "from_dlpack", "O", source) : NULL;
+    result = host ? copy_with_array(host, device) : NULL;
+    Py_XDECREF(host);
+    if (result || tack_py_exception_must_propagate()) {
+        Py_DECREF(refusal);
+        return result;
+    }
+    PyErr_Clear();
+    tack_py_exception_restore(refusal);
+    return NULL;
 }
 
 static const char *const from_dlpack_kwnames[] = {"device", "copy", NULL};
@@ -395,11 +554,21 @@ static int import_by_table(PyObject *source, tack_device *device, tack_device *f
     if (grad < 0)
         return 1;
     const DLPackExchangeAPI *api = producer.api && !grad ? producer.api : NULL;
+    /* NumPy's and most producers' types have no bits to ask: not even a
+     * call for them. */
     if (!api)
-        return 0;
+        return producer.is_neg && lazy_bits_refused(&producer, source, -1);
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(source, &m) == 0 && m) {
-        if (m->version.major == DLPACK_MAJOR_VERSION && m->dl_tensor.device.device_type == kDLCPU) {
+        /* Asked after the export, which says whether the tensor is
+         * complex: a real one costs one question. */
+        int ours = m->version.major == DLPACK_MAJOR_VERSION;
+        if (lazy_bits_refused(&producer, source, ours ? m->dl_tensor.dtype.code == kDLComplex : -1)) {
+            if (m->deleter)
+                m->deleter(m);
+            return 1;
+        }
+        if (ours && m->dl_tensor.device.device_type == kDLCPU) {
             int deleter_called;
             tack_array *a;
             tack_status st = tack_array_from_dlpack_versioned(m, device, fallback, &a, &deleter_called);
@@ -411,15 +580,17 @@ static int import_by_table(PyObject *source, tack_device *device, tack_device *f
                 tack_py_raise(st);
             return 1;
         }
+        /* Device memory goes to __dlpack__, the bits already read. */
         if (m->deleter)
             m->deleter(m);
+        return 0;
     }
     /* A refusal is answered by __dlpack__ below, with the producer's
      * own exception (BufferError for a sparse tensor, say). */
     if (PyErr_Occurred() && tack_py_exception_must_propagate())
         return 1;
     PyErr_Clear();
-    return 0;
+    return lazy_bits_refused(&producer, source, -1);
 }
 
 /* The array over the tensor a DLPack capsule holds; the capsule is marked
@@ -514,13 +685,16 @@ int tack_py_dlpack_init(PyObject *m)
     str_dlpack = PyUnicode_InternFromString("__dlpack__");
     str_exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
     str_requires_grad = PyUnicode_InternFromString("requires_grad");
+    str_is_conj = PyUnicode_InternFromString("is_conj");
+    str_is_neg = PyUnicode_InternFromString("is_neg");
     str_max_version = PyUnicode_InternFromString("max_version");
     kwnames_max_version = str_max_version ? PyTuple_Pack(1, str_max_version) : NULL;
     version_1_0 = Py_BuildValue("(ii)", 1, 0);
     str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
     kwnames_max_version_stream = Py_BuildValue("(ss)", "max_version", "stream");
     kwnames_stream = Py_BuildValue("(s)", "stream");
-    if (!str_dlpack_device || !kwnames_max_version_stream || !kwnames_stream || !str_exchange_api)
+    if (!str_dlpack_device || !kwnames_max_version_stream || !kwnames_stream || !str_exchange_api || !str_is_conj ||
+        !str_is_neg)
         return -1;
     return str_dlpack && kwnames_max_version && version_1_0 ? 0 : -1;
 }

@@ -205,7 +205,8 @@ static PyMethodDef module_methods[] = {
      "Wraps memory at an integer address without copying or owning it; the caller keeps it alive."},
     {"from_dlpack", (PyCFunction)(void (*)(void))tack_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "from_dlpack(source, /, *, device=None, copy=False)\n--\n\n"
-     "Imports a DLPack tensor (an object with __dlpack__, or a capsule) without copying."},
+     "Imports a DLPack tensor (an object with __dlpack__, or a capsule) without copying; copy=True copies it "
+     "into a new array on device= or the default device."},
     {"asarray", (PyCFunction)(void (*)(void))tack_py_asarray, METH_FASTCALL | METH_KEYWORDS,
      "asarray(obj, /, *, device=None)\n--\n\n"
      "Shares obj's memory without copying: through DLPack, else the CUDA Array Interface, else the buffer "

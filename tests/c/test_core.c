@@ -434,6 +434,17 @@ static void test_message_names_only_the_call_under_way(void)
     tack_device_release(d);
 }
 
+/* tack_error_report leaves its text as given, never read as a format
+ * (a %n in it would write through a missing argument), named after no
+ * call, and hands back the status it was given. */
+static void test_error_report_leaves_the_text_as_given(void)
+{
+    CHECK(tack_error_report(TACK_ERUNTIME, "100% of %s %n: no interpreter") == TACK_ERUNTIME);
+    CHECK(!strcmp(tack_last_error(), "100% of %s %n: no interpreter"));
+    CHECK(tack_error_report(TACK_EVALUE, NULL) == TACK_EVALUE);
+    CHECK(!strcmp(tack_last_error(), ""));
+}
+
 /* A thread's message is freed when the thread exits (LeakSanitizer would
  * report it otherwise) and is not seen by other threads. */
 static void *fail_in_thread(void *arg)
@@ -484,6 +495,7 @@ int main(void)
     RUN(test_long_error_message);
     RUN(test_message_quoting_the_last);
     RUN(test_message_names_only_the_call_under_way);
+    RUN(test_error_report_leaves_the_text_as_given);
     RUN(test_message_per_thread);
     RUN(test_status_names);
     RUN(test_device_registry);

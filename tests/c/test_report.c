@@ -102,20 +102,18 @@ static void test_level_zero_on_the_simulator(void)
 
 static void no_cuda_driver(void) { setenv("TACK_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1); }
 
-/* A missing driver is a report, not a failure: why, and the thread's
- * message as it was. */
+/* A missing driver is a report, not a failure: why, and no message left
+ * in the thread's (a call that succeeds leaves ""). */
 static void test_missing_driver_says_why(void)
 {
     tack_device *d = NULL;
     CHECK_STATUS(tack_device_open("no-such-backend", NULL, 0, &d), TACK_EVALUE);
-    char before[1024];
-    snprintf(before, sizeof before, "%s", tack_last_error());
     tack_backend_report r;
     CHECK_OK(tack_backend_describe("cuda", &r));
     CHECK(!r.driver.found && r.device_count == 0 && !r.driver.path[0]);
     CHECK(strstr(r.driver.note, "/nonexistent/libcuda.so.1") && strstr(r.driver.note, "No such file"));
     CHECK(strstr(r.driver.note, "TACK_CUDA_LIBRARY"));
-    CHECK(!strcmp(tack_last_error(), before));
+    CHECK(!strcmp(tack_last_error(), ""));
     /* Opening the device afterwards fails the same way: one load. */
     CHECK_STATUS(tack_device_open("cuda", NULL, 0, &d), TACK_ENODEVICE);
     CHECK(strstr(tack_last_error(), "/nonexistent/libcuda.so.1"));

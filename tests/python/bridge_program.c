@@ -7,6 +7,7 @@
  *     bridge_program unimported   the bridge used before tack_py_import
  *     bridge_program atomics      a C thread and Python's histogram on one array
  *     bridge_program foreign      the same, Python passing the address to a library
+ *     bridge_program finalized    each wrapper after Py_FinalizeEx fails with Tack's message
  *
  * Each prints "ok <mode>" last; a failed check prints where and exits 1. */
 #include <tack/python.h>
@@ -415,6 +416,57 @@ static void atomics(int foreign)
     tack_device_release(cpu);
 }
 
+/* After Py_FinalizeEx no Python call may be made, PyErr_Occurred
+ * included: failures print Tack's message alone. */
+#define CHECK_UNINITIALIZED(cond)                                                                                     \
+    do {                                                                                                              \
+        if (!(cond)) {                                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s (tack_last_error: %s)\n", __FILE__, __LINE__, #cond,            \
+                    tack_last_error());                                                                               \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
+/* Every wrapper after Py_FinalizeEx: NULL or -1, the reason in
+ * tack_last_error(), and nothing of the finalized interpreter touched
+ * (`stale` is an object of it, long freed). Then a new interpreter, in
+ * which the finalized one's table is not used: the bridge says to import
+ * it first. */
+static void finalized(void)
+{
+    CHECK(tack_py_import() == 0);
+    tack_device *cpu;
+    CHECK(tack_device_open("cpu", NULL, 0, &cpu) == TACK_OK);
+    int64_t n = 4;
+    tack_array *a;
+    CHECK(tack_array_empty(cpu, TACK_F32, 1, &n, 0, &a) == TACK_OK);
+    PyObject *obj = tack_py_from_array(a);
+    CHECK(obj);
+    PyObject *stale = obj;
+    Py_DECREF(obj);
+    CHECK(Py_FinalizeEx() == 0);
+
+    CHECK_UNINITIALIZED(tack_py_from_array(a) == NULL);
+    printf("tack_py_from_array: %s\n", tack_last_error());
+    CHECK_UNINITIALIZED(strstr(tack_last_error(), "tack_py_from_array: no Python interpreter is running"));
+    CHECK_UNINITIALIZED(tack_py_to_array(stale) == NULL);
+    printf("tack_py_to_array: %s\n", tack_last_error());
+    CHECK_UNINITIALIZED(strstr(tack_last_error(), "tack_py_to_array: no Python interpreter is running"));
+    CHECK_UNINITIALIZED(tack_py_import() == -1);
+    printf("tack_py_import: %s\n", tack_last_error());
+    CHECK_UNINITIALIZED(strstr(tack_last_error(), "tack_py_import: no Python interpreter is running"));
+    /* The array is as it was: C still uses it, and one release frees it. */
+    CHECK_UNINITIALIZED(tack_array_fill(a, &(float){1.5f}) == TACK_OK);
+    CHECK_UNINITIALIZED(((const float *)tack_array_data(a))[3] == 1.5f);
+    tack_array_release(a);
+    tack_device_release(cpu);
+
+    Py_Initialize();
+    /* Any array will do: the call stops before it. */
+    CHECK(tack_py_from_array(NULL) == NULL && PyErr_ExceptionMatches(PyExc_RuntimeError));
+    PyErr_Print();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -432,6 +484,8 @@ int main(int argc, char **argv)
         atomics(0);
     else if (!strcmp(argv[1], "foreign"))
         atomics(1);
+    else if (!strcmp(argv[1], "finalized"))
+        finalized();
     else
         return 2;
     CHECK(Py_FinalizeEx() == 0);

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -279,6 +281,47 @@ def test_fill_with_a_fraction():
     a = tack.zeros(3, tack.f64)
     a.fill(0.125)
     np.testing.assert_array_equal(a.to_numpy(), [0.125] * 3)
+
+
+INTEGER_DTYPES = ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"]
+NOT_INTEGERS = [2.5, 2.0, -0.0, float("nan"), float("inf"), 1e300, np.float64(3.0), np.float32(1), Fraction(1, 2),
+                Decimal("1")]
+
+
+@pytest.mark.parametrize("short", INTEGER_DTYPES)
+@pytest.mark.parametrize("value", NOT_INTEGERS, ids=repr)
+def test_integer_fill_refuses_what_a_kernel_scalar_refuses(short, value):
+    # tack.zeros(3, tack.u8).fill(2.5) stored 2; a kernel's uint8_t
+    # parameter refuses 2.5. Both refuse alike now, with the same advice,
+    # and the refused fill writes nothing.
+    a = tack.zeros(3, getattr(tack, short))
+    a.fill(7)
+    with pytest.raises(TypeError, match=r"int\(\) or round\(\)"):
+        a.fill(value)
+    np.testing.assert_array_equal(a.to_numpy(), [7, 7, 7])
+    c_type = ("u" if short[0] == "u" else "") + "int" + short[1:] + "_t"
+    k = tack.Kernel(f"void k(tack_index i, {c_type} s, {c_type} *y) {{ y[i] = s; }}")
+    with pytest.raises(TypeError, match=r"int\(\) or round\(\)"):
+        k.launch(3, value, a)
+    np.testing.assert_array_equal(a.to_numpy(), [7, 7, 7])
+
+
+@pytest.mark.parametrize("short", INTEGER_DTYPES)
+def test_integer_fill_takes_what_a_kernel_scalar_takes(short):
+    a = tack.zeros(3, getattr(tack, short))
+    c_type = ("u" if short[0] == "u" else "") + "int" + short[1:] + "_t"
+    k = tack.Kernel(f"void k(tack_index i, {c_type} s, {c_type} *y) {{ y[i] = s; }}")
+    for value in [2, True, np.int8(3), np.uint64(4)]:
+        a.fill(value)
+        np.testing.assert_array_equal(a.to_numpy(), [int(value)] * 3)
+        a.fill(0)
+        k.launch(3, value, a)
+        np.testing.assert_array_equal(a.to_numpy(), [int(value)] * 3)
+    # Out of range is ValueError for both.
+    with pytest.raises(ValueError):
+        a.fill(2**64)
+    with pytest.raises(ValueError):
+        k.launch(3, 2**64, a)
 
 
 def test_to_numpy_is_a_copy():

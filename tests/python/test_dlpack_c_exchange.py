@@ -337,6 +337,25 @@ def test_a_type_without_requires_grad_is_not_asked_per_import():
     assert "requires_grad" not in looked_up
 
 
+def test_only_pytorch_tensors_are_asked_for_lazy_bits():
+    # is_conj() and is_neg() mean PyTorch's bits on PyTorch's tensor types
+    # alone: another producer's methods of those names are never called.
+    asked = []
+
+    class Producer(Wrapper):
+        def is_conj(self):
+            asked.append("is_conj")
+            return True
+
+        def is_neg(self):
+            asked.append("is_neg")
+            return True
+
+    a = tack.array(np.arange(3, dtype=np.complex64))
+    assert tack.from_dlpack(Producer(a)).ptr == a.ptr
+    assert asked == []
+
+
 def test_a_producer_type_is_looked_up_once_until_it_changes():
     # The table and requires_grad are read from the type once and kept
     # while the type's version tag stands; modifying the type renews it.

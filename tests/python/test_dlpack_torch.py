@@ -197,3 +197,87 @@ def test_tack_read_only_export_to_torch_keeps_the_address():
     t = torch.from_dlpack(ro)
     assert t.data_ptr() == backing.ctypes.data
     assert torch.equal(t, torch.from_numpy(backing))
+
+
+# PyTorch's lazy conjugation and negation: torch.conj(x) of a complex
+# tensor, and a negative-bit view (torch._neg_view, torch.conj(x).imag),
+# keep the values from before the operation in memory and mark the tensor
+# with a bit a DLPack tensor cannot carry. PyTorch's C exchange table
+# exports them as stored; Tack refuses them, as PyTorch's own __dlpack__
+# refuses the conjugate bit, whichever way the import goes.
+LAZY = {
+    "conj": lambda: torch.conj(torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)),
+    "conj-c128-detached": lambda: torch.conj(torch.tensor([1 + 2j], dtype=torch.complex128)).detach(),
+    "neg-f32": lambda: torch._neg_view(torch.arange(4, dtype=torch.float32)),
+    "neg-c64": lambda: torch._neg_view(torch.tensor([1 + 2j], dtype=torch.complex64)),
+    "neg-i64": lambda: torch._neg_view(torch.arange(4, dtype=torch.int64)),
+    "conj-imag": lambda: torch.conj(torch.tensor([1 + 2j], dtype=torch.complex64)).imag,
+}
+
+
+@pytest.mark.parametrize("import_", [tack.from_dlpack, tack.asarray], ids=["from_dlpack", "asarray"])
+@pytest.mark.parametrize("kind", LAZY)
+def test_torch_lazy_bits_are_a_buffer_error(kind, import_):
+    t = LAZY[kind]()
+    assert t.is_conj() or t.is_neg(), "the tensor was meant to carry a lazy bit"
+    with pytest.raises(BufferError, match="resolve_conj" if t.is_conj() else "resolve_neg"):
+        import_(t)
+    resolved = t.resolve_conj().resolve_neg()
+    a = import_(resolved)
+    assert a.ptr == resolved.data_ptr()
+    np.testing.assert_array_equal(a.to_numpy(), resolved.numpy())
+
+
+@pytest.mark.parametrize("kind", ["conj", "conj-c128-detached"])
+def test_torch_conjugate_bit_is_refused_through_dunder_too(kind):
+    with pytest.raises(BufferError):
+        tack.from_dlpack(Dunder(LAZY[kind]()))
+
+
+def test_torch_lazy_bit_refusal_releases_the_tensor():
+    # The table's export is deleted on refusal: nothing keeps the memory.
+    backing = np.arange(6, dtype=np.float32)
+    ref = weakref.ref(backing)
+    t = torch._neg_view(torch.from_numpy(backing))
+    with pytest.raises(BufferError):
+        tack.from_dlpack(t)
+    del t, backing
+    gc.collect()
+    assert ref() is None, "a refused tensor was never released"
+
+
+def test_torch_lazy_bits_refused_as_kernel_arguments():
+    k = tack.Kernel("void k(tack_index i, float *y) { y[i] = 1; }")
+    t = torch._neg_view(torch.zeros(4))
+    with pytest.raises(BufferError):
+        k.launch(4, t)
+    assert torch.equal(t.resolve_neg(), torch.zeros(4))
+
+
+def test_torch_plain_tensor_still_takes_the_table():
+    # The bits are read as well, yet a tensor without them is imported
+    # through the table, zero-copy, and its __dlpack__ is never called;
+    # the conjugate bit is asked of complex tensors only.
+    calls = []
+
+    class Sub(torch.Tensor):
+        def __dlpack__(self, **kwargs):
+            calls.append("__dlpack__")
+            return torch.Tensor.__dlpack__(self.as_subclass(torch.Tensor), **kwargs)
+
+        def is_conj(self):
+            calls.append("is_conj")
+            return torch.Tensor.is_conj(self)
+
+        def is_neg(self):
+            calls.append("is_neg")
+            return torch.Tensor.is_neg(self)
+
+    real = torch.arange(4, dtype=torch.float32).as_subclass(Sub)
+    complex_ = torch.zeros(4, dtype=torch.complex64).as_subclass(Sub)
+    calls.clear()
+    assert tack.from_dlpack(real).ptr == real.data_ptr()
+    assert calls == ["is_neg"]
+    calls.clear()
+    assert tack.from_dlpack(complex_).ptr == complex_.data_ptr()
+    assert calls == ["is_conj", "is_neg"]

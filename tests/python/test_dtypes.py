@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import weakref
 from fractions import Fraction
 
 import numpy as np
@@ -653,3 +654,106 @@ def test_without_ml_dtypes_bfloat16_still_crosses_and_numpy_says_what_is_missing
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------
+# from_dlpack(copy=True): Tack copies what its zero-copy import reads, so
+# bfloat16 (which NumPy's from_dlpack lacks) copies like the others.
+
+COPIED = {
+    "bf16": ([1.5, -2.25, 3.0, 0.0], torch.bfloat16, np.int16),
+    "f16": ([1.5, -2.25, 3.0, 0.0], torch.float16, np.float16),
+    "c64": ([1 + 2j, -3.5j, 0, 4], torch.complex64, np.complex64),
+    "bool": ([True, False, True, True], torch.bool, np.bool_),
+}
+
+
+def torch_over_numpy(short):
+    """A PyTorch tensor over a NumPy array's memory, and a weak reference
+    to that array: it dies only once every PyTorch reference to the
+    storage (a DLPack export's included) is gone."""
+    values, dtype, backing_dtype = COPIED[short]
+    expected = torch.tensor(values).to(dtype)
+    # bfloat16 by its bits: NumPy has no bfloat16 of its own.
+    backing = expected.view(torch.int16).numpy().copy() if short == "bf16" else expected.numpy().copy()
+    assert backing.dtype == backing_dtype
+    t = torch.from_numpy(backing)
+    if short == "bf16":
+        t = t.view(torch.bfloat16)
+    return t, expected, weakref.ref(backing)
+
+
+@pytest.mark.parametrize("short", COPIED)
+def test_copy_true_from_torch_is_tacks_own_copy(short):
+    t, expected, backing = torch_over_numpy(short)
+    a = tack.from_dlpack(t, copy=True)
+    assert a.dtype == getattr(tack, short) and a.shape == (4,) and a.writable
+    assert a.ptr != t.data_ptr()
+    assert torch.equal(torch.from_dlpack(a), expected)
+    # Neither sees the other's writes.
+    a.fill(0)
+    assert torch.equal(t, expected)
+    t.copy_(torch.ones(4).to(t.dtype))
+    assert torch.equal(torch.from_dlpack(a), torch.zeros(4).to(t.dtype))
+    # The producer's export was released with the import: the copy does
+    # not hold PyTorch's storage.
+    del t
+    gc.collect()
+    assert backing() is None, "the copy kept PyTorch's tensor alive"
+
+
+@pytest.mark.parametrize("short", COPIED)
+def test_copy_true_from_tack_is_a_new_array(short):
+    _, expected, _ = torch_over_numpy(short)
+    src = tack.zeros(4, getattr(tack, short))
+    torch.from_dlpack(src).copy_(expected)
+    gc.collect()
+    before = dict(tack._tack.live_counts())
+    b = tack.from_dlpack(src, copy=True)
+    assert b is not src and b.ptr != src.ptr and b.dtype == src.dtype
+    assert torch.equal(torch.from_dlpack(b), expected)
+    # The export the copy read from is gone: its deleter ran.
+    assert dict(tack._tack.live_counts())["exports"] == before["exports"]
+    b.fill(0)
+    assert torch.equal(torch.from_dlpack(src), expected)
+    src.fill(1)
+    assert torch.equal(torch.from_dlpack(b), torch.zeros(4).to(expected.dtype))
+
+
+def test_copy_true_of_a_capsule_copies_bfloat16():
+    src = tack.zeros(3, tack.bf16)
+    src.fill(2.5)
+    b = tack.from_dlpack(src.__dlpack__(max_version=(1, 0)), copy=True)
+    assert b.dtype == tack.bf16 and b.ptr != src.ptr
+    assert torch.from_dlpack(b).tolist() == [2.5] * 3
+
+
+def test_copy_true_of_strided_torch_memory_still_copies():
+    # The zero-copy import refuses strides; the copy reads them through NumPy.
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
+    a = tack.from_dlpack(t, copy=True)
+    assert a.shape == (4, 3)
+    np.testing.assert_array_equal(a.to_numpy(), t.numpy())
+    # Strided bfloat16 has neither route: the import's refusal says why.
+    with pytest.raises(ValueError, match="contiguous"):
+        tack.from_dlpack(t.to(torch.bfloat16), copy=True)
+
+
+def test_copy_true_of_device_memory(cuda_sim):
+    # A CUDA array copies through the host, after its queued launches, onto
+    # device= or the default device.
+    run(cuda_sim, """
+        d = tack.device("cuda")
+        src = tack.zeros(3, tack.bf16, device=d)
+        src.fill(1.5)
+        host = tack.from_dlpack(src, copy=True)
+        import torch
+        assert host.device.backend == "cpu" and host.dtype == tack.bf16
+        assert torch.from_dlpack(host).tolist() == [1.5] * 3
+        same = tack.from_dlpack(src, copy=True, device=d)
+        assert same.device is d and same.ptr != src.ptr and same.dtype == tack.bf16
+        src.fill(0)
+        assert torch.from_dlpack(tack.from_dlpack(same, copy=True)).tolist() == [1.5] * 3
+        assert torch.from_dlpack(tack.from_dlpack(src, copy=True)).tolist() == [0.0] * 3
+        print("ok")
+    """)

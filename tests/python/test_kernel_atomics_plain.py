@@ -341,8 +341,8 @@ def test_the_generated_source_is_the_same_in_every_process():
 
 def test_a_kernel_with_atomics_adds_the_plain_entry_without_simd_and_keeps_the_rest():
     src = tack.Kernel(HIST).generated_source("cpu")
-    assert "static inline void hist_tack_plain_(tack_index i, const uint8_t *v, uint32_t *bins)" in src
-    plain = src[src.index("void tack_kernel_entry_plain(int64_t tack_begin_, int64_t tack_end_, const int64_t "
+    assert "static inline void hist_tack_plain_(tack_index i, const tack_u8_ *v, tack_u32_ *bins)" in src
+    plain = src[src.index("void tack_kernel_entry_plain(tack_i64_ tack_begin_, tack_i64_ tack_end_, const tack_i64_ "
                           "*tack_shape_, void *const *tack_args_)\n{"):]
     assert "hist_tack_plain_(tack_i_, tack_p0_, tack_p1_);" in plain and "TACK_SIMD_" not in plain
     # The locked entries are still there, vectorisable as before.

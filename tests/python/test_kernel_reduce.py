@@ -116,6 +116,66 @@ def test_float_sums_within_tolerance_and_mins_maxes_exact():
     """)
 
 
+# NaN: min and max ignore it, as np.fmin and np.fmax do; the target takes
+# part as one more value, so an all-NaN input leaves it as it was, and a NaN
+# target takes the numbers' min or max. Kernels through each of the cpu's
+# paths: the table in the kernel's body, the atomics in a helper it calls
+# (the direct path), each checked and not; one thread (the plain copy) and
+# several, in child processes.
+NAN = """
+    import numpy as np, tack
+    BODY = '''
+    void red(tack_index i, const T *x, T *lo, T *hi) { tack_reduce_min(&lo[0], x[i]); tack_reduce_max(&hi[0], x[i]); }'''
+    HELPER = '''
+    static void both(T *lo, T *hi, T v) { tack_reduce_min(lo, v); tack_reduce_max(hi, v); }
+    void red(tack_index i, const T *x, T *lo, T *hi) { both(&lo[0], &hi[0], x[i]); }'''
+    sizes = (1, 2, 3, 4, 5, 8, 63, 64, 65, 255, 256, 257, 1000, 4097, 65536)
+    rng = np.random.default_rng(11)
+    for dt, T in ((np.float32, "float"), (np.float64, "double")):
+        for path, src in (("body", BODY), ("helper", HELPER)):
+            for checked in (False, True):
+                k = tack.Kernel(src.replace("T ", T + " ").replace("T *", T + " *"), checked=checked)
+                for n in sizes:
+                    base = rng.uniform(-100, 100, n).astype(dt)
+                    cases = {"first": [0], "last": [n - 1], "all": slice(None), "even": slice(0, None, 2),
+                             "front": slice(0, (n + 1) // 2)}
+                    for name, where in cases.items():
+                        x = base.copy()
+                        x[where] = np.nan
+                        for init in ("inf", "nan", "7"):
+                            lo0 = {"inf": np.inf, "nan": np.nan, "7": 7.0}[init]
+                            hi0 = {"inf": -np.inf, "nan": np.nan, "7": 7.0}[init]
+                            lo, hi = np.array([lo0], dt), np.array([hi0], dt)
+                            k.launch(n, x, lo, hi)
+                            want_lo = np.fmin.reduce(np.concatenate([[lo0], x]).astype(dt))
+                            want_hi = np.fmax.reduce(np.concatenate([[hi0], x]).astype(dt))
+                            what = (T, path, checked, n, name, init, lo[0], want_lo, hi[0], want_hi)
+                            assert np.array_equal(lo, [want_lo], equal_nan=True), what
+                            assert np.array_equal(hi, [want_hi], equal_nan=True), what
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "4"])
+def test_min_and_max_ignore_nan_as_fmin_and_fmax(threads):
+    out = run_python(NAN, env={"TACK_NUM_THREADS": threads}, timeout=600)
+    assert out.strip() == "ok"
+
+
+def test_gpu_dialects_ignore_nan_in_min_and_max_too():
+    # The same rule in CUDA's and HIP's combining and compare-and-swap, and
+    # OpenCL C's: a NaN contribution gives up, a NaN target is replaced
+    # (compiled with the real compilers by the cases below).
+    k = tack.Kernel(DEVICE)
+    for backend in ("cuda", "hip"):
+        src = k.generated_source(backend)
+        assert "OP == 1 ? (b < a || a != a ? b : a) : (b > a || a != a ? b : a)" in src, backend
+        assert "if (v != v) return; U *q = (U *)p, old = *q, seen; " in src, backend
+        assert "while ((OP == 1 ? v < from(old) : v > from(old)) || from(old) != from(old))" in src, backend
+    src = k.generated_source("level_zero")
+    assert "if (v != v) return; while (v cmp as_t(old) || as_t(old) != as_t(old))" in src
+
+
 def test_a_dot_product():
     child_ok("""
         import numpy as np, tack
@@ -287,7 +347,7 @@ def test_the_array_a_sum_names_holds_the_window_and_others_still_add_up():
             tack_reduce_add(&small[v[i] & 255], 1u);
             tack_reduce_add(&big[v[i]], 1u);
         }''')
-        assert "tack_rpin_(tack_rt_, (uintptr_t)tack_p1_)" in k.generated_source("cpu")
+        assert "tack_rpin_(tack_rt_, (tack_uptr_)tack_p1_)" in k.generated_source("cpu")
         v = np.random.default_rng(5).integers(0, 100003, 2_000_000)
         small, big = np.zeros(256, np.uint32), np.zeros(100003, np.uint32)
         for _ in range(2):
@@ -334,7 +394,7 @@ def test_which_array_holds_the_window():
         text = tack.Kernel(src).generated_source("cpu")
         return [line.strip() for line in text.splitlines() if "tack_rpin_(tack_rt_" in line][:1]
 
-    assert pinned(HIST) == ["tack_rpin_(tack_rt_, (uintptr_t)tack_p1_);"]
+    assert pinned(HIST) == ["tack_rpin_(tack_rt_, (tack_uptr_)tack_p1_);"]
     # the first sum's target: not a min's, nor one in a group the compiler skips
     assert pinned("""
         void f(tack_index i, const float *x, float *lo, double *s, float *t)
@@ -345,10 +405,10 @@ def test_which_array_holds_the_window():
         #endif
             tack_reduce_add(&s[i % 4], (double)x[i]);
             tack_reduce_add(&t[0], x[i]);
-        }""") == ["tack_rpin_(tack_rt_, (uintptr_t)tack_p2_);"]
+        }""") == ["tack_rpin_(tack_rt_, (tack_uptr_)tack_p2_);"]
     # written as y + e too
     assert pinned("void f(tack_index i, uint32_t *c) { tack_reduce_add(c + i % 3, 1u); }") == [
-        "tack_rpin_(tack_rt_, (uintptr_t)tack_p0_);"]
+        "tack_rpin_(tack_rt_, (tack_uptr_)tack_p0_);"]
     # none: a target through a pointer of the body's own, or no sum at all
     assert pinned("void f(tack_index i, uint32_t *c) { uint32_t *q = c + 1; tack_reduce_add(q, 1u); }") == []
     assert pinned("void f(tack_index i, const float *x, float *lo) { tack_reduce_min(&lo[0], x[i]); }") == []

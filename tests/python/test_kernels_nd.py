@@ -435,4 +435,4 @@ def test_opencl_2d_entry_and_atomics_compile_with_clang():
         input=src, capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "get_global_id(1)" in src and "get_global_id(0)" in src
+    assert "tack_global_id_(1)" in src and "tack_global_id_(0)" in src

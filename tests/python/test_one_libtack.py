@@ -3,9 +3,11 @@
 The extension links the shared libtack the package carries (tack/lib,
 under its SONAME), so a C program or plugin that links a libtack of that
 SONAME and then imports tack has one copy of Tack: one device registry, one
-worker pool, one set of counters. A second copy loaded by path (ctypes, a
-plugin built against another install) must load beside it too: libtack has
-no initial-exec thread-locals to exhaust glibc's static TLS reserve.
+worker pool, one set of counters. A second copy (another install's libtack
+loaded by path, a plugin linked against libtack.a) loads beside it, since
+libtack has no initial-exec thread-locals to exhaust glibc's static TLS
+reserve, but refuses every call, naming both files: whichever copy was
+loaded first is the process's Tack.
 
 Every case builds C with the system compiler and runs in a child process.
 """
@@ -95,24 +97,42 @@ import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 lib.tack_last_error.restype = ctypes.c_char_p
 out = ctypes.c_void_p()
-status = lib.tack_device_open(b"no-such-backend", None, ctypes.c_size_t(0), ctypes.byref(out))
-assert status != 0 and b"no-such-backend" in lib.tack_last_error(), (status, lib.tack_last_error())
+status = lib.tack_device_open(b"cpu", None, ctypes.c_size_t(0), ctypes.byref(out))
+print("copy's open:", status, lib.tack_last_error().decode())
 {after}
+import tack._tack
 a = tack.zeros(1000, tack.f32)
 a.fill(2)
 assert list(memoryview(a).cast("B").cast("f"))[:2] == [2.0, 2.0]
-print("loaded beside tack")
+print("tack works")
 """
 
+TACK_ERUNTIME = 3
+REFUSAL = "this is a second copy of Tack in the process"
 
-@pytest.mark.parametrize("order", ["after_import", "before_import"])
-def test_second_libtack_dlopened_beside_tack(tmp_path, order):
+
+def test_second_libtack_dlopened_after_tack_is_refused(tmp_path):
+    """Another install's libtack, loaded by path after tack: a second copy,
+    whose every call is refused with a message naming both files; the
+    package's Tack goes on working."""
     copy = other_install(tmp_path)
-    before, after = ("import tack", "") if order == "after_import" else ("", "import tack")
-    code = DLOPEN_COPY.format(before=before, after=after)
+    code = DLOPEN_COPY.format(before="import tack", after="")
     rc, out = run_child([sys.executable, "-c", code, str(copy)])
-    assert rc == 0 and "loaded beside tack" in out, out
+    assert rc == 0 and "tack works" in out, out
+    assert f"copy's open: {TACK_ERUNTIME} tack_device_open: {REFUSAL}: {copy}, loaded after {library_file()}" \
+        in out, out
+    assert "Link or load one libtack only" in out and "python -m tack --libs" in out, out
     assert "static TLS" not in out, out
+
+
+def test_libtack_dlopened_before_tack_is_the_one_tack_uses(tmp_path):
+    """The same file loaded first: the extension binds to it by its SONAME,
+    so there is one copy, and nothing is refused."""
+    copy = other_install(tmp_path)
+    code = DLOPEN_COPY.format(before="", after="import tack")
+    rc, out = run_child([sys.executable, "-c", code, str(copy)])
+    assert rc == 0 and "copy's open: 0 " in out and "tack works" in out, out
+    assert REFUSAL not in out, out
 
 
 def test_libtack_has_no_initial_exec_tls():
@@ -326,6 +346,202 @@ def test_c_program_embedding_python_has_one_tack(tmp_path, link):
     assert "threads after Python's kernel: 8" in out, out
     assert "arrays Python sees before making one: 1" in out, out
     assert "C arrays alive with Python's: 2" in out, out
+
+
+# --------------------------------------------------------------------------
+# A second copy, refused
+
+SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def static_libtack(tmp_path_factory):
+    """libtack.a built from this source tree, as `make install-c` installs
+    it: what a plugin author links to carry Tack inside the plugin."""
+    # The venv's, where the suite runs without it on PATH.
+    bindir = os.path.dirname(sys.executable)
+    meson, ninja = (shutil.which(tool) or shutil.which(tool, path=bindir) for tool in ("meson", "ninja"))
+    if not (meson and ninja and (SOURCE_ROOT / "meson.build").is_file()):
+        pytest.skip("needs meson, ninja and the source tree to build libtack.a")
+    build = tmp_path_factory.mktemp("static") / "build"
+    for cmd in ([meson, "setup", str(build), str(SOURCE_ROOT), "-Dpython=false", "-Dtests=false",
+                 "-Dbuildtype=release"], [ninja, "-C", str(build), "libtack.a"]):
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
+                             env={k: v for k, v in os.environ.items() if not k.startswith(("ASAN", "LD_PRELOAD"))})
+        assert run.returncode == 0, f"{' '.join(cmd)}\n{run.stdout}\n{run.stderr}"
+    return build / "libtack.a"
+
+
+STATIC_PLUGIN = r"""
+#include <stdio.h>
+#include <tack/tack.h>
+
+/* A plugin that carries Tack inside it (libtack.a, its symbols kept to
+ * itself as plugins do): Tack from C, reporting the first failure. */
+int plugin_call(char *message, size_t cap)
+{
+    tack_device *cpu = NULL;
+    int64_t n = 16;
+    tack_array *a = NULL;
+    float one = 1.0f;
+    tack_status st = tack_device_open("cpu", NULL, 0, &cpu);
+    if (st == TACK_OK)
+        st = tack_array_empty(cpu, TACK_F32, 1, &n, 0, &a);
+    if (st == TACK_OK)
+        st = tack_array_fill(a, &one);
+    snprintf(message, cap, "%s", st == TACK_OK ? "" : tack_last_error());
+    tack_array_release(a);
+    tack_device_release(cpu);
+    return (int)st;
+}
+
+/* A handle from the host handed to the plugin, which lets it go. */
+void plugin_release(tack_array *a) { tack_array_release(a); }
+"""
+
+
+def static_plugin(tmp_path, libtack_a):
+    return compile_c(STATIC_PLUGIN, tmp_path / "static_plugin.so", "-shared", "-fPIC", f"-I{tack.get_include()}",
+                     str(libtack_a), "-Wl,--exclude-libs,ALL", "-pthread", "-ldl", "-lm")
+
+
+PLUGIN_CALL = """
+import ctypes
+def plugin_call(path):
+    lib = ctypes.CDLL(path)
+    message = ctypes.create_string_buffer(4096)
+    status = lib.plugin_call(message, ctypes.c_size_t(len(message)))
+    print("plugin's call:", status, message.value.decode())
+"""
+
+
+def test_static_copy_loaded_after_tack_is_refused(tmp_path, static_libtack):
+    """A plugin linked against libtack.a, loaded into a process that imported
+    tack: its copy is the second, and refuses its calls, naming the plugin
+    and the package's libtack; tack goes on working."""
+    plugin = static_plugin(tmp_path, static_libtack)
+    code = PLUGIN_CALL + textwrap.dedent("""
+        import sys, tack
+        plugin_call(sys.argv[1])
+        a = tack.zeros(4, tack.f32)
+        a.fill(5)
+        assert list(memoryview(a).cast("B").cast("f")) == [5.0] * 4
+        print("tack works")
+    """)
+    rc, out = run_child([sys.executable, "-c", code, str(plugin)])
+    assert rc == 0 and "tack works" in out, out
+    assert f"plugin's call: {TACK_ERUNTIME} tack_device_open: {REFUSAL}: {plugin}, loaded after {library_file()}" \
+        in out, out
+    assert "not against libtack.a or another install" in out, out
+    # Said at load as well, for a plugin that does not read its statuses.
+    assert f"tack: {REFUSAL}: {plugin}" in out, out
+
+
+def test_tack_imported_after_a_static_copy_is_refused(tmp_path, static_libtack):
+    """The other order: the plugin's copy came first and is the process's
+    Tack; the package's libtack, loaded second by `import tack`, refuses,
+    naming both."""
+    plugin = static_plugin(tmp_path, static_libtack)
+    code = PLUGIN_CALL + textwrap.dedent("""
+        import sys
+        plugin_call(sys.argv[1])
+        try:
+            import tack
+            tack.zeros(4, tack.f32)
+        except RuntimeError as exc:
+            print("tack refused:", exc)
+        else:
+            print("tack was not refused")
+    """)
+    rc, out = run_child([sys.executable, "-c", code, str(plugin)])
+    assert rc == 0 and "plugin's call: 0 " in out, out
+    # Refused at the import: the extension's first call into its libtack.
+    assert f"tack refused: tack_dtype_typestr: {REFUSAL}: {library_file()}, loaded after {plugin}" in out, out
+
+
+HOST_LINKING_TACK = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <tack/tack.h>
+
+/* A program that links Tack and loads a plugin that carries its own. */
+int main(int argc, char **argv)
+{
+    (void)argc;
+    tack_device *cpu = NULL;
+    if (tack_device_open("cpu", NULL, 0, &cpu) != TACK_OK) {
+        fprintf(stderr, "host: %s\n", tack_last_error());
+        return 1;
+    }
+    void *plugin = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!plugin) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return 2;
+    }
+    int (*call)(char *, size_t) = (int (*)(char *, size_t))dlsym(plugin, "plugin_call");
+    char message[4096];
+    int status = call(message, sizeof message);
+    printf("plugin's call: %d %s\n", status, message);
+    int64_t n = 4;
+    tack_array *a = NULL;
+    tack_status st = tack_array_empty(cpu, TACK_F32, 1, &n, 0, &a);
+    printf("host's call after: %s\n", tack_status_name(st));
+    /* The plugin's copy, refused, leaves the host's handle alone. */
+    void (*plugin_release)(tack_array *) = (void (*)(tack_array *))dlsym(plugin, "plugin_release");
+    plugin_release(a);
+    float two = 2.0f;
+    st = tack_array_fill(a, &two);
+    printf("host's array after the plugin's release: %s, %ld alive\n", tack_status_name(st),
+           tack_array_live_count());
+    tack_array_release(a);
+    tack_device_release(cpu);
+    return 0;
+}
+"""
+
+
+def test_c_program_loading_a_plugin_with_its_own_tack(tmp_path, static_libtack):
+    plugin = static_plugin(tmp_path, static_libtack)
+    host = compile_c(HOST_LINKING_TACK, tmp_path / "host", f"-I{tack.get_include()}", str(library_file()),
+                     f"-Wl,-rpath,{library_file().parent}", "-ldl")
+    rc, out = run_child([str(host), str(plugin)])
+    assert rc == 0, out
+    assert f"plugin's call: {TACK_ERUNTIME} tack_device_open: {REFUSAL}: {plugin}, loaded after {library_file()}" \
+        in out, out
+    assert "host's call after: TACK_OK" in out, out
+    assert "host's array after the plugin's release: TACK_OK, 1 alive" in out, out
+
+
+def test_static_program_loading_a_plugin_linking_the_shared_libtack(tmp_path, static_libtack):
+    """The copy in the executable is the first: the shared libtack a plugin
+    brings is the second, refused."""
+    plugin_src = STATIC_PLUGIN.replace("libtack.a, its symbols kept to\n * itself as plugins do", "the package's")
+    plugin = compile_c(plugin_src, tmp_path / "shared_plugin.so", "-shared", "-fPIC", f"-I{tack.get_include()}",
+                       str(library_file()), f"-Wl,-rpath,{library_file().parent}")
+    host = compile_c(HOST_LINKING_TACK, tmp_path / "static_host", f"-I{tack.get_include()}", str(static_libtack),
+                     "-pthread", "-ldl", "-lm")
+    rc, out = run_child([str(host), str(plugin)])
+    assert rc == 0, out
+    assert f"plugin's call: {TACK_ERUNTIME} tack_device_open: {REFUSAL}: {library_file()}, loaded after {host}" \
+        in out, out
+    assert "host's call after: TACK_OK" in out, out
+
+
+def test_one_copy_is_never_refused_in_a_fork_child(tmp_path):
+    code = textwrap.dedent("""
+        import os, tack
+        tack.zeros(4, tack.f32).fill(1)
+        pid = os.fork()
+        if pid == 0:
+            a = tack.zeros(4, tack.f32)
+            a.fill(3)
+            os._exit(0 if list(memoryview(a).cast("B").cast("f")) == [3.0] * 4 else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child:", os.waitstatus_to_exitcode(status))
+    """)
+    rc, out = run_child([sys.executable, "-c", code])
+    assert rc == 0 and "child: 0" in out, out
+    assert REFUSAL not in out, out
 
 
 def test_build_flags_from_python(tmp_path):

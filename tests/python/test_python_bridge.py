@@ -114,6 +114,17 @@ def test_the_bridge_before_tack_py_import_raises_and_says_what_to_call(program):
     assert "RuntimeError: tack_py_from_array: call tack_py_import() first" in out, out
 
 
+def test_after_py_finalize_each_wrapper_fails_with_tacks_message(program):
+    # Before, tack_py_from_array ran the extension without an interpreter
+    # and returned an object. Now each wrapper returns NULL (or -1) and
+    # tack_last_error() names it; a new interpreter does not take the
+    # finalized one's table.
+    out = run(program, "finalized")
+    for call in ("tack_py_from_array", "tack_py_to_array", "tack_py_import"):
+        assert f"{call}: {call}: no Python interpreter is running" in out, out
+    assert "RuntimeError: tack_py_from_array: call tack_py_import() first" in out, out
+
+
 def test_the_extension_publishes_the_capsule():
     import tack
 

@@ -93,6 +93,19 @@ def test_this_machine(tmp_path):
         assert "TACK_CUDA_LIBRARY" in cuda, cuda
 
 
+def test_the_cpu_target_is_shown(tmp_path):
+    """What CPU kernels are built for (TACK_CPU_TARGET), and a value that
+    is refused, with what to set instead."""
+    cpu = squeeze(report(environment(tmp_path))[0]["cpu"])
+    assert "cpu:0 kernels native (TACK_CPU_TARGET): code for this CPU" in cpu, cpu
+    cpu = squeeze(report(environment(tmp_path, TACK_CPU_TARGET="portable"))[0]["cpu"])
+    assert "cpu:0 kernels portable (TACK_CPU_TARGET): code for any CPU of" in cpu, cpu
+    if platform.machine() == "x86_64":
+        assert "-march=x86-64-v2" in cpu, cpu
+    cpu = squeeze(report(environment(tmp_path, TACK_CPU_TARGET="fast"))[0]["cpu"])
+    assert "cpu:0 kernels TACK_CPU_TARGET=fast is not a target: set it to native" in cpu, cpu
+
+
 def test_nvrtc_from_its_wheel(tmp_path):
     try:
         import nvidia

@@ -37,7 +37,12 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
 /* The atomics: GCC's and Clang's __atomic builtins, relaxed; a
  * compare-and-swap loop where x86 has no one instruction (float and double
  * adds, min and max). _Generic picks the function for the pointer's type,
- * so a pointer of another type, or a const one, does not compile. */
+ * so a pointer of another type, or a const one, does not compile; the
+ * macros, which expand in the user's code, name the types in Tack's own
+ * spelling (TACK_PRELUDE_TYPES), which no definition of the user's takes.
+ * A float min or max ignores NaN as fmin and fmax do: a NaN contribution
+ * changes nothing, a NaN target takes the number (the kernels guide,
+ * "Reductions"). */
 #define CPU_ATOMICS                                                                                                \
     "#define TACK_ATOMIC_FETCH_(op, T, s) static inline T tack_atomic_##op##_##s##_(T *p, T v) "                 \
     "{ return __atomic_fetch_##op(p, v, __ATOMIC_RELAXED); }\n"                                                   \
@@ -45,8 +50,8 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "__atomic_load(p, &old, __ATOMIC_RELAXED); do { next = old + v; } while (!__atomic_compare_exchange(p, &old, " \
     "&next, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); return old; }\n"                                             \
     "#define TACK_ATOMIC_PICK_(op, cmp, T, s) static inline T tack_atomic_##op##_##s##_(T *p, T v) { T old; "     \
-    "__atomic_load(p, &old, __ATOMIC_RELAXED); while (v cmp old && !__atomic_compare_exchange(p, &old, &v, 1, "   \
-    "__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }\n"                                                     \
+    "__atomic_load(p, &old, __ATOMIC_RELAXED); if (v != v) return old; while ((v cmp old || old != old) && "     \
+    "!__atomic_compare_exchange(p, &old, &v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }\n"         \
     "TACK_ATOMIC_FETCH_(add, int32_t, i32) TACK_ATOMIC_FETCH_(add, uint32_t, u32)\n"                             \
     "TACK_ATOMIC_FETCH_(add, int64_t, i64) TACK_ATOMIC_FETCH_(add, uint64_t, u64)\n"                             \
     "TACK_ATOMIC_CAS_ADD_(float, f32) TACK_ATOMIC_CAS_ADD_(double, f64)\n"                                       \
@@ -54,11 +59,11 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
     "TACK_ATOMIC_PICK_(min, <, int64_t, i64) TACK_ATOMIC_PICK_(min, <, uint64_t, u64)\n"                         \
     "TACK_ATOMIC_PICK_(max, >, int32_t, i32) TACK_ATOMIC_PICK_(max, >, uint32_t, u32)\n"                         \
     "TACK_ATOMIC_PICK_(max, >, int64_t, i64) TACK_ATOMIC_PICK_(max, >, uint64_t, u64)\n"                         \
-    "#define TACK_ATOMIC_INT_(op, p, v) _Generic((p), int32_t *: tack_atomic_##op##_i32_, "                      \
-    "uint32_t *: tack_atomic_##op##_u32_, int64_t *: tack_atomic_##op##_i64_, "                                   \
-    "uint64_t *: tack_atomic_##op##_u64_)((p), (v))\n"                                                            \
-    "#define tack_atomic_add(p, v) _Generic((p), int32_t *: tack_atomic_add_i32_, "                              \
-    "uint32_t *: tack_atomic_add_u32_, int64_t *: tack_atomic_add_i64_, uint64_t *: tack_atomic_add_u64_, "      \
+    "#define TACK_ATOMIC_INT_(op, p, v) _Generic((p), tack_i32_ *: tack_atomic_##op##_i32_, "                    \
+    "tack_u32_ *: tack_atomic_##op##_u32_, tack_i64_ *: tack_atomic_##op##_i64_, "                               \
+    "tack_u64_ *: tack_atomic_##op##_u64_)((p), (v))\n"                                                          \
+    "#define tack_atomic_add(p, v) _Generic((p), tack_i32_ *: tack_atomic_add_i32_, "                            \
+    "tack_u32_ *: tack_atomic_add_u32_, tack_i64_ *: tack_atomic_add_i64_, tack_u64_ *: tack_atomic_add_u64_, "  \
     "float *: tack_atomic_add_f32_, double *: tack_atomic_add_f64_)((p), (v))\n"                                 \
     "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
     "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"                                                 \
@@ -88,11 +93,11 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
 
 #define CPU_PLAIN_ATOMICS                                                                                          \
     "#undef TACK_ATOMIC_INT_\n#undef tack_atomic_add\n#undef tack_atomic_min\n#undef tack_atomic_max\n"          \
-    "#define TACK_ATOMIC_INT_(op, p, v) _Generic((p), int32_t *: tack_plain_##op##_i32_, "                       \
-    "uint32_t *: tack_plain_##op##_u32_, int64_t *: tack_plain_##op##_i64_, "                                     \
-    "uint64_t *: tack_plain_##op##_u64_)((p), (v))\n"                                                             \
-    "#define tack_atomic_add(p, v) _Generic((p), int32_t *: tack_plain_add_i32_, "                               \
-    "uint32_t *: tack_plain_add_u32_, int64_t *: tack_plain_add_i64_, uint64_t *: tack_plain_add_u64_, "         \
+    "#define TACK_ATOMIC_INT_(op, p, v) _Generic((p), tack_i32_ *: tack_plain_##op##_i32_, "                     \
+    "tack_u32_ *: tack_plain_##op##_u32_, tack_i64_ *: tack_plain_##op##_i64_, "                                 \
+    "tack_u64_ *: tack_plain_##op##_u64_)((p), (v))\n"                                                           \
+    "#define tack_atomic_add(p, v) _Generic((p), tack_i32_ *: tack_plain_add_i32_, "                             \
+    "tack_u32_ *: tack_plain_add_u32_, tack_i64_ *: tack_plain_add_i64_, tack_u64_ *: tack_plain_add_u64_, "     \
     "float *: tack_plain_add_f32_, double *: tack_plain_add_f64_)((p), (v))\n"                                  \
     "#define tack_atomic_min(p, v) TACK_ATOMIC_INT_(min, p, v)\n"                                                 \
     "#define tack_atomic_max(p, v) TACK_ATOMIC_INT_(max, p, v)\n"
@@ -103,7 +108,7 @@ static tack_status cpu_open(tack_device *device, const tack_option *options, siz
  * into. */
 #define CPU_REDUCE_PARAMS                                                                                     \
     "tack_rtab_ *restrict tack_rt_, tack_rhot_ *restrict tack_rh_, unsigned tack_rl_, unsigned tack_ra_, "       \
-    "uintptr_t tack_rk_, "
+    "tack_uptr_ tack_rk_, "
 
 /* The array whose sums the table's window holds from a range's start
  * (reduce.h, "Pinned"): sig->reduce_target where its element type is one
@@ -166,14 +171,14 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
 {
 
     tack_source_put(b,
-                    "TACK_EXPORT_ void %s(int64_t tack_begin_, int64_t tack_end_, const int64_t *tack_shape_, "
+                    "TACK_EXPORT_ void %s(tack_i64_ tack_begin_, tack_i64_ tack_end_, const tack_i64_ *tack_shape_, "
                     "void *const *tack_args_);\n"
-                    "TACK_EXPORT_ void %s(int64_t tack_begin_, int64_t tack_end_, const int64_t *tack_shape_, "
+                    "TACK_EXPORT_ void %s(tack_i64_ tack_begin_, tack_i64_ tack_end_, const tack_i64_ *tack_shape_, "
                     "void *const *tack_args_)\n{\n",
                     entry, entry);
     for (int k = 0; k < sig->nparams; k++) {
         const struct tack_param *p = &sig->params[k];
-        const char *q = p->writable ? "" : "const ", *type = tack_dtype_c_type(p->dtype);
+        const char *q = p->writable ? "" : "const ", *type = tack_source_type(p->dtype);
         if (p->is_array)
             tack_source_put(b, "    %s%s *tack_p%d_ = *(%s%s *const *)tack_args_[%d];\n", q, type, k, q, type, k);
         else
@@ -198,7 +203,7 @@ static void cpu_entry_point(struct tack_source *b, const struct tack_signature *
         tack_source_put(b, "    tack_rtab_ tack_rtab_v_, *const tack_rt_ = &tack_rtab_v_;\n    tack_rinit_(tack_rt_);\n"
                            "    tack_rhot_ tack_rh_v_ = {0};\n");
     if (pin >= 0)
-        tack_source_put(b, "    tack_rpin_(tack_rt_, (uintptr_t)tack_p%d_);\n", pin);
+        tack_source_put(b, "    tack_rpin_(tack_rt_, (tack_uptr_)tack_p%d_);\n", pin);
     const char *flush = reduce ? "    tack_rhflush_(tack_rh_v_);\n    tack_rdone_(tack_rt_);\n" : "";
     if (sig->ndim == 1 && reduce) {
         cpu_reduce_loop(b, sig, function, flush);
@@ -250,8 +255,8 @@ static void cpu_variant_entry(struct tack_source *b, const struct tack_signature
     char name[TACK_NAME_MAX + 32];
     if (lane) {
         int tag, pin = cpu_reduce_pin(sig, &tag);
-        tack_source_put(b, "#define %s%s(...) %s%s(tack_rt_, &tack_rh_v_, %s, (uintptr_t)", sig->name, call, sig->name,
-                        copy, lane);
+        tack_source_put(b, "#define %s%s(...) %s%s(tack_rt_, &tack_rh_v_, %s, (tack_uptr_)", sig->name, call,
+                        sig->name, copy, lane);
         if (pin >= 0)
             tack_source_put(b, "tack_p%d_, __VA_ARGS__)\n", pin);
         else
@@ -329,9 +334,13 @@ static void cpu_entry(struct tack_source *b, const struct tack_signature *sig, c
             tack_source_append(b, CPU_REDUCE_PLAIN);
         tack_source_kernel_copy(b, sig, source, "_tack_plain_", "", reduce ? CPU_REDUCE_PARAMS : "", TACK_CHECK_C);
     }
+    /* Clang expands macros in a loop pragma's arguments: the user's go
+     * first (nothing of theirs follows the entries). */
     tack_source_put(b, "#if defined(__GNUC__)\n"
-                       "#define TACK_EXPORT_ __attribute__((visibility(\"default\")))\n#else\n#define TACK_EXPORT_\n#endif\n"
-                       "#if defined(__clang__)\n#define TACK_SIMD_ _Pragma(\"clang loop vectorize(assume_safety)\")\n"
+                       "#define TACK_EXPORT_ __attribute__((__visibility__(\"default\")))\n#else\n"
+                       "#define TACK_EXPORT_\n#endif\n"
+                       "#if defined(__clang__)\n#undef vectorize\n#undef assume_safety\n"
+                       "#define TACK_SIMD_ _Pragma(\"clang loop vectorize(assume_safety)\")\n"
                        "#elif defined(__GNUC__)\n#define TACK_SIMD_ _Pragma(\"GCC ivdep\")\n"
                        "#else\n#define TACK_SIMD_\n#endif\n");
     /* A reduction's lane (CPU_REDUCE_TABLE): the fastest index's last
@@ -351,11 +360,11 @@ const struct tack_dialect cpu_dialect = {
     .name = "cpu",
     .head = cpu_head,
     .prelude = "#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n#include <math.h>\n"
-               "typedef int64_t tack_index;\n"
+               "typedef int64_t tack_index;\n" TACK_PRELUDE_TYPES("_Bool", "uintptr_t")
                "#define TACK_BACKEND_CPU 1\n"
                /* Helpers a kernel may leave unused, which Clang's -Wall
                 * would report in a source file. */
-               "#if defined(__GNUC__)\n#define TACK_INLINE_ static inline __attribute__((unused))\n"
+               "#if defined(__GNUC__)\n#define TACK_INLINE_ static inline __attribute__((__unused__))\n"
                "#else\n#define TACK_INLINE_ static inline\n#endif\n"
                "TACK_INLINE_ uint32_t tack_bits_of_float_(float f)\n"
                "{\n    union { float f; uint32_t u; } v;\n    v.f = f;\n    return v.u;\n}\n"
@@ -510,6 +519,7 @@ static void cpu_describe(tack_backend_report *out)
     snprintf(out->devices[0], sizeof out->devices[0], "%s%s%d thread%s", model, model[0] ? ", " : "", threads,
              threads == 1 ? "" : "s");
     tack_c_compiler_describe(&out->compiler);
+    tack_cpu_target_describe(out->kernel_code[0], sizeof out->kernel_code[0]);
 }
 
 const struct tack_backend_ops tack_cpu_backend = {

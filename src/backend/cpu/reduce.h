@@ -9,12 +9,14 @@
 /* The reductions outside the kernel's own body (in a helper it calls) and
  * in the plain copy: each contribution one atomic (there, a plain one).
  * Floating-point min and max by compare-and-swap, as x86 has no
- * instruction for them; a NaN contribution loses every comparison and
- * changes nothing. */
+ * instruction for them, ignoring NaN as fmin and fmax do (CPU_ATOMICS):
+ * a NaN contribution changes nothing, an all-NaN input leaves the target
+ * as it was. Every macro here and below that expands in the user's code
+ * names types in Tack's own spelling (TACK_PRELUDE_TYPES). */
 #define CPU_REDUCE_DIRECT                                                                                          \
-    "#define TACK_REDUCE_PICK_(op, p, v) _Generic((p), int32_t *: tack_atomic_##op##_i32_, "                     \
-    "uint32_t *: tack_atomic_##op##_u32_, int64_t *: tack_atomic_##op##_i64_, "                                   \
-    "uint64_t *: tack_atomic_##op##_u64_, float *: tack_atomic_##op##_f32_, "                                     \
+    "#define TACK_REDUCE_PICK_(op, p, v) _Generic((p), tack_i32_ *: tack_atomic_##op##_i32_, "                   \
+    "tack_u32_ *: tack_atomic_##op##_u32_, tack_i64_ *: tack_atomic_##op##_i64_, "                               \
+    "tack_u64_ *: tack_atomic_##op##_u64_, float *: tack_atomic_##op##_f32_, "                                   \
     "double *: tack_atomic_##op##_f64_)((p), (v))\n"                                                              \
     "#define tack_reduce_add(p, v) ((void)tack_atomic_add(p, v))\n"                                               \
     "#define tack_reduce_min(p, v) ((void)TACK_REDUCE_PICK_(min, p, v))\n"                                        \
@@ -55,7 +57,10 @@
  * itself when a new target finds no free slot, and is cleared only once a
  * range uses it. tack_rclaim_ returns 1 for a slot it claimed for the
  * target (the caller stores the first value), 0 for the target's slot
- * found past its home.
+ * found past its home. A min or max slot's lanes all start at its first
+ * value, which may be NaN: its combining replaces a NaN lane by the next
+ * value, so that one NaN does not hide the numbers after it, and a lane
+ * that stays NaN reaches the atomic, which ignores it.
  *
  * Before the window: the float and the double sum target of a range's
  * first index (tack_ra_ says which index may take one) are held apart,
@@ -96,8 +101,8 @@
     "static inline void tack_rflush_##op##_##S##_(tack_rslot_ *e) { __typeof__(e->v[0].F) *a = &e->v[0].F; "      \
     "for (unsigned k = 1; k < TACK_RLANES_; k++) { __typeof__(e->v[0].F) v = e->v[k].F; COMBINE; } "              \
     "(void)tack_atomic_##op##_##S##_(e->key, (T)*a); }\n"                                                          \
-    "#define TACK_RPUT_PICK_(T, s, tag) TACK_RPUT_(min, T, s, s, tag + 6, if (v < *a) *a = v, v) "                  \
-    "TACK_RPUT_(max, T, s, s, tag + 12, if (v > *a) *a = v, v) "                                                  \
+    "#define TACK_RPUT_PICK_(T, s, tag) TACK_RPUT_(min, T, s, s, tag + 6, if (v < *a || *a != *a) *a = v, v) "    \
+    "TACK_RPUT_(max, T, s, s, tag + 12, if (v > *a || *a != *a) *a = v, v) "                                      \
     "static inline void tack_rmin_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, unsigned ad, uintptr_t rk, "     \
     "T *p, T v) { (void)h; (void)ad; (void)rk; tack_rslot_min_##s##_(t, l, p, v); } "                             \
     "static inline void tack_rmax_##s##_(tack_rtab_ *t, tack_rhot_ *h, unsigned l, unsigned ad, uintptr_t rk, "     \
@@ -183,8 +188,9 @@
 /* The kernel's reductions into the table, tack_rt_ (CPU_REDUCE_TABLE). */
 #define CPU_REDUCE_TABLED                                                                                          \
     "#undef tack_reduce_add\n#undef tack_reduce_min\n#undef tack_reduce_max\n"                                    \
-    "#define TACK_RTABLE_(op, p, v) _Generic((p), int32_t *: tack_r##op##_i32_, uint32_t *: tack_r##op##_u32_, "  \
-    "int64_t *: tack_r##op##_i64_, uint64_t *: tack_r##op##_u64_, float *: tack_r##op##_f32_, "                   \
+    "#define TACK_RTABLE_(op, p, v) _Generic((p), tack_i32_ *: tack_r##op##_i32_, "                               \
+    "tack_u32_ *: tack_r##op##_u32_, tack_i64_ *: tack_r##op##_i64_, tack_u64_ *: tack_r##op##_u64_, "            \
+    "float *: tack_r##op##_f32_, "                                                                                \
     "double *: tack_r##op##_f64_)(tack_rt_, tack_rh_, tack_rl_, tack_ra_, tack_rk_, (p), (v))\n"                                                          \
     "#define tack_reduce_add(p, v) TACK_RTABLE_(add, p, v)\n"                                                     \
     "#define tack_reduce_min(p, v) TACK_RTABLE_(min, p, v)\n"                                                     \
@@ -201,8 +207,9 @@
     "float *: tack_r##op##_f32_(tack_rt_, tack_rh_, tack_rl_, tack_ra_, tack_rk_, (float *)(p), (float)(v)), "                        \
     "double *: tack_r##op##_f64_(tack_rt_, tack_rh_, tack_rl_, tack_ra_, tack_rk_, (double *)(p), (double)(v)), default: INT))\n"              \
     "#define tack_reduce_add(p, v) TACK_RPLAIN_(add, p, v, tack_atomic_add(p, v))\n"                             \
-    "#define TACK_RPLAIN_PICK_(op, p, v) _Generic((p), int32_t *: tack_plain_##op##_i32_, "                       \
-    "uint32_t *: tack_plain_##op##_u32_, int64_t *: tack_plain_##op##_i64_, uint64_t *: tack_plain_##op##_u64_, " \
+    "#define TACK_RPLAIN_PICK_(op, p, v) _Generic((p), tack_i32_ *: tack_plain_##op##_i32_, "                     \
+    "tack_u32_ *: tack_plain_##op##_u32_, tack_i64_ *: tack_plain_##op##_i64_, "                                 \
+    "tack_u64_ *: tack_plain_##op##_u64_, "                                                                       \
     "float *: tack_atomic_##op##_f32_, double *: tack_atomic_##op##_f64_)((p), (v))\n"                           \
     "#define tack_reduce_min(p, v) TACK_RPLAIN_(min, p, v, TACK_RPLAIN_PICK_(min, p, v))\n"                      \
     "#define tack_reduce_max(p, v) TACK_RPLAIN_(max, p, v, TACK_RPLAIN_PICK_(max, p, v))\n"

@@ -14,10 +14,18 @@
 #include "host_cpu.h"
 #include "toolchain.h"
 
+#if defined(__x86_64__)
+#define TACK_CPU_ARCH "x86-64"
+#elif defined(__aarch64__)
+#define TACK_CPU_ARCH "AArch64"
+#else
+#define TACK_CPU_ARCH "this architecture"
+#endif
+
 const char *const tack_cpu_entry_names[] = {TACK_ENTRY_NAME, TACK_ENTRY_NAME "_restrict", TACK_ENTRY_NAME "_plain",
                                             NULL};
 
-/* For the host's own instruction set (the cache key names the CPU), and
+/* For the instruction set TACK_CPU_TARGET names (cpu_target), and
  * without errno from the math functions: a kernel cannot use errno (its
  * indices run on several threads at once, as on a GPU, which has none),
  * and setting it is what keeps sqrt a call instead of one instruction, in
@@ -29,14 +37,79 @@ const char *const tack_cpu_entry_names[] = {TACK_ENTRY_NAME, TACK_ENTRY_NAME "_r
  * still its own, and calls to it can be inlined) while what it declares
  * and does not define, printf or stderr from the C library, stays the
  * library's: `#pragma GCC visibility push(hidden)` would hide those
- * declarations too, and the link would fail. The entries say "default". */
-#if defined(__x86_64__) || defined(__aarch64__)
-static const char *const flags[] = {"-O3", "-march=native", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared",
-                                    "-fvisibility=hidden"};
-#else
+ * declarations too, and the link would fail. The entries say "default".
+ * The target's -march word, where it has one, comes second. */
 static const char *const flags[] = {"-O3", "-fno-math-errno", "-funroll-loops", "-fPIC", "-shared",
                                     "-fvisibility=hidden"};
+#define NFLAGS (sizeof flags / sizeof *flags + 1)
+
+/* What TACK_CPU_TARGET may name: code for this CPU (native, the default)
+ * or for any CPU of its architecture (portable: what valgrind and another
+ * node of a cluster run). Where the architecture has no baseline named
+ * here, both are the compiler's default target, no -march at all. */
+struct cpu_target {
+    const char *name;
+    const char *march; /* NULL: none */
+    int native;        /* the code is this CPU's: the key names it */
+};
+static const struct cpu_target targets[] = {
+#if defined(__x86_64__)
+    {"native", "-march=native", 1},
+    {"portable", "-march=x86-64-v2", 0},
+#elif defined(__aarch64__)
+    {"native", "-march=native", 1},
+    {"portable", "-march=armv8-a", 0},
+#else
+    {"native", NULL, 1},
+    {"portable", NULL, 0},
 #endif
+};
+
+/* The target TACK_CPU_TARGET names; TACK_ERUNTIME, naming the variable
+ * and the values it takes, for any other. */
+static tack_status cpu_target(const struct cpu_target **out)
+{
+    const char *text = getenv("TACK_CPU_TARGET");
+    *out = &targets[0];
+    if (!text || !*text)
+        return TACK_OK;
+    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+        if (!strcmp(text, targets[i].name)) {
+            *out = &targets[i];
+            return TACK_OK;
+        }
+    }
+    return tack_error_set(TACK_ERUNTIME,
+                          "TACK_CPU_TARGET=%s is not a target: set it to native (code for this CPU, the default) "
+                          "or portable (code for any CPU of %s, %s: for valgrind, or a cache shared by other CPUs), "
+                          "or unset it",
+                          text, TACK_CPU_ARCH, targets[1].march ? targets[1].march + 7 : "the compiler's default");
+}
+
+/* Tack's flags for target t, into out (NFLAGS words at most): how many. */
+static size_t target_flags(const struct cpu_target *t, const char **out)
+{
+    size_t n = 0;
+    out[n++] = flags[0];
+    if (t->march)
+        out[n++] = t->march;
+    for (size_t i = 1; i < sizeof flags / sizeof *flags; i++)
+        out[n++] = flags[i];
+    return n;
+}
+
+void tack_cpu_target_describe(char *out, size_t cap)
+{
+    const struct cpu_target *t;
+    if (cpu_target(&t) != TACK_OK) {
+        snprintf(out, cap, "%s", tack_last_error());
+        tack_error_clear();
+        return;
+    }
+    snprintf(out, cap, "%s (TACK_CPU_TARGET): %s%s%s", t->name,
+             t->native ? "code for this CPU" : "code for any CPU of " TACK_CPU_ARCH, t->march ? ", " : "",
+             t->march ? t->march : "");
+}
 
 /* The compiler's command as it is run, less Tack's own arguments. */
 static void command_of(const struct tack_c_compiler *c, char *out, size_t cap)
@@ -48,15 +121,16 @@ static void command_of(const struct tack_c_compiler *c, char *out, size_t cap)
 
 /* The compiler's command line for `src` into `obj` (names in the store's
  * directory, reached as /proc/self/fd/TACK_STORE_CHILD_FD): c's words, Tack's
- * flags, every word of TACK_CFLAGS, the kernel's own options (`own`, one
+ * flags for target t, every word of TACK_CFLAGS, the kernel's own options (`own`, one
  * word each: the process default first, so that the kernel's own win),
  * then the files. *paths holds what the words point into. NULL out of
  * memory. */
-static char **compile_argv(const struct tack_c_compiler *c, char *const *own, size_t nown, const char *src,
-                           const char *obj, char **paths)
+static char **compile_argv(const struct tack_c_compiler *c, const struct cpu_target *t, char *const *own,
+                           size_t nown, const char *src, const char *obj, char **paths)
 {
     const char *cflags = getenv("TACK_CFLAGS");
-    size_t nflags = sizeof flags / sizeof *flags, ncflags = cflags ? (size_t)tack_words_count(cflags) : 0;
+    const char *mine[NFLAGS];
+    size_t nflags = target_flags(t, mine), ncflags = cflags ? (size_t)tack_words_count(cflags) : 0;
     size_t srclen = strlen(src), objlen = strlen(obj), dirlen = sizeof "/proc/self/fd/" + 16;
     size_t cfl = cflags ? strlen(cflags) + 1 : 1;
     char **argv = calloc((size_t)c->argc + nflags + ncflags + nown + 5, sizeof *argv);
@@ -71,7 +145,7 @@ static char **compile_argv(const struct tack_c_compiler *c, char *const *own, si
     for (int i = 1; i < c->argc; i++)
         argv[n++] = c->argv[i];
     for (size_t i = 0; i < nflags; i++)
-        argv[n++] = (char *)flags[i];
+        argv[n++] = (char *)mine[i];
     memcpy(room, cflags ? cflags : "", cfl);
     n += (size_t)tack_words_split(room, argv + n);
     for (size_t i = 0; i < nown; i++)
@@ -88,11 +162,14 @@ static char **compile_argv(const struct tack_c_compiler *c, char *const *own, si
     return argv;
 }
 
-/* The compile's time limit and the C compiler, as both slots need them:
- * errors as tack_compile_limit and tack_c_compiler_find. */
-static tack_status limit_and_compiler(int64_t *limit_ns, struct tack_c_compiler *c)
+/* The compile's time limit, the target and the C compiler, as both slots
+ * need them: errors as tack_compile_limit, cpu_target and
+ * tack_c_compiler_find. */
+static tack_status limit_and_compiler(int64_t *limit_ns, const struct cpu_target **t, struct tack_c_compiler *c)
 {
     tack_status st = tack_compile_limit(limit_ns);
+    if (st == TACK_OK)
+        st = cpu_target(t);
     return st != TACK_OK ? st : tack_c_compiler_find(c);
 }
 
@@ -101,8 +178,9 @@ tack_status tack_cpu_kernel_key(struct tack_compile *job)
     /* The limit is read first, so that one that cannot be read is refused
      * whether or not this kernel needs compiling. */
     int64_t limit_ns;
+    const struct cpu_target *t;
     struct tack_c_compiler c;
-    tack_status st = limit_and_compiler(&limit_ns, &c);
+    tack_status st = limit_and_compiler(&limit_ns, &t, &c);
     if (st != TACK_OK)
         return st;
     tack_sha256 h;
@@ -114,15 +192,19 @@ tack_status tack_cpu_kernel_key(struct tack_compile *job)
     snprintf(ident, sizeof ident, "%s %lld %lld.%09ld %s", c.path, (long long)c.st.st_size,
              (long long)c.st.st_mtim.tv_sec, (long)c.st.st_mtim.tv_nsec, c.identity);
     tack_sha256_field(&h, ident);
-    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
-        tack_sha256_field(&h, flags[i]);
+    const char *mine[NFLAGS];
+    size_t nflags = target_flags(t, mine);
+    for (size_t i = 0; i < nflags; i++)
+        tack_sha256_field(&h, mine[i]);
     tack_sha256_field(&h, getenv("TACK_CFLAGS"));
     char own[65];
     tack_build_options_digest(job->options, own);
     tack_sha256_field(&h, own);
-    /* -march=native: code for this CPU, which another CPU sharing the
-     * cache (a home directory across a cluster's nodes) may not run. */
-    tack_sha256_field(&h, tack_host_cpu());
+    /* Native code is this CPU's, which another CPU sharing the cache (a
+     * home directory across a cluster's nodes) may not run; portable code
+     * is every such CPU's, and shared by them. */
+    tack_sha256_field(&h, t->name);
+    tack_sha256_field(&h, t->native ? tack_host_cpu() : TACK_CPU_ARCH);
     tack_c_compiler_free(&c);
     job->kind = TACK_CODE_HOST;
     char hex[65];
@@ -194,15 +276,16 @@ tack_status tack_cpu_kernel_compile(const struct tack_compile *job, struct tack_
 {
     (void)code; /* the code is the file job->output, which the store keeps */
     int64_t limit_ns;
+    const struct cpu_target *t;
     struct tack_c_compiler c;
-    tack_status st = limit_and_compiler(&limit_ns, &c);
+    tack_status st = limit_and_compiler(&limit_ns, &t, &c);
     if (st != TACK_OK)
         return st;
     char *paths = NULL, **argv = NULL;
     size_t nown = 0;
     char **own = tack_build_options_words(job->options, &nown);
     if (own)
-        argv = compile_argv(&c, own, nown, job->source_file, job->output, &paths);
+        argv = compile_argv(&c, t, own, nown, job->source_file, job->output, &paths);
     if (!argv) {
         free(own);
         tack_c_compiler_free(&c);

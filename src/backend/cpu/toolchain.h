@@ -18,6 +18,9 @@ extern const char *const tack_cpu_entry_names[TACK_CPU_ENTRIES + 1];
  * not a number of seconds or there is no C compiler (saying what to
  * install); TACK_ENOMEM. */
 tack_status tack_cpu_kernel_key(struct tack_compile *job);
+/* What CPU kernels are built for (TACK_CPU_TARGET), or why the value is
+ * refused, as a line of the backend's report. Never fails. */
+void tack_cpu_target_describe(char *out, size_t cap);
 /* kernel_compile: runs the C compiler on job->source_file into
  * job->output, in the store's directory job->dirfd, within
  * TACK_COMPILE_TIMEOUT. TACK_ECOMPILE with the compiler's log when the

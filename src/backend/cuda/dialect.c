@@ -17,7 +17,7 @@ const struct tack_dialect cuda_dialect = {
                "typedef short int16_t;\ntypedef unsigned short uint16_t;\n"
                "typedef int int32_t;\ntypedef unsigned int uint32_t;\n"
                "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
-               "typedef int64_t tack_index;\n"
+               "typedef int64_t tack_index;\n" TACK_PRELUDE_TYPES("bool", "unsigned long long")
                "#define TACK_INLINE_ static inline\n"
                /* __half and __nv_bfloat16 are the toolkit's headers', which
                 * Tack puts on NVRTC's include path when it finds them
@@ -72,6 +72,7 @@ const struct tack_dialect cuda_dialect = {
                 * need them all), whatever its group. Before sm_70 each lane
                 * applies its own. */
                "#define TACK_RDEV_ static __device__ __forceinline__\n" TACK_PRELUDE_REDUCE_CXX TACK_PRELUDE_CUDA_GRID
+                   TACK_PRELUDE_CHECK_CLAIM_CXX
                "template <int OP, class T> TACK_RDEV_ void tack_reduce_(T *p, typename tack_rid_<T>::type v)\n{\n"
                "#if __CUDA_ARCH__ >= 700\n"
                "    const unsigned active = __activemask();\n"

@@ -261,7 +261,7 @@ static const struct tack_dialect hip_dialect = {
                "typedef __INT16_TYPE__ int16_t;\ntypedef __UINT16_TYPE__ uint16_t;\n"
                "typedef __INT32_TYPE__ int32_t;\ntypedef __UINT32_TYPE__ uint32_t;\n"
                "typedef __INT64_TYPE__ int64_t;\ntypedef __UINT64_TYPE__ uint64_t;\n"
-               "typedef int64_t tack_index;\n"
+               "typedef int64_t tack_index;\n" TACK_PRELUDE_TYPES("bool", "__UINTPTR_TYPE__")
                "#define TACK_BACKEND_HIP 1\n"
                /* The atomics, as overloads of HIP's own, through the types
                 * every HIP version declares them for. Not every HIP has a
@@ -286,6 +286,7 @@ static const struct tack_dialect hip_dialect = {
                 * version; a wavefront's combining would need it). Correct,
                 * and no faster than tack_atomic_*. */
                "#define TACK_RDEV_ static __device__ inline\n" TACK_PRELUDE_REDUCE_CXX TACK_PRELUDE_CUDA_GRID
+                   TACK_PRELUDE_CHECK_CLAIM_CXX
                "template <int OP, class T> TACK_RDEV_ void tack_reduce_(T *p, typename tack_rid_<T>::type v) "
                "{ tack_rapply_<OP>(p, v); }\n"
                /* hipRTC has __half of its own: before ROCm 5.7 defined
@@ -319,8 +320,10 @@ static const struct tack_dialect hip_dialect = {
                "#endif\n"
                "#define restrict __restrict__\n",
     .language = TACK_CHECK_CXX,
-    /* CUDA's grid; the prelude's host-device region ends before it. */
-    .grid = {.head = "#pragma clang force_cuda_host_device end\nextern \"C\" __global__ void ",
+    /* CUDA's grid; the prelude's host-device region ends before it. Clang
+     * expands macros in the pragma's argument: a user's `end` goes first
+     * (nothing of the user's follows the entry). */
+    .grid = {.head = "#undef end\n#pragma clang force_cuda_host_device end\nextern \"C\" __global__ void ",
              .space = "",
              .index = TACK_CUDA_GRID_INDEX,
              .stride = TACK_CUDA_GRID_STRIDE},

@@ -27,7 +27,7 @@ const struct tack_dialect ze_dialect = {
                "typedef short int16_t;\ntypedef ushort uint16_t;\n"
                "typedef int int32_t;\ntypedef uint uint32_t;\n"
                "typedef long int64_t;\ntypedef ulong uint64_t;\n"
-               "typedef long tack_index;\n"
+               "typedef long tack_index;\n" TACK_PRELUDE_TYPES("bool", "__UINTPTR_TYPE__")
                /* The atomics: OpenCL's own on 32 bits, the int64 extensions'
                 * on 64, compare-and-swap loops for floating point. Every
                 * array is __global (the entry's parameters are), so the
@@ -56,13 +56,16 @@ const struct tack_dialect ze_dialect = {
                 * contribution through the atomics above, one atomic each
                 * (no sub-group combining: correct, and no faster than
                 * tack_atomic_*); a float min or max by compare-and-swap,
-                * which OpenCL C has no atomic for. The value converts to
-                * the target's type; a const target does not compile. */
+                * which OpenCL C has no atomic for, ignoring NaN as fmin
+                * and fmax do (a NaN contribution gives up, a NaN target
+                * is replaced). The value converts to the target's type; a
+                * const target does not compile. */
                "#define TACK_RPICK_(op, T) static inline __attribute__((overloadable)) void tack_rpick_##op(T *p, T v) "
                "{ (void)tack_atomic_##op(p, v); }\n"
                "#define TACK_RPICK_FLOAT_(op, cmp, T, U, cas, as_t, as_u) static inline __attribute__((overloadable)) "
                "void tack_rpick_##op(T *p, T v) { volatile __global U *q = (volatile __global U *)p; U old = *q, seen; "
-               "while (v cmp as_t(old)) { seen = old; old = cas(q, seen, as_u(v)); if (old == seen) break; } }\n"
+               "if (v != v) return; while (v cmp as_t(old) || as_t(old) != as_t(old)) { seen = old; "
+               "old = cas(q, seen, as_u(v)); if (old == seen) break; } }\n"
                "TACK_RPICK_(min, int) TACK_RPICK_(min, uint) TACK_RPICK_(max, int) TACK_RPICK_(max, uint)\n"
                "TACK_RPICK_FLOAT_(min, <, float, uint, atomic_cmpxchg, as_float, as_uint)\n"
                "TACK_RPICK_FLOAT_(max, >, float, uint, atomic_cmpxchg, as_float, as_uint)\n"
@@ -76,6 +79,13 @@ const struct tack_dialect ze_dialect = {
                "#define tack_reduce_max(p, v) tack_rpick_max((p), (__typeof__(*(p)))(v))\n"
                "#define TACK_BACKEND_LEVEL_ZERO 1\n"
                "#define TACK_INLINE_ static inline\n"
+               /* What the code after the kernel's source calls, where
+                * OpenCL's own names (get_global_id, atomic_cmpxchg) could
+                * be a macro of the user's. */
+               "static inline tack_index tack_global_id_(unsigned d) { return (tack_index)get_global_id(d); }\n"
+               "static inline tack_index tack_global_size_(unsigned d) { return (tack_index)get_global_size(d); }\n"
+               "static inline bool tack_check_claim_(volatile __global unsigned *f) "
+               "{ return atomic_cmpxchg(f, 0u, 1u) == 0u; }\n"
                "#define tack_bits_of_float_(f) as_uint(f)\n"
                "#define tack_float_of_bits_(u) as_float(u)\n"
                /* half is a type of its own, parameters and arithmetic, on a
@@ -92,9 +102,8 @@ const struct tack_dialect ze_dialect = {
      * the domain. */
     .grid = {.head = "__kernel void ",
              .space = "__global ",
-             .index = {"(tack_index)get_global_id(0)", "(tack_index)get_global_id(1)", "(tack_index)get_global_id(2)"},
-             .stride = {"(tack_index)get_global_size(0)", "(tack_index)get_global_size(1)",
-                        "(tack_index)get_global_size(2)"}},
+             .index = {"tack_global_id_(0)", "tack_global_id_(1)", "tack_global_id_(2)"},
+             .stride = {"tack_global_size_(0)", "tack_global_size_(1)", "tack_global_size_(2)"}},
     .offline = TACK_CODE_NONE,
     .lacks = ze_lacks,
 };

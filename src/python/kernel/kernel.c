@@ -90,7 +90,9 @@ static int is_tack_array(PyObject *o) { return Py_IS_TYPE(o, &TackArray_Type); }
 
 static int to_scalar(PyObject *o, tack_dtype dtype, tack_arg *out)
 {
-    out->kind = TACK_ARG_SCALAR;
+    /* Converted into the field dtype names: the value is taken as it is,
+     * the smallest subnormals included. */
+    out->kind = TACK_ARG_SCALAR_BITS;
     out->dtype = dtype;
     /* The common cases without a detour through the generic converter. */
     if (PyFloat_CheckExact(o) && (dtype == TACK_F32 || dtype == TACK_F64)) {
