@@ -155,9 +155,13 @@ typedef struct tack_kernel_options {
     /* Further words for the backend's compiler, after TACK_CFLAGS's. */
     const char *const *options;
     size_t noptions;
-    /* Nonzero: a checked build, in which every subscript of an array
-     * parameter is checked against its extent. TACK_CHECKED=1 in the
-     * environment makes every kernel checked. */
+    /* Nonzero: a checked build, in which every access of the body to an
+     * array parameter's elements (a subscript either way round, through
+     * parentheses and pointer casts, a dereference, an address) is checked
+     * against its extent; a use checks cannot cover (the parameter
+     * changed, its address taken) is TACK_EVALUE at creation. The kernels
+     * guide says what stays unchecked. TACK_CHECKED=1 in the environment
+     * makes every kernel checked. */
     int checked;
 } tack_kernel_options;
 

@@ -136,7 +136,10 @@ void tack_source_kernel_copy(struct tack_source *b, const struct tack_signature 
         const struct tack_param *p = &sig->params[k];
         const char *type = tack_source_type(p->dtype);
         if (p->is_array)
-            tack_source_put(b, ", %s%s *%s%s", p->writable ? "" : "const ", type, qualifier, p->name);
+            /* Checked, the parameter cannot be changed: its checks are
+             * against the array it starts as. */
+            tack_source_put(b, ", %s%s *%s%s%s", p->writable ? "" : "const ", type, qualifier,
+                            sig->checked ? "const " : "", p->name);
         else
             tack_source_put(b, ", %s %s", type, p->name);
     }
@@ -193,7 +196,8 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
      * reads the record once the launch is complete. */
     tack_source_put(b,
                     "typedef struct { tack_u32_ tack_flag_; tack_u32_ tack_param_; tack_i64_ tack_index_; "
-                    "tack_i64_ tack_extent_; tack_i64_ tack_line_; tack_i64_ tack_sink_[2]; } tack_check_record_;\n"
+                    "tack_i64_ tack_extent_; tack_i64_ tack_line_; tack_u64_ tack_sink_; tack_u64_ tack_unused_; } "
+                    "tack_check_record_;\n"
                     "%s void tack_check_fail_(%stack_check_record_ *tack_r_, int tack_param_, tack_index tack_i_, "
                     "tack_index tack_n_, int tack_line_)\n{\n"
                     "    tack_u32_ tack_expected_ = 0;\n    (void)tack_expected_;\n"
@@ -203,7 +207,13 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                     "#define TACK_AT_(k, a, i) (*tack_at##k##_(a, (tack_index)(i), tack_ext_##a##_.tack_size_, "
                     "__LINE__, tack_check_, &tack_sink##k##_))\n"
                     "#define TACK_REF_(k, a, i) (*tack_ref##k##_(a, (tack_index)(i), tack_ext_##a##_.tack_size_, "
-                    "__LINE__, tack_check_))\n",
+                    "__LINE__, tack_check_))\n"
+                    /* Through a pointer cast, in bytes: an offset o in the
+                     * array's elements and an index in the cast type's,
+                     * written in the order the source has them (bl). */
+                    "#define TACK_BYTES_(k, a, s, ref, bl, l, r) tack_bytes##k##_(a, (tack_index)((bl) ? (l) : (r)), "
+                    "(tack_index)((bl) ? (r) : (l)), (tack_index)(s), tack_ext_##a##_.tack_size_, __LINE__, "
+                    "tack_check_, ref)\n",
                     /* Out of line on the host, so that the accesses in
                      * bounds stay small enough to unroll and inline. */
                     language == TACK_CHECK_C ? "static __attribute__((__noinline__, __cold__, __unused__))"
@@ -217,8 +227,12 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
         const char *type = tack_source_type(p->dtype), *c = p->writable ? "" : "const ";
         /* An index is in bounds when 0 <= i < n: one unsigned compare. A
          * load out of bounds reads the thread's zeroed sink, a store goes
-         * there; an address (&y[e], an atomic's) is the record's sink, in
-         * the memory atomics work on. */
+         * there; an address (&y[e], an atomic's) is the record's sink: the
+         * middle of memory that belongs to no array (the host's between
+         * inaccessible pages), since the kernel may go on to index from
+         * it (a row), which one element on the stack would not survive.
+         * The flag is set before the address is handed out, so that what
+         * follows cannot hide the violation. */
         tack_source_put(b,
                         "TACK_INLINE_ %s%s *tack_at%d_(%s%s *tack_a_, tack_index tack_i_, tack_index tack_n_, "
                         "int tack_line_, %stack_check_record_ *tack_r_, %s *tack_sink_)\n{\n"
@@ -237,8 +251,28 @@ void tack_source_hidden(struct tack_source *b, const struct tack_signature *sig,
                         "    if (__builtin_expect((tack_u64_)tack_i_ < (tack_u64_)tack_n_, 1))\n"
                         "        return tack_a_ + tack_i_;\n"
                         "    tack_check_fail_(tack_r_, %d, tack_i_, tack_n_, tack_line_);\n"
-                        "    return (%s *)tack_r_->tack_sink_;\n}\n",
-                        c, type, k, c, type, space, k, type);
+                        "    return (%s%s *)tack_r_->tack_sink_;\n}\n",
+                        c, type, k, c, type, space, k, space, type);
+        /* Through a cast to another type: the access of s bytes at byte
+         * o * sizeof(y's type) + i * s, reported in the cast type's
+         * elements. Out of bounds a load reads zeros the sink was given
+         * (up to 256 bytes of them). */
+        tack_source_put(b,
+                        "TACK_INLINE_ void *tack_bytes%d_(const %s *tack_a_, tack_index tack_o_, tack_index tack_i_, "
+                        "tack_index tack_s_, tack_index tack_n_, int tack_line_, %stack_check_record_ *tack_r_, "
+                        "int tack_ref_)\n{\n"
+                        "    const tack_index tack_size_ = tack_n_ * (tack_index)sizeof(%s),\n"
+                        "                     tack_at_ = tack_o_ * (tack_index)sizeof(%s) + tack_i_ * tack_s_;\n"
+                        "    if (__builtin_expect(tack_s_ <= tack_size_ && (tack_u64_)tack_at_ <= "
+                        "(tack_u64_)(tack_size_ - tack_s_), 1))\n"
+                        "        return (void *)((const char *)tack_a_ + tack_at_);\n"
+                        "    tack_check_fail_(tack_r_, %d, tack_at_ < 0 ? -((tack_s_ - 1 - tack_at_) / tack_s_) : "
+                        "tack_at_ / tack_s_, tack_size_ / tack_s_, tack_line_);\n"
+                        "    for (tack_index tack_q_ = 0; !tack_ref_ && tack_q_ < tack_s_ && tack_q_ < 256; "
+                        "tack_q_++)\n"
+                        "        ((%schar *)tack_r_->tack_sink_)[tack_q_] = 0;\n"
+                        "    return (%svoid *)tack_r_->tack_sink_;\n}\n",
+                        k, type, space, type, type, k, space, space);
     }
     tack_source_kernel_copy(b, sig, source, "_tack_x_", "", "", language);
 }

@@ -111,8 +111,9 @@ struct tack_signature {
 /* int64 size, ndim, extents[TACK_EXTENT_DIMS]: tack_extents_. */
 #define TACK_EXTENTS_SIZE (8 * (2 + TACK_EXTENT_DIMS))
 /* uint32 flag (0: no violation), uint32 parameter, int64 index, int64
- * extent, int64 line, then 16 bytes where an access out of bounds through
- * an address (&y[e]) goes: tack_check_record_. */
+ * extent, int64 line, uint64 sink (the address an access out of bounds
+ * through an address, &y[e], gets: memory of no array, set by the
+ * launch), 8 bytes unused: tack_check_record_. */
 #define TACK_CHECK_RECORD_SIZE 48
 
 /* Whether the entry of `sig` takes hidden parameters. */

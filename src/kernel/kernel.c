@@ -2,9 +2,12 @@
  * The warm launch is the path that matters for small arrays: binding checks
  * over the argument list, one atomic load to find the loaded code, and the
  * backend's launch; no lock, no allocation. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../core/queue.h"
 #include "kernel.h"
@@ -516,19 +519,67 @@ static tack_status run(const tack_kernel *k, const struct tack_loaded *l, const 
     return st;
 }
 
+/* The check record as the generated code lays it out
+ * (tack_source_hidden): the first violation, and where an address out of
+ * bounds (&y[e]) points. */
+struct check_record {
+    uint32_t flag, param;
+    int64_t index, extent, line;
+    uint64_t sink, unused;
+};
+_Static_assert(sizeof(struct check_record) == TACK_CHECK_RECORD_SIZE,
+               "the check record's layout is the generated code's");
+
+/* Where &y[e] out of bounds points on a device whose memory the host
+ * addresses: the middle of a mapping of its own, TACK_CHECK_SINK_HOST bytes
+ * between two inaccessible pages. A row written through that pointer
+ * (float *row = &y[e]; row[c] = ...) lands there, in memory no array or
+ * allocation owns, up to half the mapping either way; a run further meets
+ * an inaccessible page and stops the process with SIGSEGV instead of
+ * writing over whatever lies beyond. One mapping for the process, never
+ * unmapped: what lands there is never read as anyone's data, so launches
+ * (concurrent ones too) share it. */
+#define TACK_CHECK_SINK_HOST ((size_t)2 << 20)
+static pthread_once_t host_sink_once = PTHREAD_ONCE_INIT;
+static char *host_sink_middle;
+
+static void host_sink_map(void)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#ifdef MAP_NORESERVE
+    flags |= MAP_NORESERVE; /* pages are taken only where a violation writes */
+#endif
+    char *m = mmap(NULL, TACK_CHECK_SINK_HOST + 2 * page, PROT_NONE, flags, -1, 0);
+    if (m == MAP_FAILED)
+        return;
+    if (mprotect(m + page, TACK_CHECK_SINK_HOST, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, TACK_CHECK_SINK_HOST + 2 * page);
+        return;
+    }
+    host_sink_middle = m + page + TACK_CHECK_SINK_HOST / 2;
+}
+
+/* On a device the host cannot address the sink is an allocation of its
+ * own per launch, TACK_CHECK_SINK_DEVICE bytes of device memory, the
+ * address in its middle: a run of more than half of it goes past the
+ * allocation unguarded (the drivers' allocations have no guard pages). */
+#define TACK_CHECK_SINK_DEVICE ((size_t)64 << 10)
+
 /* What a launch of a kernel with hidden parameters passes besides the
  * arguments: the arrays' extents (tack_extents_), and a checked launch's
- * record, zeroed on the launch's device. */
+ * record, zeroed but for where its sink is, on the launch's device. */
 struct hidden {
     int64_t extents[TACK_KERNEL_MAX_PARAMS][TACK_EXTENTS_SIZE / 8];
-    tack_array *record;
+    tack_array *record, *sink;
     void *record_data;
 };
 
 /* Fills h and appends the hidden values to b's (and the record's buffer
  * to its buffers). TACK_EVALUE for an array of more than TACK_EXTENT_DIMS
- * dimensions whose extents the kernel asks for; an allocation's or copy's
- * error for the record. On error nothing is held. */
+ * dimensions whose extents the kernel asks for; TACK_ENOMEM when the sink
+ * cannot be mapped; an allocation's or copy's error for the record. On
+ * error nothing is held. */
 static tack_status hidden_bind(const tack_kernel *k, struct bound *b, const tack_arg *args, struct hidden *h)
 {
     const struct tack_signature *sig = &k->sig;
@@ -553,16 +604,38 @@ static tack_status hidden_bind(const tack_kernel *k, struct bound *b, const tack
     }
     if (!sig->checked)
         return TACK_OK;
-    /* Zero-filled: no violation yet. */
-    const int64_t n = TACK_CHECK_RECORD_SIZE / 8;
-    tack_status st = tack_array_empty(b->device, TACK_I64, 1, &n, 0, &h->record);
+    const int host = tack_backend_host_addressable(b->device);
+    if (host) {
+        pthread_once(&host_sink_once, host_sink_map);
+        if (!host_sink_middle)
+            return tack_error_set(TACK_ENOMEM,
+                                  "kernel '%s' (checked): cannot map the %zu KiB where accesses out of bounds go "
+                                  "(mmap refused it): free memory or address space, or launch it unchecked",
+                                  sig->name, TACK_CHECK_SINK_HOST >> 10);
+    }
+    h->sink = NULL;
+    const int64_t n = TACK_CHECK_RECORD_SIZE / 8, sink_n = (int64_t)TACK_CHECK_SINK_DEVICE;
+    tack_status st = host ? TACK_OK : tack_array_empty(b->device, TACK_U8, 1, &sink_n, 0, &h->sink);
+    if (st == TACK_OK)
+        st = tack_array_empty(b->device, TACK_I64, 1, &n, 0, &h->record);
+    struct check_record r = {0};
+    r.sink = host ? (uint64_t)(uintptr_t)host_sink_middle
+                  : (uint64_t)(uintptr_t)h->sink->data + TACK_CHECK_SINK_DEVICE / 2;
+    if (st == TACK_OK)
+        st = tack_array_copy_from_host(h->record, &r, sizeof r);
     if (st != TACK_OK) {
-        h->record = NULL;
+        if (h->record)
+            tack_array_release(h->record);
+        if (h->sink)
+            tack_array_release(h->sink);
+        h->record = h->sink = NULL;
         return st;
     }
     h->record_data = h->record->data;
     b->vals[at] = &h->record_data;
     b->bufs[b->nbufs++] = h->record->buffer;
+    if (h->sink)
+        b->bufs[b->nbufs++] = h->sink->buffer;
     return TACK_OK;
 }
 
@@ -573,15 +646,13 @@ static tack_status hidden_done(const tack_kernel *k, struct hidden *h, tack_stat
 {
     if (!h->record)
         return st;
-    struct {
-        uint32_t flag, param;
-        int64_t index, extent, line, sink[2];
-    } r;
-    _Static_assert(sizeof r == TACK_CHECK_RECORD_SIZE, "the check record's layout is the generated code's");
+    struct check_record r;
     if (st == TACK_OK)
         st = tack_array_copy_to_host(h->record, &r, sizeof r);
     tack_array_release(h->record);
-    h->record = NULL;
+    if (h->sink)
+        tack_array_release(h->sink);
+    h->record = h->sink = NULL;
     if (st != TACK_OK || !r.flag)
         return st;
     const char *name = r.param < (uint32_t)k->sig.nparams ? k->sig.params[r.param].name : "?";

@@ -659,12 +659,12 @@ tack_status tack_signature_parse_checked(const char *source, const char *head, c
         out->body_end_line = s.t.v[found->body_close].line;
         if ((out->extents_used || checked) && !(out->body_stub = tack_body_stub(&s, found)))
             st = TACK_ENOMEM;
-        if (st == TACK_OK && checked && !(out->body_checked = tack_body_checked(&s, found, out)))
-            st = TACK_ENOMEM;
-        if (st != TACK_OK) {
-            tack_signature_free(out);
+        if (st != TACK_OK)
             st = tack_error_set(TACK_ENOMEM, "out of memory reading a kernel's source");
-        }
+        if (st == TACK_OK && checked)
+            st = tack_body_checked(&s, found, out, &out->body_checked);
+        if (st != TACK_OK)
+            tack_signature_free(out);
     }
 done:
     free(s.t.v);

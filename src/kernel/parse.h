@@ -135,9 +135,11 @@ int tack_reduce_target(const struct scan *s, const struct def *d, const struct t
 /* TACK_EVALUE for tack_extent or tack_size in the body of something that
  * is no array parameter. */
 tack_status tack_extents_check(const struct scan *s, const struct def *d, const struct tack_signature *sig);
-/* The body with every subscript of an array parameter checked, and the
- * body reduced to its directives (malloc'd; NULL out of memory). */
-char *tack_body_checked(struct scan *s, const struct def *d, const struct tack_signature *sig);
+/* The body with every access to an array parameter's elements checked
+ * (*out malloc'd): TACK_EVALUE for a use of a parameter that checks
+ * cannot cover, TACK_ENOMEM. The body reduced to its directives
+ * (malloc'd; NULL out of memory). */
+tack_status tack_body_checked(struct scan *s, const struct def *d, const struct tack_signature *sig, char **out);
 char *tack_body_stub(const struct scan *s, const struct def *d);
 
 /* Follows the conditional directives (conditionals.c): marks the tokens of

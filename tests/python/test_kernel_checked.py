@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import tack
+from children import run_python
 from conftest import nvrtc_or_skip
 
 pytestmark = pytest.mark.usefixtures("private_kernel_cache")
@@ -265,6 +266,192 @@ def test_tack_checked_in_the_environment_checks_every_kernel():
     assert "index 3 of parameter 'y'" in out, out
 
 
+# ---- every spelling of an access ----------------------------------------
+
+# Each writes two elements past an 8-element view (indices 8 and 9, or the
+# bytes of them) from the indices 6 and 7: unchecked, into the guard.
+SPELLINGS = {
+    "y[e]": "y[i + 2] = 5.0f;",
+    "e[y]": "(i + 2)[y] = 5.0f;",
+    "e[y + k]": "i[y + 2] = 5.0f;",
+    "(y)[e]": "(y)[i + 2] = 5.0f;",
+    "((float *)y)[e]": "((float *)y)[i + 2] = 5.0f;",
+    "((unsigned char *)y)[b]": "((unsigned char *)y)[4 * i + 8] = 5;",
+    "(y + k)[e]": "(y + 2)[i] = 5.0f;",
+    "*(y + e)": "*(y + i + 2) = 5.0f;",
+    "*(k + y + e)": "*(2 + y + i) = 5.0f;",
+    "*(float *)(y + e)": "*(float *)(y + i + 2) = 5.0f;",
+    "&(y[e])": "float *p = &(y[i + 2]); *p = 5.0f;",
+    "&(y)[e]": "float *p = &(y)[i + 2]; p[0] = 5.0f;",
+    "atomic y + e": "tack_atomic_add(y + i + 2, 5.0f);",
+}
+
+SPELLING_CHILD = r"""
+import sys, numpy as np, tack
+body = sys.argv[1]
+k = tack.Kernel("void spell(tack_index i, float *y)\n{\n    " + body + "\n}\n", checked=True)
+whole = np.full(64 + 8 + 64, -1.0, np.float32)
+view = whole[64:72]
+view[:] = 0
+try:
+    k(view)
+    print("no IndexError")
+except IndexError as e:
+    print("IndexError:", e)
+print("guard", bool((whole[:64] == -1).all() and (whole[72:] == -1).all()))
+print("view", view.tolist())
+"""
+
+
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+def test_every_spelling_of_an_access_is_checked(spelling):
+    # A child: unchecked, the write lands in memory beside the view, which
+    # could be anything's.
+    out = run_python(SPELLING_CHILD, args=[SPELLINGS[spelling]], timeout=120)
+    assert "IndexError: " in out and "parameter 'y' at line 3" in out, out
+    assert "guard True" in out, out
+    # The indices in bounds ran; the two below them wrote nothing.
+    view = [float(v) for v in out.split("view [", 1)[1].split("]", 1)[0].split(",")]
+    assert view[:2] == [0.0, 0.0] and all(v != 0 for v in view[2:]), out
+
+
+# A row indexed from an address out of bounds: the address is the sink,
+# and the row's writes land there. Before, the sink was 16 bytes of the
+# launch's record and the row ran on into the heap.
+ROWS = """
+void rows(tack_index i, float *y)
+{
+    float *row = &y[i * 64];
+    for (int c = 0; c < 64; c++)
+        row[c] = 7;
+}
+"""
+
+
+def test_rows_from_addresses_out_of_bounds_corrupt_nothing_over_thousands_of_launches():
+    out = run_python("""
+    import sys, numpy as np, tack
+    k = tack.Kernel(sys.argv[1], checked=True)
+    whole = np.full(64 + 128 + 64, -1.0, np.float32)
+    view = whole[64:192]            # rows 0 and 1; rows 2 and 3 start out of bounds
+    caught = 0
+    for _ in range(3000):
+        try:
+            k.launch(4, view)
+        except IndexError as e:
+            caught += "of parameter 'y' at line 4" in str(e)
+        big = np.zeros(1 << 12, np.float64)  # the heap goes on being used
+        del big
+    assert caught == 3000, caught
+    assert (whole[:64] == -1).all() and (whole[192:] == -1).all()
+    assert (view == 7).all()
+    print("ok")
+    """, args=[ROWS], timeout=300)
+    assert out.strip() == "ok", out
+
+
+RUN_PAST = """
+void run(tack_index i, float *y)
+{
+    float *p = &y[i + 1];
+    for (long c = 0; c < (2L << 20); c++)
+        p[c] = 1;
+}
+"""
+
+
+def test_a_run_past_the_sink_stops_the_process_instead_of_writing_elsewhere():
+    # Half the 2 MiB sink either way is room for rows; a run further meets
+    # an inaccessible page. What the user sees is a crash with SIGSEGV (and
+    # Python's fault handler's trace where it is on), never a write beyond.
+    script = textwrap.dedent("""
+    import sys, numpy as np, tack
+    k = tack.Kernel(sys.argv[1], checked=True)
+    k.launch(1, np.zeros(1, np.float32))
+    print("ran on")
+    """)
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, RUN_PAST], capture_output=True, text=True,
+                       timeout=120)
+    assert "ran on" not in r.stdout
+    assert r.returncode != 0 and ("Segmentation fault" in r.stderr or "SEGV" in r.stderr), (r.returncode, r.stderr)
+
+
+# What a checked kernel refuses, when it is made: uses of a parameter that
+# would make its checks wrong, or accesses Tack cannot rewrite.
+REFUSED = {
+    "y++": ("y++;\n    y[i] = 1;", "itself is changed"),
+    "y += k": ("y += 2;\n    y[i] = 1;", "itself is changed"),
+    "y = x": ("y = x;\n    y[i] = 1;", "itself is changed"),
+    "&y": ("float **pp = &y;\n    (*pp)[i] = 1;", "its own address is taken"),
+    "(c ? y : x)[e]": ("(i > 2 ? y : x)[i] = 1;", "through an expression"),
+    "*(c ? y : x)": ("*(i > 2 ? y : x) = 1;", "through an expression"),
+    "local y": ("{ float *y = x; y[i] = 1; }", "a local of that name hides it"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_uses_that_checks_cannot_cover_are_refused_with_how_to_write_them(name):
+    body, why = REFUSED[name]
+    src = f"void r(tack_index i, float *y, float *x)\n{{\n    {body}\n}}\n"
+    with pytest.raises(ValueError) as e:
+        tack.Kernel(src, checked=True)
+    msg = str(e.value)
+    assert "line 3: kernel 'r' is checked" in msg and why in msg and "write the access as y[index]" in msg, msg
+    # Unchecked, the same source is an ordinary kernel.
+    tack.Kernel(src)
+
+
+def test_a_change_to_the_parameter_through_a_macro_does_not_compile():
+    # The checked copy's array parameters are const: what the rewrite does
+    # not see (a macro's expansion) cannot move the array either.
+    src = """
+    #define BUMP(p) ((p) += 100)
+    void m(tack_index i, float *y) { BUMP(y); y[i] = 1; }
+    """
+    with pytest.raises(RuntimeError, match="read-only parameter|const-qualified"):
+        tack.Kernel(src, checked=True)
+    tack.Kernel(src)
+
+
+def test_uses_that_stay_allowed_when_checked():
+    # Handing the array on (a helper, a local), its extents, comparisons,
+    # a member named like it, sizeof: ordinary kernels, still built.
+    k = tack.Kernel("""
+    static float first(const float *p) { return p[0]; }
+    void ok(tack_index i, float *y)
+    {
+        struct { float *y; } s = { y };
+        float *row = y + 0;
+        if (y == 0 || row == 0)
+            return;
+        y[i] = first(y) + (float)tack_size(y) + (float)sizeof y[0] + (float)(s.y == y) + 2.0f * *y;
+    }
+    """, checked=True)
+    y = np.zeros(4, np.float32)
+    k.launch(1, y)
+    assert y.tolist() == [9, 0, 0, 0], y.tolist()
+
+
+def test_brackets_split_across_groups_tack_keeps_both_of_are_refused():
+    # Tack keeps both groups of a conditional it cannot decide; a bracket
+    # closed outside its group leaves Tack's reading unbalanced, where no
+    # access could be told apart: refused rather than left unchecked.
+    src = """
+    void u(tack_index i, float *y)
+    {
+    #if defined(__AVX512F__)
+        y[i + 1] = (1
+    #else
+        y[i + 1] = (2
+    #endif
+        );
+    }
+    """
+    with pytest.raises(ValueError, match="line 5: kernel 'u' is checked, and this bracket has no partner"):
+        tack.Kernel(src, checked=True)
+    tack.Kernel(src)
+
+
 # ---- the GPU variants compile ---------------------------------------------
 
 GPU_KERNEL = """
@@ -273,6 +460,18 @@ void both(tack_index i, tack_index j, const int32_t *v, int32_t *bins, tack_f16 
     tack_index w = tack_extent(v, 1);
     tack_atomic_add(&bins[v[i * w + j] % tack_size(bins)], 1);
     h[i * w + j] = tack_f16_from_float(1.0f);
+}
+"""
+
+# Every spelling the checked rewrite takes, in each GPU dialect.
+GPU_SPELLINGS = """
+void spell(tack_index i, const float *x, float *y, int32_t *n)
+{
+    float *row = &y[i];
+    row[0] = (i)[x] + (x)[i] + ((const float *)x)[i] + *(x + i) + *x + ((const unsigned char *)x)[i];
+    *(y + i) += (y + 0)[i];
+    tack_atomic_add(n + i, 1);
+    tack_atomic_add(&(n[i]), 1);
 }
 """
 
@@ -287,14 +486,15 @@ def test_checked_and_extent_kernels_compile_with_nvrtc():
         # Two extents, three arrays, the extents of those the body asks
         # (of every array when checked), and the record.
         assert entry.count(".param") == 2 + 3 + (3 + 1 if checked else 2), entry
+    assert ".entry tack_kernel_entry" in tack.Kernel(GPU_SPELLINGS, checked=True).ptx()
 
 
 def test_checked_and_extent_kernels_compile_as_opencl_c():
     clang = shutil.which("clang")
     if not clang:
         pytest.skip("no clang here (Debian: clang)")
-    for checked in (False, True):
-        src = tack.Kernel(GPU_KERNEL, checked=checked).generated_source("level_zero")
+    for kernel, checked in ((GPU_KERNEL, False), (GPU_KERNEL, True), (GPU_SPELLINGS, True)):
+        src = tack.Kernel(kernel, checked=checked).generated_source("level_zero")
         out = subprocess.run(
             [clang, "-x", "cl", "-cl-std=CL2.0", "-Xclang", "-finclude-default-header", "-target", "spir64",
              "-fsyntax-only", "-Werror=implicit-function-declaration", "-"],
