@@ -19,8 +19,8 @@
 #define TACK_ASAN 1
 #endif
 #endif
-#ifdef TACK_ASAN
 #include <malloc.h>
+#ifdef TACK_ASAN
 #include <sanitizer/asan_interface.h>
 /* The whole record (ASan's usable size is the size asked for), so that a
  * stale read of any field of a held record is reported as one of freed
@@ -37,11 +37,14 @@ struct counts {
     struct counts *next_all;  /* every record, for the readers */
     struct counts *next_free; /* records whose thread has exited */
     /* The thread's quarantine (tack_handle_free): the records it freed
-     * last, oldest at `next`. Handed on with the record when the thread
-     * exits, so a record stays held for TACK_QUARANTINE frees whoever
-     * makes them, and nothing is freed at a thread's exit. */
+     * last, `nheld` of them from the oldest at `first`, `held_bytes` in
+     * all. Handed on with the record when the thread exits, so a record
+     * stays held for the same number of frees whoever makes them, and
+     * nothing is freed at a thread's exit. */
     void *held[TACK_QUARANTINE];
-    unsigned next;
+    size_t held_size[TACK_QUARANTINE];
+    size_t held_bytes;
+    unsigned first, nheld;
 };
 
 static struct counts *all_records, *free_records;
@@ -135,19 +138,34 @@ long tack_count_total(enum tack_count_kind kind)
     return sum;
 }
 
-/* Holds `record` in c's quarantine and frees the oldest one it displaces:
- * a store and a load, and the free the record would have had anyway. */
+/* Frees the oldest record c holds. */
+static void release_oldest(struct counts *c)
+{
+    unsigned i = c->first;
+    void *old = c->held[i];
+    c->held[i] = NULL;
+    c->held_bytes -= c->held_size[i];
+    c->first = (i + 1) % TACK_QUARANTINE;
+    c->nheld--;
+    hold_unpoison(old);
+    free(old);
+}
+
+/* Holds `record` in c's quarantine and frees the oldest ones it displaces,
+ * by count or by bytes: a few stores, and the frees the records would have
+ * had anyway. The byte bound keeps a thread that releases many kernels (a
+ * record of several KiB each) from holding megabytes. */
 static void hold(struct counts *c, void *record)
 {
+    size_t size = malloc_usable_size(record);
+    while (c->nheld && (c->nheld == TACK_QUARANTINE || c->held_bytes + size > TACK_QUARANTINE_BYTES))
+        release_oldest(c);
     hold_poison(record);
-    unsigned i = c->next;
-    void *old = c->held[i];
+    unsigned i = (c->first + c->nheld) % TACK_QUARANTINE;
     c->held[i] = record;
-    c->next = (i + 1) % TACK_QUARANTINE;
-    if (old) {
-        hold_unpoison(old);
-        free(old);
-    }
+    c->held_size[i] = size;
+    c->held_bytes += size;
+    c->nheld++;
 }
 
 #if defined(__GNUC__)

@@ -105,8 +105,9 @@ long tack_count_total(enum tack_count_kind kind);
 
 /* The free of a released handle's record (an array, buffer, device or
  * kernel, its count already TACK_REFS_FREED): the record is held back, not
- * returned to malloc, until TACK_QUARANTINE more records have been freed on
- * this thread (src/core/counters.c). While it is held its address is given
+ * returned to malloc, until TACK_QUARANTINE more records, or
+ * TACK_QUARANTINE_BYTES of them, have been freed on this thread
+ * (src/core/counters.c). While it is held its address is given
  * to no new object, so a release or a use through a stale pointer finds
  * TACK_REFS_FREED and is reported (tack_misuse_released) rather than
  * freeing or writing whatever malloc put there next. Built with
@@ -114,6 +115,7 @@ long tack_count_total(enum tack_count_kind kind);
  * it is reported as ASan reports freed memory. tack_count_free also counts
  * one object of `kind` gone, in the same visit to the thread's record. */
 #define TACK_QUARANTINE 128
+#define TACK_QUARANTINE_BYTES ((size_t)128 * 1024)
 void tack_handle_free(void *record);
 void tack_count_free(enum tack_count_kind kind, void *record);
 
