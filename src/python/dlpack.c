@@ -283,13 +283,11 @@ static struct producer_type producer_type(PyTypeObject *type)
     return fresh;
 }
 
-/* 1 when `source` requires grad; a failed read counts as no, unless it
- * failed with an exception that must propagate: then -1 with it. */
-static int requires_grad(const struct producer_type *p, PyObject *source)
+/* The truth of `v`, a new reference (consumed) or NULL with an exception
+ * set: a failed read counts as no, unless its exception must propagate:
+ * then -1 with it. */
+static int truth_of(PyObject *v)
 {
-    if (!p->requires_grad)
-        return 0;
-    PyObject *v = p->grad_get ? p->grad_get(source, p->grad_closure) : PyObject_GetAttr(source, str_requires_grad);
     int r = v == Py_False ? 0 : v == Py_True ? 1 : v ? PyObject_IsTrue(v) : -1;
     Py_XDECREF(v);
     if (r < 0) {
@@ -301,21 +299,21 @@ static int requires_grad(const struct producer_type *p, PyObject *source)
     return r;
 }
 
+/* 1 when `source` requires grad; a failed read counts as no, unless it
+ * failed with an exception that must propagate: then -1 with it. */
+static int requires_grad(const struct producer_type *p, PyObject *source)
+{
+    if (!p->requires_grad)
+        return 0;
+    return truth_of(p->grad_get ? p->grad_get(source, p->grad_closure) : PyObject_GetAttr(source, str_requires_grad));
+}
+
 /* 1 when the bit `method` reads is set on `source`; a failed read counts
  * as not set (the import then goes on as for any other producer), unless
  * it failed with an exception that must propagate: then -1 with it. */
 static int lazy_bit(PyObject *method, PyCFunction direct, PyObject *source)
 {
-    PyObject *v = direct ? direct(source, NULL) : PyObject_CallOneArg(method, source);
-    int r = v == Py_False ? 0 : v == Py_True ? 1 : v ? PyObject_IsTrue(v) : -1;
-    Py_XDECREF(v);
-    if (r < 0) {
-        if (tack_py_exception_must_propagate())
-            return -1;
-        PyErr_Clear();
-        r = 0;
-    }
-    return r;
+    return truth_of(direct ? direct(source, NULL) : PyObject_CallOneArg(method, source));
 }
 
 /* 1 with a BufferError when `source` is a PyTorch tensor whose memory does
