@@ -85,15 +85,16 @@ GIL_SCRIPT = """
 
 
 def test_another_thread_runs_while_a_long_signature_is_read():
-    """A legal source whose signature takes tens of milliseconds to read
-    even on an idle machine (7 levels of 9 macros that expand to nothing,
-    within the work budget, which refuses 10): a counting thread keeps
-    running throughout. With the GIL held it would stop for the whole
-    read: one gap as long as the construction."""
-    src = nested_empty_macros(levels=7, width=9)
+    """A legal source whose signature takes over ten milliseconds to read
+    even on an idle machine (6 levels of 15 macros that expand to nothing,
+    near the work budget, which refuses 7 levels of 10): a counting thread,
+    given the GIL every millisecond, keeps running throughout. With the GIL
+    held it would stop for the whole read: one gap as long as the
+    construction."""
+    src = nested_empty_macros(levels=6, width=15)
     out = run_child(GIL_SCRIPT.replace("SRC", repr(src)), timeout=120).split()
     took, ratio = float(out[0]), float(out[1])
-    assert took > 0.02, f"the read took {took} s, too short to tell"
+    assert took > 0.01, f"the read took {took} s, too short to tell"
     assert ratio < 0.5, f"the other thread stood still for {ratio:.0%} of a {took} s construction"
 
 
