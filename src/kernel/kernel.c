@@ -3,6 +3,7 @@
  * over the argument list, one atomic load to find the loaded code, and the
  * backend's launch; no lock, no allocation. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -543,6 +544,54 @@ _Static_assert(sizeof(struct check_record) == TACK_CHECK_RECORD_SIZE,
 static pthread_once_t host_sink_once = PTHREAD_ONCE_INIT;
 static char *host_sink_middle;
 
+/* The sink's two guard pages, and the SIGSEGV action there was before
+ * Tack's, which a fault anywhere else goes on to. A fault in a guard page
+ * says which mistake it was before the process stops the way it would have
+ * without Tack (the previous handler, Python's fault handler say, or the
+ * default): a bare "Segmentation fault" would send the user after the
+ * wrong pointer. */
+static uintptr_t guard_low, guard_high, guard_size;
+static struct sigaction fault_before;
+
+static void sink_fault(int sig, siginfo_t *info, void *context)
+{
+    uintptr_t a = (uintptr_t)info->si_addr;
+    if ((a >= guard_low && a < guard_low + guard_size) || (a >= guard_high && a < guard_high + guard_size)) {
+        static const char msg[] =
+            "tack: a checked kernel ran more than 1 MiB past an address out of bounds (&y[e] points into "
+            "a guarded sink when e is out of bounds): a pointer taken that way and walked in a loop; "
+            "test the index before taking the address. Stopping.\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+    }
+    if ((fault_before.sa_flags & SA_SIGINFO) && fault_before.sa_sigaction) {
+        fault_before.sa_sigaction(sig, info, context);
+        return;
+    }
+    if (fault_before.sa_handler != SIG_DFL && fault_before.sa_handler != SIG_IGN) {
+        fault_before.sa_handler(sig);
+        return;
+    }
+    /* The default action: put it back, and the access faults again on
+     * return, now to end the process as it would have. */
+    sigaction(SIGSEGV, &fault_before, NULL);
+}
+
+/* Names the guard pages of the sink mapping `m` to a fault handler, which
+ * goes on to whatever handled SIGSEGV before. */
+static void sink_fault_install(char *m, size_t page)
+{
+    guard_low = (uintptr_t)m;
+    guard_high = (uintptr_t)(m + page + TACK_CHECK_SINK_HOST);
+    guard_size = page;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = sink_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &fault_before);
+}
+
 static void host_sink_map(void)
 {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -558,6 +607,7 @@ static void host_sink_map(void)
         return;
     }
     host_sink_middle = m + page + TACK_CHECK_SINK_HOST / 2;
+    sink_fault_install(m, page);
 }
 
 /* On a device the host cannot address the sink is an allocation of its

@@ -10,6 +10,7 @@ extent and the source line."""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -362,8 +363,9 @@ void run(tack_index i, float *y)
 
 def test_a_run_past_the_sink_stops_the_process_instead_of_writing_elsewhere():
     # Half the 2 MiB sink either way is room for rows; a run further meets
-    # an inaccessible page. What the user sees is a crash with SIGSEGV (and
-    # Python's fault handler's trace where it is on), never a write beyond.
+    # an inaccessible page. What the user sees is Tack's line naming the
+    # mistake, then the crash with SIGSEGV it would have had (and Python's
+    # fault handler's trace where it is on), never a write beyond.
     script = textwrap.dedent("""
     import sys, numpy as np, tack
     k = tack.Kernel(sys.argv[1], checked=True)
@@ -374,6 +376,27 @@ def test_a_run_past_the_sink_stops_the_process_instead_of_writing_elsewhere():
                        timeout=120)
     assert "ran on" not in r.stdout
     assert r.returncode != 0 and ("Segmentation fault" in r.stderr or "SEGV" in r.stderr), (r.returncode, r.stderr)
+    assert "a checked kernel ran more than 1 MiB past an address out of bounds" in r.stderr, r.stderr
+
+
+def test_a_fault_elsewhere_is_left_to_the_handler_before_tack():
+    # The sink's fault handler, installed at the first checked launch, says
+    # nothing of a fault outside its guard pages and leaves it to what
+    # handled SIGSEGV before: here the default action, which ends the
+    # process as it would have without Tack.
+    script = textwrap.dedent("""
+    import ctypes, sys, numpy as np, tack
+    k = tack.Kernel("void one(tack_index i, float *y) { y[i] = 1; }", checked=True)
+    y = np.zeros(4, np.float32)
+    k.launch(4, y)
+    assert (y == 1).all()
+    print("launched", flush=True)
+    ctypes.string_at(16)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "launched" in r.stdout, r.stderr
+    assert r.returncode == -signal.SIGSEGV or "SEGV" in r.stderr, (r.returncode, r.stderr)
+    assert "checked kernel ran" not in r.stderr, r.stderr
 
 
 # What a checked kernel refuses, when it is made: uses of a parameter that
