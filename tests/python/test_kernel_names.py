@@ -421,23 +421,13 @@ def test_cuda_source_with_the_wrong_definitions_compiles_with_nvrtc(checked):
 
 @pytest.mark.parametrize("checked", [False, True], ids=["unchecked", "checked"])
 def test_hip_source_with_the_wrong_definitions_compiles_with_hiprtc(checked):
-    import ctypes
-
-    from test_kernels_nd import hiprtc_or_skip
+    from test_kernels_nd import hiprtc_compile, hiprtc_or_skip
 
     lib = hiprtc_or_skip()
     src = tack.Kernel(GPU_KERNEL, defines=GPU_WRONG, checked=checked).generated_source("hip")
     assert not foreign_names(src, own_names(GPU_KERNEL), defines=GPU_WRONG)
-    prog = ctypes.c_void_p()
-    assert lib.hiprtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernel.hip", 0, None, None) == 0
-    opts = (ctypes.c_char_p * 1)(b"--offload-arch=gfx90a")
-    result = lib.hiprtcCompileProgram(prog, 1, opts)
-    size = ctypes.c_size_t()
-    lib.hiprtcGetProgramLogSize(prog, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value + 1)
-    lib.hiprtcGetProgramLog(prog, log)
-    lib.hiprtcDestroyProgram(ctypes.byref(prog))
-    assert result == 0, log.value.decode(errors="replace")
+    result, log = hiprtc_compile(lib, src)
+    assert result == 0, log
 
 
 @pytest.mark.parametrize("checked", [False, True], ids=["unchecked", "checked"])

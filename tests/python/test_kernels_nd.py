@@ -402,6 +402,22 @@ def hiprtc_or_skip():
     pytest.skip("no hipRTC here (Debian: libamdhip64-5)")
 
 
+def hiprtc_compile(lib, source):
+    """Compiles `source` with hipRTC for gfx90a: (hipRTC's result, its log)."""
+    import ctypes
+
+    prog = ctypes.c_void_p()
+    assert lib.hiprtcCreateProgram(ctypes.byref(prog), source.encode(), b"kernel.hip", 0, None, None) == 0
+    opts = (ctypes.c_char_p * 1)(b"--offload-arch=gfx90a")
+    result = lib.hiprtcCompileProgram(prog, 1, opts)
+    size = ctypes.c_size_t()
+    lib.hiprtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value + 1)
+    lib.hiprtcGetProgramLog(prog, log)
+    lib.hiprtcDestroyProgram(ctypes.byref(prog))
+    return result, log.value.decode(errors="replace")
+
+
 def test_hip_2d_entry_and_atomics_compile_with_hiprtc():
     import ctypes
 
